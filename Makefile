@@ -1,0 +1,29 @@
+# The two commands of the README: `make demo` and `make test`.
+PY := .venv/bin/python
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export PREFECT_HOME ?= $(CURDIR)/.folio/prefect
+CORPUS ?= $(abspath ../shared/corpus)
+export FOLIO_CORPUS_DIR ?= $(CORPUS)
+
+.PHONY: setup demo test lint typecheck bench
+
+setup:
+	@bash scripts/setup.sh
+
+# Sets everything up and ingests the built-in sample PDFs through the real Prefect flow.
+demo: setup
+	$(PY) -m folio.demo
+
+# Sets everything up and runs the whole test suite.
+test: setup
+	$(PY) -m pytest -q
+
+lint:
+	.venv/bin/ruff check folio tasks flows deployments tests bench
+
+typecheck:
+	.venv/bin/mypy
+
+bench: setup
+	$(PY) bench/cpu_prep.py
+	$(PY) bench/memory.py

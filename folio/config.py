@@ -1,0 +1,147 @@
+"""Pipeline settings: pydantic models, read from ``FOLIO_*`` environment variables.
+
+``FOLIO_RENDER__MAX_PIXELS=4000000`` sets ``render.max_pixels`` (nested delimiter ``__``).
+Only the fields that change what a page turns into enter :meth:`PipelineConfig.config_hash`;
+operational knobs (timeouts, concurrency, paths) do not, so changing them never forces
+re-OCR of documents that are already done.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class RenderSettings(BaseModel):
+    """Adaptive DPI: use the model's pixel budget without wasting it."""
+
+    longest_side_px: int = Field(1600, description="target longest side (olmOCR uses 1288)")
+    min_dpi: float = Field(72.0, description="never render below this")
+    max_dpi: float = Field(300.0, description="never render above this")
+    min_text_px: float = Field(
+        11.0, description="the smallest text on the page should be at least this many px tall"
+    )
+    max_pixels: int = Field(3072 * 2048, description="hard cap on width*height of any render")
+    max_page_pt: float = Field(
+        14400.0, description="pages longer than this (200 inches, PDF's own limit) are rejected"
+    )
+    image_format: Literal["png", "jpeg", "ppm"] = "png"
+
+
+class RouteSettings(BaseModel):
+    """Which pages may skip OCR because their own text layer is trustworthy."""
+
+    mode: Literal["auto", "ocr", "text-layer"] = Field(
+        "auto",
+        description="auto: trust good text layers, OCR the rest; ocr: OCR every page; "
+        "text-layer: never OCR (pages without a usable layer are quarantined)",
+    )
+    min_score: float = Field(0.8, description="text-layer quality score needed to trust it")
+
+
+class OcrSettings(BaseModel):
+    engine: Literal["tesseract", "rapidocr", "vllm", "openai", "text-layer"] = "tesseract"
+    languages: str = Field("eng", description="tesseract language packs, e.g. eng+deu")
+    fallback: list[str] = Field(
+        default_factory=lambda: ["text-layer"],
+        description="engines tried in order when the primary fails on a page",
+    )
+    max_attempts: int = Field(3, ge=1, description="attempts per page on the primary engine")
+    temperatures: list[float] = Field(
+        default_factory=lambda: [0.0, 0.2, 0.5, 0.8], description="VLM retry ladder"
+    )
+    # GPU/OpenAI-protocol engines (issue 4 fills these in)
+    endpoint: str | None = None
+    model: str | None = None
+    preset: str = "generic"
+    profile: str = "auto"
+    max_tokens: int = 4096
+    in_flight: int = Field(16, ge=1, description="requests in flight per endpoint")
+
+
+class ValidationSettings(BaseModel):
+    enabled: bool = True
+    max_repeat_ratio: float = Field(
+        0.5, description="pages whose text is more than this share of one repeated n-gram fail"
+    )
+
+
+class ChunkSettings(BaseModel):
+    max_chars: int = 1500
+    overlap_chars: int = 0
+
+
+class EmbeddingSettings(BaseModel):
+    model_path: str | None = Field(None, description="override the packaged ONNX model")
+    tokenizer_path: str | None = None
+    batch_size: int = 32
+    max_tokens: int = 256
+
+
+class StoreSettings(BaseModel):
+    kind: Literal["lancedb", "pgvector", "none"] = "lancedb"
+    uri: str | None = Field(None, description="LanceDB folder/s3 URI or PostgreSQL DSN")
+    table: str = "chunks"
+
+
+class S3Settings(BaseModel):
+    endpoint_url: str | None = None
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: SecretStr | None = None
+    session_token: SecretStr | None = None
+    profile: str | None = None
+
+
+class LimitSettings(BaseModel):
+    document_timeout_s: float = Field(900.0, description="whole-document wall clock limit")
+    page_timeout_s: float = Field(120.0, description="one page's OCR limit")
+    ghostscript_timeout_s: float = 120.0
+    worker_memory_mb: int = Field(4096, description="address-space cap of a page worker")
+    max_bytes: int = Field(2 * 1024**3, description="larger inputs are rejected")
+    max_pages: int = Field(20000)
+    page_concurrency: int = Field(2, ge=1, description="pages OCR'd at once per document")
+    document_concurrency: int = Field(2, ge=1, description="documents processed at once")
+
+
+class PipelineConfig(BaseSettings):
+    """Everything the pipeline needs; defaults run on a laptop with no services."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="FOLIO_", env_nested_delimiter="__", extra="ignore"
+    )
+
+    render: RenderSettings = Field(default_factory=RenderSettings)
+    route: RouteSettings = Field(default_factory=RouteSettings)
+    ocr: OcrSettings = Field(default_factory=OcrSettings)
+    validation: ValidationSettings = Field(default_factory=ValidationSettings)
+    chunk: ChunkSettings = Field(default_factory=ChunkSettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    s3: S3Settings = Field(default_factory=S3Settings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+    compress: bool = Field(True, description="try Ghostscript compression before rendering")
+    password: SecretStr | None = Field(None, description="password for encrypted PDFs")
+    reprocess: bool = Field(False, description="ignore earlier results and OCR again")
+    work_dir: Path = Field(Path(".folio/work"), description="scratch space for renders")
+
+    def config_hash(self) -> str:
+        """Hash of the settings that change outputs (not timeouts, paths or secrets)."""
+        relevant = {
+            "render": self.render.model_dump(),
+            "route": self.route.model_dump(),
+            "ocr": self.ocr.model_dump(
+                include={"engine", "languages", "fallback", "model", "preset", "temperatures"}
+            ),
+            "validation": self.validation.model_dump(),
+            "chunk": self.chunk.model_dump(),
+            "embedding": self.embedding.model_dump(include={"model_path", "max_tokens"}),
+            "compress": self.compress,
+        }
+        blob = json.dumps(relevant, sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]

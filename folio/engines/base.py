@@ -1,0 +1,34 @@
+"""The OCR engine interface: every engine turns one prepared page into blocks + markdown.
+
+Engines raise :class:`folio.errors.BadOutputError` when they answered but the answer is
+unusable (the pipeline then retries or falls back) and :class:`folio.errors.TransientError`
+when the engine itself is unreachable.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+from folio.models import Attempt, Block, PagePrep
+
+
+class EngineOutput(BaseModel):
+    blocks: list[Block] = Field(default_factory=list)
+    markdown: str = ""
+    attempt: Attempt
+    prompt_format: str = ""
+
+
+@runtime_checkable
+class OcrEngine(Protocol):
+    """One engine. ``attempt`` counts from 0; engines with sampling use it to pick a
+    temperature from the retry ladder, deterministic ones may ignore it."""
+
+    name: str
+    model: str
+
+    def recognize(self, page: PagePrep, attempt: int = 0) -> EngineOutput: ...
+
+    def close(self) -> None: ...

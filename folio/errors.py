@@ -1,0 +1,94 @@
+"""One exception tree for folio.
+
+Two branches matter to callers: :class:`BadInputError` (the document itself is at fault;
+retrying will not help, so the page or document is quarantined with the reason) and
+:class:`TransientError` (infrastructure: a storage endpoint, an OCR server, a timeout;
+retrying later may help, so the document is recorded as failed-retryable, never as done).
+"""
+
+from __future__ import annotations
+
+
+class FolioError(Exception):
+    """Base of every error folio raises on purpose."""
+
+    #: short machine-readable code, used as the quarantine reason prefix
+    code = "error"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+    @property
+    def reason(self) -> str:
+        """``code: message``, the text written next to a quarantined item."""
+        return f"{self.code}: {self}"
+
+
+class ConfigError(FolioError):
+    """The configuration or the command line is wrong (a user error, not input's)."""
+
+    code = "config"
+
+
+# --- bad input: permanent --------------------------------------------------------------
+
+
+class BadInputError(FolioError):
+    """The input cannot be processed as given; retrying will not help."""
+
+    code = "bad-input"
+
+
+class NotAPdfError(BadInputError):
+    code = "not-a-pdf"
+
+
+class EncryptedPdfError(BadInputError):
+    code = "encrypted"
+
+
+class MalformedPdfError(BadInputError):
+    code = "malformed"
+
+
+class PageTooLargeError(BadInputError):
+    code = "page-too-large"
+
+
+class BadOutputError(BadInputError):
+    """An engine answered, but the answer is unusable (repetition, truncation, garbage)."""
+
+    code = "bad-output"
+
+
+class ValidationFailedError(BadInputError):
+    code = "validation"
+
+
+# --- transient infrastructure ------------------------------------------------------------
+
+
+class TransientError(FolioError):
+    """Infrastructure trouble: worth retrying later; the document is not marked done."""
+
+    code = "transient"
+
+
+class TimeoutExpired(TransientError):
+    code = "timeout"
+
+
+class EngineUnavailableError(TransientError):
+    code = "engine-unavailable"
+
+
+class StorageError(TransientError):
+    code = "storage"
+
+
+class WorkerCrashedError(TransientError):
+    """A page worker process died (signal, memory limit) before finishing."""
+
+    code = "worker-crashed"

@@ -1,0 +1,220 @@
+"""The data contract: one source of truth for every stage, output file and report.
+
+Coordinates: every bbox is in PDF points with the origin at the page's top-left corner and
+y growing downwards (the way images and OCR engines see a page), after the page's /Rotate
+has been applied. ``Block.bbox_norm`` is the same box divided by the page size (0..1).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, Field, computed_field
+
+
+class PageOutcome(StrEnum):
+    OK = "ok"  # first attempt succeeded and validated
+    RECOVERED = "recovered"  # succeeded after a retry or a repair
+    FALLBACK = "fallback"  # primary route failed; a fallback engine produced the text
+    QUARANTINED = "quarantined"  # nothing usable; reason says why; a later run may retry
+
+
+class DocumentOutcome(StrEnum):
+    OK = "ok"  # every page ok or recovered
+    PARTIAL = "partial"  # some pages fell back or were quarantined
+    QUARANTINED = "quarantined"  # the document as a whole could not be processed
+
+
+class Label(StrEnum):
+    """Block labels (Chandra's vocabulary, which covers olmOCR's and docling's)."""
+
+    TEXT = "Text"
+    TITLE = "Title"
+    SECTION_HEADER = "Section-Header"
+    LIST_ITEM = "List-Item"
+    TABLE = "Table"
+    FIGURE = "Figure"
+    IMAGE = "Image"
+    CAPTION = "Caption"
+    EQUATION = "Equation-Block"
+    CODE = "Code-Block"
+    FOOTNOTE = "Footnote"
+    PAGE_HEADER = "Page-Header"
+    PAGE_FOOTER = "Page-Footer"
+    FORM = "Form"
+    TOC = "Table-Of-Contents"
+
+
+KNOWN_LABELS: frozenset[str] = frozenset(label.value for label in Label)
+
+
+class BBox(BaseModel):
+    """Axis-aligned box in page points, top-left origin."""
+
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+
+    def normalized(self, width: float, height: float) -> BBox:
+        return BBox(x0=self.x0 / width, y0=self.y0 / height, x1=self.x1 / width, y1=self.y1 / height)
+
+    def union(self, other: BBox) -> BBox:
+        return BBox(
+            x0=min(self.x0, other.x0),
+            y0=min(self.y0, other.y0),
+            x1=max(self.x1, other.x1),
+            y1=max(self.y1, other.y1),
+        )
+
+
+class Block(BaseModel):
+    label: str
+    bbox: BBox | None = None  # points; None when the engine gives no geometry
+    content: str  # markdown; tables as HTML
+    order: int  # reading order within the page
+    confidence: float | None = None
+
+
+class RenderPlan(BaseModel):
+    """How a page is rasterised and why (olmOCR/Chandra style pixel budgets)."""
+
+    dpi: float
+    width_px: int
+    height_px: int
+    reason: str  # e.g. "budget 1288px longest side; small text 6.1pt -> 150dpi"
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def pixels(self) -> int:
+        return self.width_px * self.height_px
+
+
+class TextLayer(BaseModel):
+    """What pdfium found in the page's own text layer, and whether to trust it."""
+
+    chars: int = 0
+    text: str = ""
+    blocks: list[Block] = Field(default_factory=list)
+    min_font_pt: float | None = None
+    score: float = 0.0  # 0 (junk/absent) .. 1 (trustworthy)
+    trusted: bool = False
+    why: str = ""
+
+
+class PagePrep(BaseModel):
+    """One page as the page worker prepared it: geometry, plan, text layer, image file.
+
+    This is the line protocol between the page worker process and the pipeline.
+    """
+
+    index: int
+    width_pt: float = 0.0
+    height_pt: float = 0.0
+    rotation: int = 0
+    plan: RenderPlan | None = None
+    image_path: str | None = None  # rendered image, owned by the pipeline once received
+    image_dpi_native: float | None = None  # resolution of the largest embedded image
+    text_layer: TextLayer | None = None
+    blank: bool = False  # nothing drawn on the page (no text, no image, uniform render)
+    error: str | None = None  # set when the page could not be loaded or rendered
+
+
+class Attempt(BaseModel):
+    engine: str
+    model: str = ""
+    temperature: float | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    seconds: float = 0.0
+    error: str | None = None  # None when the attempt produced usable output
+
+
+class PageResult(BaseModel):
+    index: int
+    width_pt: float
+    height_pt: float
+    plan: RenderPlan | None = None
+    route: Literal["text-layer", "ocr", "none"] = "none"
+    route_reason: str = ""
+    engine: str = ""
+    model: str = ""
+    prompt_format: str = ""
+    attempts: list[Attempt] = Field(default_factory=list)
+    blocks: list[Block] = Field(default_factory=list)
+    markdown: str = ""
+    blank: bool = False
+    outcome: PageOutcome = PageOutcome.QUARANTINED
+    reason: str = ""
+
+
+class CompressionInfo(BaseModel):
+    used: bool = False
+    original_bytes: int = 0
+    compressed_bytes: int | None = None
+    image_dpi: float | None = None
+    seconds: float = 0.0
+    note: str = ""
+
+
+class DocumentResult(BaseModel):
+    source: str
+    doc_id: str = ""  # sha256 of the bytes, first 32 hex
+    sha256: str = ""
+    config_hash: str = ""
+    page_count: int = 0
+    pages: list[PageResult] = Field(default_factory=list)
+    outcome: DocumentOutcome = DocumentOutcome.QUARANTINED
+    reason: str = ""
+    retryable: bool = False  # True when the failure was transient: a later run retries it
+    repaired: bool = False  # pdfium could only open it after a Ghostscript rewrite
+    compression: CompressionInfo = Field(default_factory=CompressionInfo)
+    engine: str = ""
+    seconds: float = 0.0
+    cached: bool = False  # served from a previous run's outputs; no OCR done
+    chunks: int = 0
+    outputs: dict[str, str] = Field(default_factory=dict)
+    vector_table: str = ""
+
+    def count(self, *outcomes: PageOutcome) -> int:
+        return sum(1 for p in self.pages if p.outcome in outcomes)
+
+    @property
+    def pages_ok(self) -> int:
+        return self.count(PageOutcome.OK, PageOutcome.RECOVERED)
+
+    @property
+    def pages_fallback(self) -> int:
+        return self.count(PageOutcome.FALLBACK)
+
+    @property
+    def pages_quarantined(self) -> int:
+        return self.count(PageOutcome.QUARANTINED)
+
+    def check_accounting(self) -> None:
+        """pages in = ok + fallback + quarantined; raises AssertionError if broken."""
+        indexes = sorted(p.index for p in self.pages)
+        if indexes != list(range(self.page_count)):
+            raise AssertionError(
+                f"{self.source}: page results {indexes[:5]}... do not cover 0..{self.page_count - 1}"
+            )
+        total = self.pages_ok + self.pages_fallback + self.pages_quarantined
+        if total != self.page_count:
+            raise AssertionError(f"{self.source}: {total} outcomes for {self.page_count} pages")
+
+
+class Chunk(BaseModel):
+    """A retrieval unit with what a citation needs (page span, boxes, heading path)."""
+
+    id: str  # deterministic: hash(document sha, config hash, chunk index)
+    doc_id: str
+    source: str
+    index: int
+    text: str
+    kind: Literal["text", "table"] = "text"
+    page_start: int
+    page_end: int
+    headings: list[str] = Field(default_factory=list)
+    boxes: list[tuple[int, BBox]] = Field(default_factory=list)  # (page index, bbox)

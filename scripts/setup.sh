@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Sets up everything folio needs on a fresh Debian/Ubuntu machine: system tools
+# (Ghostscript, tesseract, poppler for the benchmark's pdftoppm), then a virtualenv in .venv
+# with folio and its test dependencies. Safe to run again; it skips what is there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v gs >/dev/null || need+=(ghostscript)
+command -v tesseract >/dev/null || need+=(tesseract-ocr tesseract-ocr-eng)
+command -v pdftoppm >/dev/null || need+=(poppler-utils)
+if [ ${#need[@]} -gt 0 ]; then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "setup: installing system packages: ${need[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+py=${PYTHON:-python3}
+if ! command -v uv >/dev/null; then
+  "$py" -m pip install -q --disable-pip-version-check uv
+fi
+uv=$(command -v uv || echo "$py -m uv")
+if [ ! -x .venv/bin/python ]; then
+  $uv venv -q -p "$py" .venv
+fi
+stamp=.venv/.folio-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "setup: installing Python packages into .venv"
+  VIRTUAL_ENV=$PWD/.venv $uv pip install -q -e ".[dev,gpu,server]"
+  touch "$stamp"
+fi
