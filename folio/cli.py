@@ -1,0 +1,172 @@
+"""``folio`` command line: ingest PDFs through the Prefect flow, search the results."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from folio import progress
+
+ENGINES = ["tesseract", "text-layer", "vllm", "openai"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="folio", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    ing = sub.add_parser("ingest", help="ingest PDFs (files, folders, s3:// prefixes)")
+    ing.add_argument("sources", nargs="+", help="local file/folder or s3://bucket/prefix")
+    ing.add_argument("--out", required=True, help="output folder or s3://bucket/prefix")
+    ing.add_argument("--report", help="write the JSON run report to this file")
+    ing.add_argument("--engine", choices=ENGINES, default="tesseract")
+    ing.add_argument("--route", choices=["auto", "ocr", "text-layer"], default="auto",
+                     help="auto: trust good text layers and OCR the rest (default)")
+    ing.add_argument("--reprocess", action="store_true", help="OCR again even if already done")
+    ing.add_argument("--password", help="password for encrypted PDFs (or FOLIO_PASSWORD)")
+    ing.add_argument("--no-compress", action="store_true", help="skip Ghostscript compression")
+    ing.add_argument("--store", choices=["lancedb", "pgvector", "none"], help="vector store")
+    ing.add_argument("--store-uri", help="LanceDB folder/URI or PostgreSQL DSN")
+    ing.add_argument("--endpoint", help="OpenAI-compatible endpoint (--engine openai)")
+    ing.add_argument("--model", help="model path or id (--engine vllm|openai)")
+    ing.add_argument("--profile", help="hardware profile for --engine vllm (auto|NAME)")
+    ing.add_argument("--s3-endpoint-url", help="S3 endpoint (MinIO, R2, a local server)")
+    ing.add_argument("--s3-region", help="S3 region")
+    ing.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="any setting, e.g. --set render.max_dpi=200 (value parsed as JSON)")
+    ing.add_argument("--quiet", action="store_true", help="no progress bar")
+    ing.add_argument("--verbose", action="store_true", help="show Prefect's logs")
+
+    se = sub.add_parser("search", help="search the chunks an ingest wrote")
+    se.add_argument("query")
+    se.add_argument("--out", required=True, help="the --out of the ingest (default store)")
+    se.add_argument("--store-uri", help="vector store URI if not the default under --out")
+    se.add_argument("-k", type=int, default=5)
+
+    sa = sub.add_parser("samples", help="write the built-in sample PDFs to a folder")
+    sa.add_argument("directory")
+    return p
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
+    if args.password:
+        settings["password"] = args.password
+    if args.no_compress:
+        settings["compress"] = False
+    for key, value in [("store.kind", args.store), ("store.uri", args.store_uri),
+                       ("ocr.endpoint", args.endpoint), ("ocr.model", args.model),
+                       ("ocr.profile", args.profile), ("s3.endpoint_url", args.s3_endpoint_url),
+                       ("s3.region", args.s3_region)]:
+        if value:
+            settings[key] = value
+    for item in args.set:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise SystemExit(f"folio: --set wants KEY=VALUE, got {item!r}")
+        try:
+            settings[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            settings[key] = raw
+    return settings
+
+
+@contextmanager
+def progress_bar(enabled: bool) -> Iterator[None]:
+    """A rich progress bar over pages, fed by folio.progress events from task threads."""
+    if not enabled:
+        yield
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("pages"), TimeElapsedColumn(), transient=False)
+    task = bar.add_task("ingesting", total=0)
+    docs = {"seen": 0, "done": 0}
+
+    def listener(event: progress.ProgressEvent) -> None:
+        if event.kind == "document-start":
+            docs["seen"] += 1
+        elif event.kind == "pages-known":
+            bar.update(task, total=(bar.tasks[0].total or 0) + event.pages)
+        elif event.kind == "page-done":
+            bar.advance(task, event.pages)
+        elif event.kind == "document-done":
+            docs["done"] += 1
+        bar.update(task, description=f"documents {docs['done']}/{docs['seen']}")
+
+    progress.add_listener(listener)
+    bar.start()
+    try:
+        yield
+    finally:
+        bar.stop()
+        progress.remove_listener(listener)
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    if not args.verbose:
+        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    from flows.ingest import ingest
+    from folio.report import markdown_summary
+
+    with progress_bar(not args.quiet and sys.stderr.isatty()):
+        report = ingest(
+            sources=args.sources, out=args.out, engine=args.engine, route=args.route,
+            reprocess=args.reprocess, report=args.report, settings=_settings(args),
+        )
+    print(markdown_summary(report))
+    if args.report:
+        print(f"\nreport: {args.report}")
+    totals = report["totals"]
+    return 0 if totals["quarantined"] == 0 and totals["partial"] == 0 else 3
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from folio.config import PipelineConfig
+    from folio.embeddings import Embedder
+    from folio.io.sinks import open_sink
+    from folio.stores import open_store
+
+    config = PipelineConfig()
+    embedder = Embedder(config.embedding)
+    settings = config.store.model_copy(update={"uri": args.store_uri or config.store.uri})
+    store = open_store(settings, default_uri=open_sink(args.out, config.s3).uri("_vectors"),
+                       s3=config.s3, dim=embedder.dim)
+    for hit in store.search(embedder.embed([args.query])[0], k=args.k):
+        pages = f"p{hit['page_start'] + 1}" + (
+            f"-{hit['page_end'] + 1}" if hit["page_end"] != hit["page_start"] else "")
+        print(f"{hit['score']:.3f}  {hit['source']} {pages}  {str(hit['text'])[:100]!r}")
+    return 0
+
+
+def cmd_samples(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from folio.samples import make_samples
+
+    for name, path in make_samples(Path(args.directory)).items():
+        print(f"{name:10s} {path}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    from folio.errors import ConfigError
+
+    try:
+        return {"ingest": cmd_ingest, "search": cmd_search, "samples": cmd_samples}[args.command](args)
+    except ConfigError as err:
+        print(f"folio: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,25 @@
+"""Blocks -> page markdown, shared by the engines that produce blocks, not markdown."""
+
+from __future__ import annotations
+
+from folio.models import Block, Label
+
+_PREFIX = {Label.TITLE.value: "# ", Label.SECTION_HEADER.value: "## "}
+
+
+def blocks_to_markdown(blocks: list[Block]) -> str:
+    """Blocks in reading order, separated by blank lines; titles and headers get ``#``.
+
+    Content that already starts with ``#`` is left alone, so blocks that carry their own
+    markdown are not prefixed twice.
+    """
+    parts: list[str] = []
+    for block in sorted(blocks, key=lambda b: b.order):
+        content = block.content.strip()
+        if not content:
+            continue
+        prefix = _PREFIX.get(block.label, "")
+        if prefix and not content.startswith("#"):
+            content = prefix + content
+        parts.append(content)
+    return "\n\n".join(parts)

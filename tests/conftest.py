@@ -1,0 +1,46 @@
+"""Shared fixtures: a real Prefect API (test harness), sample PDFs, the corpus path."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+REPO = Path(__file__).resolve().parent.parent
+
+pytest_plugins = ["tests.s3_server"]
+
+
+def corpus_dir() -> Path | None:
+    """The shared corpus (licensed files we may read but never copy into the repo)."""
+    path = Path(os.environ.get("FOLIO_CORPUS_DIR", REPO.parent / "shared" / "corpus"))
+    return path if (path / "MANIFEST.tsv").is_file() else None
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    path = corpus_dir()
+    if path is None:
+        pytest.skip("corpus absent: set FOLIO_CORPUS_DIR or put ../shared/corpus beside the repo")
+    return path
+
+
+@pytest.fixture(scope="session")
+def prefect_api() -> Iterator[None]:
+    """A real Prefect API for the session (a temporary server with its own database)."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+@pytest.fixture(scope="session")
+def samples(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    from folio.samples import make_samples
+
+    return make_samples(tmp_path_factory.mktemp("samples"))
