@@ -62,6 +62,16 @@ class OcrSettings(BaseModel):
     profile: str = "auto"
     max_tokens: int = 4096
     in_flight: int = Field(16, ge=1, description="requests in flight per endpoint")
+    api_key: SecretStr | None = Field(None, description="bearer token for --engine openai")
+    stream: bool = Field(False, description="stream responses (SSE) from the endpoint")
+    request_retries: int = Field(
+        3, ge=0, description="retries of one request on 5xx/connection errors, with backoff"
+    )
+    ignore_eos: bool = Field(
+        False,
+        description="benchmarks only: generate exactly max_tokens (vLLM ignore_eos) and accept "
+        "the length-limited output",
+    )
 
 
 class ValidationSettings(BaseModel):
@@ -81,6 +91,7 @@ class EmbeddingSettings(BaseModel):
     tokenizer_path: str | None = None
     batch_size: int = 32
     max_tokens: int = 256
+    threads: int = Field(default=1, ge=1, description="onnxruntime intra-op threads per embedder")
 
 
 class StoreSettings(BaseModel):
@@ -116,15 +127,15 @@ class PipelineConfig(BaseSettings):
         env_prefix="FOLIO_", env_nested_delimiter="__", extra="ignore"
     )
 
-    render: RenderSettings = Field(default_factory=RenderSettings)
-    route: RouteSettings = Field(default_factory=RouteSettings)
-    ocr: OcrSettings = Field(default_factory=OcrSettings)
-    validation: ValidationSettings = Field(default_factory=ValidationSettings)
-    chunk: ChunkSettings = Field(default_factory=ChunkSettings)
-    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
-    store: StoreSettings = Field(default_factory=StoreSettings)
-    s3: S3Settings = Field(default_factory=S3Settings)
-    limits: LimitSettings = Field(default_factory=LimitSettings)
+    render: RenderSettings = Field(default_factory=lambda: RenderSettings())
+    route: RouteSettings = Field(default_factory=lambda: RouteSettings())
+    ocr: OcrSettings = Field(default_factory=lambda: OcrSettings())
+    validation: ValidationSettings = Field(default_factory=lambda: ValidationSettings())
+    chunk: ChunkSettings = Field(default_factory=lambda: ChunkSettings())
+    embedding: EmbeddingSettings = Field(default_factory=lambda: EmbeddingSettings())
+    store: StoreSettings = Field(default_factory=lambda: StoreSettings())
+    s3: S3Settings = Field(default_factory=lambda: S3Settings())
+    limits: LimitSettings = Field(default_factory=lambda: LimitSettings())
     compress: bool = Field(True, description="try Ghostscript compression before rendering")
     password: SecretStr | None = Field(None, description="password for encrypted PDFs")
     reprocess: bool = Field(False, description="ignore earlier results and OCR again")

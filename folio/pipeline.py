@@ -282,7 +282,7 @@ def ocr_document(prep: PreparedDocument | DocumentResult, services: Services) ->
     doc = prep.result
     try:
         doc.pages = _ocr_pages(prep, services)
-        doc.engine = services.config.ocr.engine
+        doc.engine = "+".join(sorted({p.engine for p in doc.pages if p.engine}))
     except Exception as err:
         quarantine(doc, err)
     finally:
@@ -516,11 +516,11 @@ def load_document(doc: DocumentResult, services: Services) -> DocumentResult:
             return doc
         doc.outputs = outputs.write_document(services.sink, doc)
         if services.config.store.kind != "none":
-            from folio.chunking import chunk_document
+            from folio.chunking import chunk_document, embedding_text
 
             chunks = chunk_document(doc, services.config.chunk)
             store = services.store()
-            vectors = services.embedder().embed([c.text for c in chunks])
+            vectors = services.embedder().embed([embedding_text(c) for c in chunks])
             store.replace_document(doc.doc_id, chunks, vectors)
             doc.chunks, doc.vector_table = len(chunks), store.name
         if doc.retryable:

@@ -7,6 +7,8 @@ the text layer.
 
 from __future__ import annotations
 
+from typing import cast
+
 from folio.config import PipelineConfig
 from folio.engines.base import OcrEngine
 from folio.errors import ConfigError
@@ -49,5 +51,6 @@ def _openai_engine(name: str, config: PipelineConfig) -> OcrEngine:
         raise ConfigError(
             f"engine {name!r} is not available: {exc}; install folio[gpu]"
         ) from exc
-    engine: OcrEngine = OpenAIEngine.from_config(config)
-    return engine
+    # cast: OpenAIEngine's ``model`` is a read-only property where the protocol declares a
+    # plain attribute; structurally it is an engine (isinstance(..., OcrEngine) holds)
+    return cast(OcrEngine, OpenAIEngine.from_config(config))

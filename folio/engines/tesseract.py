@@ -30,17 +30,21 @@ from folio.errors import (
     BadOutputError,
     ConfigError,
     EngineUnavailableError,
+    FolioError,
     TimeoutExpired,
 )
 from folio.models import Attempt, BBox, Block, Label, PagePrep
 
-#: a one-line paragraph whose line is this much taller than the page's median line is a
-#: header (a title at 20pt over 11pt body text measures about 1.8; body lines about 1.0).
+#: a short paragraph whose lines are all this much taller than the page's median line is a
+#: header (a 20pt title over 11pt body text measures about 1.8; body lines about 1.0)
 HEADER_HEIGHT_RATIO = 1.3
-#: headers are short; a long single line in a big font is more likely a pull quote
+#: headers are short: at most this many lines and words
+HEADER_MAX_LINES = 2
 HEADER_MAX_WORDS = 12
-#: fewer lines than this and the page median means little: no header detection
+#: fewer lines than this on the page and its median means little: no header detection
 HEADER_MIN_LINES = 3
+#: a big-font line ending like a sentence is lead text or a bullet, not a header
+_SENTENCE_END = tuple(".,;!?")
 
 _META_TIMEOUT_S = 30.0
 
@@ -70,6 +74,9 @@ def _run(cmd: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         raise TimeoutExpired(f"{cmd[0]} took longer than {timeout_s:g}s") from None
+    except BaseException:  # interrupted (Ctrl-C, task cancelled): leave nothing running
+        _kill_group(proc)
+        raise
     return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
 
 
@@ -182,10 +189,17 @@ def parse_tsv(tsv: str) -> list[Paragraph]:
 
 
 def _is_header(para: Paragraph, median_line_height: float | None) -> bool:
-    if median_line_height is None or len(para.lines) != 1:
+    """Short, in a clearly bigger font than most of the page, and not ending like a sentence.
+
+    Line boxes span ascender to descender, so body lines vary by about 1.3x with their
+    letters; the punctuation rule keeps big-font lead paragraphs and bullets out.
+    """
+    if median_line_height is None or len(para.lines) > HEADER_MAX_LINES:
         return False
-    line = para.lines[0]
-    return len(line.words) <= HEADER_MAX_WORDS and line.height >= HEADER_HEIGHT_RATIO * median_line_height
+    words = para.words
+    if len(words) > HEADER_MAX_WORDS or words[-1].text.endswith(_SENTENCE_END):
+        return False
+    return all(line.height >= HEADER_HEIGHT_RATIO * median_line_height for line in para.lines)
 
 
 def _median_line_height(paragraphs: list[Paragraph]) -> float | None:
@@ -255,10 +269,12 @@ class TesseractEngine:
         self,
         languages: str = "eng",
         timeout_s: float = 120.0,
-        psm: int = 3,
+        psm: int = 1,
         binary: str = "tesseract",
     ) -> None:
         check_languages(languages, binary)
+        if psm == 1:  # orientation and script detection needs the osd pack
+            check_languages("osd", binary)
         self.languages = languages
         self.timeout_s = timeout_s
         self.psm = psm
@@ -282,9 +298,22 @@ class TesseractEngine:
             TimeoutExpired: it ran longer than ``timeout_s`` (the process group is killed).
             EngineUnavailableError: the binary is gone.
         """
-        if not page.image_path:
-            raise BadInputError(f"page {page.index} has no rendered image ({page.error or 'no render'})")
         started = time.perf_counter()
+        try:
+            blocks = self._blocks(page)
+        except FolioError as err:
+            # the pipeline records this Attempt (with its seconds) instead of a bare error
+            err.attempt = self._attempt(started, error=err.reason)  # type: ignore[attr-defined]
+            raise
+        return EngineOutput(
+            blocks=blocks, markdown=blocks_to_markdown(blocks), attempt=self._attempt(started)
+        )
+
+    def _blocks(self, page: PagePrep) -> list[Block]:
+        if not page.image_path:
+            raise BadInputError(
+                f"page {page.index} has no rendered image ({page.error or 'no render'})"
+            )
         dpi = page.plan.dpi if page.plan is not None else None
         result = _run(self.command(page.image_path, dpi), self.timeout_s)
         if result.returncode != 0:
@@ -293,14 +322,13 @@ class TesseractEngine:
                 f"{result.stderr.strip()[-300:]}"
             )
         paragraphs = parse_tsv(result.stdout)
-        seconds = time.perf_counter() - started
-        attempt_info = Attempt(engine=self.name, model=self.model, seconds=round(seconds, 3))
-        if not paragraphs:
-            if page.blank:
-                return EngineOutput(attempt=attempt_info)
+        if not paragraphs and not page.blank:
             raise BadOutputError(f"empty: tesseract found no words on page {page.index}")
-        blocks = paragraphs_to_blocks(paragraphs, _points_per_pixel(page, page.image_path))
-        return EngineOutput(blocks=blocks, markdown=blocks_to_markdown(blocks), attempt=attempt_info)
+        return paragraphs_to_blocks(paragraphs, _points_per_pixel(page, page.image_path))
+
+    def _attempt(self, started: float, error: str | None = None) -> Attempt:
+        seconds = round(time.perf_counter() - started, 3)
+        return Attempt(engine=self.name, model=self.model, seconds=seconds, error=error)
 
     def close(self) -> None:
         """Nothing to release: every page is a separate process."""

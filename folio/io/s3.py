@@ -22,15 +22,20 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import boto3
+from boto3.exceptions import Boto3Error
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
+    CredentialRetrievalError,
     NoCredentialsError,
     NoRegionError,
     ParamValidationError,
     PartialCredentialsError,
     ProfileNotFound,
+    SSOTokenLoadError,
+    TokenRetrievalError,
+    UnauthorizedSSOTokenError,
 )
 from pydantic import BaseModel
 
@@ -40,6 +45,7 @@ from folio.errors import BadInputError, ConfigError, StorageError
 __all__ = [
     "ObjectRef",
     "client_for",
+    "delete_object",
     "delete_prefix",
     "download_file",
     "get_bytes",
@@ -75,6 +81,17 @@ _CONFIG_CODES = frozenset(
 # Client-side (4xx) codes that are nevertheless worth retrying.
 _RETRYABLE_4XX = frozenset({"RequestTimeout", "SlowDown", "ConditionalRequestConflict"})
 _MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+# No or expired credentials (SSO login, assume-role): a person must act, not a retry.
+_CREDENTIAL_ERRORS = (
+    NoCredentialsError,
+    PartialCredentialsError,
+    CredentialRetrievalError,
+    SSOTokenLoadError,
+    TokenRetrievalError,
+    UnauthorizedSSOTokenError,
+)
+# What boto3/botocore/s3transfer raise; OSError covers local files and sockets.
+_S3_ERRORS = (ClientError, BotoCoreError, Boto3Error, OSError)
 _PRECONDITION_CODES = frozenset({"PreconditionFailed", "412"})
 
 
@@ -119,7 +136,7 @@ def _custom_endpoint(settings: S3Settings) -> str | None:
     )
 
 
-def _client_config(settings: S3Settings) -> Config:
+def _client_config(settings: S3Settings, max_attempts: int) -> Config:
     """Retries with backoff for throttling/5xx, bounded timeouts, and S3-compatible quirks.
 
     Custom endpoints (MinIO, R2, moto) get path-style addressing (no wildcard DNS needed)
@@ -127,7 +144,7 @@ def _client_config(settings: S3Settings) -> Config:
     default CRC trailers).
     """
     kwargs: dict[str, Any] = {
-        "retries": {"mode": "standard", "max_attempts": 5},
+        "retries": {"mode": "standard", "max_attempts": max_attempts},
         "connect_timeout": 10,
         "read_timeout": 60,
         "max_pool_connections": 16,
@@ -139,15 +156,18 @@ def _client_config(settings: S3Settings) -> Config:
     return Config(**kwargs)
 
 
-def make_client(settings: S3Settings) -> Any:
+def make_client(settings: S3Settings, *, max_attempts: int = 5) -> Any:
     """A boto3 S3 client; unset settings fall back to boto3's chain (env, profile, IMDS).
+
+    ``max_attempts`` counts the first try: throttling, 5xx and connection errors are
+    retried with exponential backoff before a :class:`StorageError` reaches the caller.
 
     Raises:
         ConfigError: the named profile does not exist or the credentials are partial.
     """
     try:
         session = boto3.session.Session(profile_name=settings.profile)
-        kwargs: dict[str, Any] = {"config": _client_config(settings)}
+        kwargs: dict[str, Any] = {"config": _client_config(settings, max_attempts)}
         if settings.endpoint_url:
             kwargs["endpoint_url"] = settings.endpoint_url
         if settings.region:
@@ -218,13 +238,15 @@ def _permanent_status(code: str, status: int) -> bool:
     return 300 <= status < 500
 
 
-def _raise_mapped(exc: Exception, op: str, bucket: str, key: str = "") -> NoReturn:
+def _raise_mapped(exc: BaseException, op: str, bucket: str, key: str = "") -> NoReturn:
     """Re-raise a botocore/s3transfer failure as a folio error with a secret-free message.
 
     The botocore exception is deliberately not chained: its text is the server's, and
     this module promises messages made only of what it composes itself.
     """
     where = f"s3://{bucket}/{key}" if key else f"s3://{bucket}"
+    if isinstance(exc, Boto3Error) and isinstance(exc.__context__, ClientError):
+        exc = exc.__context__  # S3UploadFailedError wraps the answer that matters
     if isinstance(exc, ClientError):
         code, status = _error_code(exc)
         msg = f"{op} {where}: {code or 'error'} (HTTP {status})"
@@ -234,13 +256,11 @@ def _raise_mapped(exc: Exception, op: str, bucket: str, key: str = "") -> NoRetu
             hint = "bucket does not exist" if code == "NoSuchBucket" else "check S3 settings"
             raise ConfigError(f"{msg}; {hint}") from None
         raise StorageError(msg) from None
-    if isinstance(exc, NoCredentialsError):
-        raise ConfigError(f"{op} {where}: no S3 credentials found") from None
+    if isinstance(exc, _CREDENTIAL_ERRORS):
+        raise ConfigError(f"{op} {where}: S3 credentials unusable ({type(exc).__name__})") from None
     if isinstance(exc, ParamValidationError):
         raise ConfigError(f"{op} {where}: invalid request parameters") from None
-    if isinstance(exc, (BotoCoreError, OSError)):
-        raise StorageError(f"{op} {where}: {type(exc).__name__}") from None
-    # s3transfer wraps repeated read failures in its own exception types
+    # connection trouble, timeouts, s3transfer's RetriesExceededError, local I/O
     raise StorageError(f"{op} {where}: {type(exc).__name__}") from None
 
 
@@ -268,7 +288,7 @@ def list_objects(
                     etag=str(item.get("ETag", "")),
                     last_modified=item.get("LastModified"),
                 )
-    except Exception as exc:
+    except _S3_ERRORS as exc:
         _raise_mapped(exc, "list", bucket, prefix)
 
 
@@ -276,7 +296,7 @@ def head_object(client: Any, bucket: str, key: str) -> ObjectRef | None:
     """Size and ETag of one object, or None when it does not exist."""
     try:
         meta = client.head_object(Bucket=bucket, Key=key)
-    except Exception as exc:
+    except _S3_ERRORS as exc:
         if _is_missing(exc):
             return None
         _raise_mapped(exc, "head", bucket, key)
@@ -300,9 +320,10 @@ def download_file(client: Any, bucket: str, key: str, dest: Path) -> Path:
     try:
         client.download_file(bucket, key, str(tmp))
         os.replace(tmp, dest)
-    except Exception as exc:
-        tmp.unlink(missing_ok=True)
+    except _S3_ERRORS as exc:
         _raise_mapped(exc, "download", bucket, key)
+    finally:
+        tmp.unlink(missing_ok=True)
     return dest
 
 
@@ -313,7 +334,7 @@ def upload_file(
     extra = {"ContentType": content_type} if content_type else None
     try:
         client.upload_file(str(path), bucket, key, ExtraArgs=extra)
-    except Exception as exc:
+    except _S3_ERRORS as exc:
         _raise_mapped(exc, "upload", bucket, key)
 
 
@@ -326,7 +347,7 @@ def put_bytes(
         kwargs["ContentType"] = content_type
     try:
         return str(client.put_object(**kwargs).get("ETag", ""))
-    except Exception as exc:
+    except _S3_ERRORS as exc:
         _raise_mapped(exc, "put", bucket, key)
 
 
@@ -343,7 +364,7 @@ def put_if_absent(client: Any, bucket: str, key: str, body: bytes) -> bool:
         if _is_precondition_failed(exc):
             return False
         _raise_mapped(exc, "put-if-absent", bucket, key)
-    except Exception as exc:
+    except _S3_ERRORS as exc:
         _raise_mapped(exc, "put-if-absent", bucket, key)
     return True
 
@@ -359,7 +380,7 @@ def put_if_match(client: Any, bucket: str, key: str, body: bytes, etag: str) -> 
         if _is_precondition_failed(exc) or _is_missing(exc):
             return False
         _raise_mapped(exc, "put-if-match", bucket, key)
-    except Exception as exc:
+    except _S3_ERRORS as exc:
         _raise_mapped(exc, "put-if-match", bucket, key)
     return True
 
@@ -372,7 +393,7 @@ def get_bytes(client: Any, bucket: str, key: str) -> bytes | None:
             return bytes(body.read())
         finally:
             body.close()
-    except Exception as exc:
+    except _S3_ERRORS as exc:
         if _is_missing(exc):
             return None
         _raise_mapped(exc, "get", bucket, key)
@@ -382,6 +403,14 @@ def get_text(client: Any, bucket: str, key: str) -> str | None:
     """The object decoded as UTF-8, or None when it does not exist."""
     data = get_bytes(client, bucket, key)
     return None if data is None else data.decode("utf-8")
+
+
+def delete_object(client: Any, bucket: str, key: str) -> None:
+    """Delete one object (no error when it is already gone: S3 deletes are idempotent)."""
+    try:
+        client.delete_object(Bucket=bucket, Key=key)
+    except _S3_ERRORS as exc:
+        _raise_mapped(exc, "delete", bucket, key)
 
 
 def delete_prefix(client: Any, bucket: str, prefix: str) -> int:
@@ -401,7 +430,7 @@ def delete_prefix(client: Any, bucket: str, prefix: str) -> int:
 def _delete_batch(client: Any, bucket: str, batch: list[dict[str, str]]) -> int:
     try:
         answer = client.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
-    except Exception as exc:
+    except _S3_ERRORS as exc:
         _raise_mapped(exc, "delete", bucket, batch[0]["Key"])
     errors = answer.get("Errors", [])
     if errors:

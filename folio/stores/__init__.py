@@ -1,0 +1,50 @@
+"""Vector stores behind one interface, chosen by ``store.kind``.
+
+Example:
+    >>> store = open_store(StoreSettings(), default_uri=default_vector_uri("out"),
+    ...                    s3=S3Settings(), dim=384)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from folio.config import S3Settings, StoreSettings
+from folio.errors import ConfigError
+from folio.stores.base import NullStore, VectorStore
+
+__all__ = ["NullStore", "VectorStore", "default_vector_uri", "open_store"]
+
+VECTOR_DIR = ".folio/vectors"
+
+
+def default_vector_uri(dest: str) -> str:
+    """Vectors next to the outputs: ``{dest}/.folio/vectors`` (folder or s3:// URI)."""
+    if "://" in dest and not dest.startswith("file://"):
+        return f"{dest.rstrip('/')}/{VECTOR_DIR}"
+    local = dest.removeprefix("file://")
+    return str(Path(local).expanduser().absolute() / VECTOR_DIR)
+
+
+def open_store(
+    settings: StoreSettings, *, default_uri: str, s3: S3Settings, dim: int
+) -> VectorStore:
+    """The configured store; ``settings.uri`` wins over ``default_uri``.
+
+    Raises:
+        ConfigError: an unknown kind, or one not available yet (pgvector).
+    """
+    if settings.kind == "none":
+        return NullStore()
+    if settings.kind == "lancedb":
+        from folio.stores.lancedb_store import LanceDBStore, lance_storage_options
+
+        uri = settings.uri or default_uri
+        scheme, sep, _ = uri.partition("://")
+        if sep and scheme.lower() not in ("s3", "file"):
+            raise ConfigError(f"store.uri {uri!r}: LanceDB takes a folder or s3:// URI here")
+        options = lance_storage_options(s3) if scheme.lower() == "s3" and sep else None
+        return LanceDBStore(uri, dim=dim, table=settings.table, storage_options=options)
+    if settings.kind == "pgvector":
+        raise ConfigError("store.kind 'pgvector' is not yet available: use 'lancedb' or 'none'")
+    raise ConfigError(f"unknown store.kind {settings.kind!r}")

@@ -1,0 +1,84 @@
+"""Shared helpers for benchmarks: process-tree peak RSS, medians, result files."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as fh:
+                kids += [int(c) for c in fh.read().split()]
+    except OSError:
+        pass
+    return kids
+
+
+def _rss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def tree_rss_kib(pid: int) -> int:
+    """Resident memory of a process and all its descendants, summed."""
+    total, stack = 0, [pid]
+    while stack:
+        p = stack.pop()
+        total += _rss_kib(p)
+        stack += _children(p)
+    return total
+
+
+def run_with_peak_rss(cmd: list[str], *, env: dict[str, str] | None = None,
+                      interval: float = 0.05) -> dict[str, Any]:
+    """Run a command; sample the summed RSS of its process tree; return peak and seconds."""
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    peak = 0
+    stop = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not stop.is_set():
+            peak = max(peak, tree_rss_kib(proc.pid))
+            time.sleep(interval)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    output, _ = proc.communicate()
+    stop.set()
+    thread.join()
+    return {"returncode": proc.returncode, "seconds": time.monotonic() - started,
+            "peak_rss_mib": round(peak / 1024, 1), "output_tail": output[-1500:]}
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def save(name: str, data: dict[str, Any]) -> Path:
+    data = {"command": " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]), **data}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    print(json.dumps(data, indent=2))
+    return path

@@ -1,0 +1,256 @@
+"""Layout-aware chunking: retrieval units that follow the document's own structure.
+
+Why not fixed windows over the markdown: a citation needs pages and boxes, an answer
+needs whole tables, and a chunk is easier to judge when it knows its section. So blocks
+are walked in reading order; headings close the current chunk and set the heading path;
+text accumulates up to ``max_chars``; a block is only cut (paragraphs, then sentences,
+then words) when it alone is too long; a table is always one chunk, however long.
+Page headers and footers are noise; quarantined pages contribute nothing. Pure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from folio.config import ChunkSettings
+from folio.models import BBox, Block, Chunk, DocumentResult, Label, PageOutcome, PageResult
+
+__all__ = ["chunk_document", "chunk_id", "embedding_text"]
+
+_HEADING_LABELS = frozenset({Label.TITLE.lower(), Label.SECTION_HEADER.lower()})
+_SKIP_LABELS = frozenset({Label.PAGE_HEADER.lower(), Label.PAGE_FOOTER.lower()})
+_TABLE_LABEL = Label.TABLE.lower()
+_DEFAULT_SECTION_LEVEL = 2
+_MD_HEADING = re.compile(r"^(#{1,6})\s+(.*)$", re.DOTALL)
+_PARAGRAPHS = re.compile(r"\n\s*\n")
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？;])\s+")
+
+
+def chunk_id(sha256: str, config_hash: str, index: int) -> str:
+    """Deterministic: reprocessing a document yields the same ids, so stores replace."""
+    return hashlib.sha256(f"{sha256}:{config_hash}:{index}".encode()).hexdigest()[:32]
+
+
+def embedding_text(chunk: Chunk) -> str:
+    """What to embed: the heading path gives a short chunk its topic."""
+    if not chunk.headings:
+        return chunk.text
+    return " > ".join(chunk.headings) + "\n\n" + chunk.text
+
+
+# --- headings ---------------------------------------------------------------------------
+
+
+def _heading(block: Block) -> tuple[int, str]:
+    """(level, text): '#' count when the content is markdown, else Title 1 / section 2."""
+    content = block.content.strip()
+    match = _MD_HEADING.match(content)
+    if match:
+        level, text = len(match.group(1)), match.group(2)
+    else:
+        level = 1 if block.label.lower() == Label.TITLE.lower() else _DEFAULT_SECTION_LEVEL
+        text = content
+    return level, " ".join(text.split()).strip("#*_ ")
+
+
+@dataclass
+class _HeadingPath:
+    levels: list[tuple[int, str]] = field(default_factory=list)
+
+    def enter(self, level: int, text: str) -> None:
+        while self.levels and self.levels[-1][0] >= level:
+            self.levels.pop()
+        self.levels.append((level, text))
+
+    def names(self) -> list[str]:
+        return [text for _, text in self.levels]
+
+
+# --- splitting long blocks --------------------------------------------------------------
+
+
+def _hard_split(text: str, limit: int) -> Iterator[str]:
+    """Cut at the last whitespace before ``limit``, or at ``limit`` in unbroken text."""
+    while len(text) > limit:
+        cut = text.rfind(" ", 0, limit + 1)
+        cut = cut if cut > limit // 2 else limit
+        yield text[:cut].strip()
+        text = text[cut:].strip()
+    if text:
+        yield text
+
+
+def _pack(parts: list[str], limit: int, sep: str) -> Iterator[str]:
+    """Greedily join consecutive parts while they fit ``limit``."""
+    current = ""
+    for part in parts:
+        if current and len(current) + len(sep) + len(part) > limit:
+            yield current
+            current = ""
+        current = f"{current}{sep}{part}" if current else part
+    if current:
+        yield current
+
+
+def _split_long(text: str, limit: int) -> list[str]:
+    """Pieces of at most ``limit`` chars, cut at paragraph, then sentence, then word."""
+    units: list[str] = []
+    for para in (p.strip() for p in _PARAGRAPHS.split(text)):
+        if len(para) <= limit:
+            units.append(para)
+            continue
+        sentences: list[str] = []
+        for sentence in _SENTENCE_END.split(para):
+            sentences.extend(_hard_split(sentence, limit))
+        units.extend(_pack(sentences, limit, " "))
+    return list(_pack([u for u in units if u], limit, "\n\n"))
+
+
+def _with_overlap(pieces: list[str], overlap: int) -> list[str]:
+    """Prefix each piece with the tail (whole words) of the one before it."""
+    if overlap <= 0 or len(pieces) < 2:
+        return pieces
+    out = [pieces[0]]
+    for prev, piece in itertools.pairwise(pieces):
+        tail = prev[-overlap:]
+        space = tail.find(" ")
+        tail = tail[space + 1 :] if 0 <= space < len(tail) - 1 else tail
+        out.append(f"{tail} {piece}")
+    return out
+
+
+# --- accumulation -----------------------------------------------------------------------
+
+
+@dataclass
+class _Draft:
+    """A chunk being built: its text parts and where each part came from."""
+
+    headings: list[str]
+    parts: list[str] = field(default_factory=list)
+    pages: list[int] = field(default_factory=list)
+    boxes: list[tuple[int, BBox]] = field(default_factory=list)
+    kind: str = "text"
+
+    @property
+    def size(self) -> int:
+        return sum(len(p) for p in self.parts) + 2 * max(0, len(self.parts) - 1)
+
+    def add(self, text: str, page: int, bbox: BBox | None) -> None:
+        self.parts.append(text)
+        self.pages.append(page)
+        if bbox is not None and (page, bbox) not in self.boxes:
+            self.boxes.append((page, bbox))
+
+
+@dataclass
+class _Chunker:
+    doc: DocumentResult
+    settings: ChunkSettings
+    headings: _HeadingPath = field(default_factory=_HeadingPath)
+    chunks: list[Chunk] = field(default_factory=list)
+    draft: _Draft | None = None
+
+    def flush(self) -> None:
+        draft, self.draft = self.draft, None
+        if draft is None or not draft.parts:
+            return
+        index = len(self.chunks)
+        self.chunks.append(
+            Chunk(
+                id=chunk_id(self.doc.sha256, self.doc.config_hash, index),
+                doc_id=self.doc.doc_id,
+                source=self.doc.source,
+                index=index,
+                text="\n\n".join(draft.parts),
+                kind="table" if draft.kind == "table" else "text",
+                page_start=min(draft.pages),
+                page_end=max(draft.pages),
+                headings=draft.headings,
+                boxes=draft.boxes,
+            )
+        )
+
+    def _open(self) -> _Draft:
+        if self.draft is None:
+            self.draft = _Draft(headings=self.headings.names())
+        return self.draft
+
+    def heading(self, block: Block) -> None:
+        self.flush()
+        level, text = _heading(block)
+        if text:
+            self.headings.enter(level, text)
+
+    def table(self, block: Block, page: int) -> None:
+        self.flush()
+        self.draft = _Draft(headings=self.headings.names(), kind="table")
+        self.draft.add(block.content.strip(), page, block.bbox)
+        self.flush()
+
+    def text(self, content: str, page: int, bbox: BBox | None) -> None:
+        limit = max(1, self.settings.max_chars)
+        if len(content) > limit:
+            self.flush()
+            overlap = min(max(0, self.settings.overlap_chars), limit // 2)
+            pieces = _with_overlap(_split_long(content, limit - overlap), overlap)
+            for piece in pieces[:-1]:
+                self._open().add(piece, page, bbox)
+                self.flush()
+            content = pieces[-1]
+        draft = self._open()
+        if draft.parts and draft.size + 2 + len(content) > limit:
+            self.flush()
+            draft = self._open()
+        draft.add(content, page, bbox)
+
+    def block(self, block: Block, page: int) -> None:
+        label = block.label.lower()
+        if label in _SKIP_LABELS or not block.content.strip():
+            return
+        if label in _HEADING_LABELS:
+            self.heading(block)
+        elif label == _TABLE_LABEL:
+            self.table(block, page)
+        else:
+            self.text(block.content.strip(), page, block.bbox)
+
+
+def _blocks_from_markdown(markdown: str) -> list[Block]:
+    """Blocks for a page that only has markdown: '#' paragraphs are headings, paragraphs
+    made only of '|' rows are tables, the rest is text (no geometry)."""
+    blocks = []
+    for order, para in enumerate(p.strip() for p in _PARAGRAPHS.split(markdown)):
+        if not para:
+            continue
+        lines = para.splitlines()
+        if _MD_HEADING.match(para) and len(lines) == 1:
+            label = Label.SECTION_HEADER.value
+        elif all(line.lstrip().startswith("|") for line in lines):
+            label = Label.TABLE.value
+        else:
+            label = Label.TEXT.value
+        blocks.append(Block(label=label, content=para, order=order))
+    return blocks
+
+
+def _page_blocks(page: PageResult) -> list[Block]:
+    if page.blocks:
+        return sorted(page.blocks, key=lambda b: b.order)
+    return _blocks_from_markdown(page.markdown)
+
+
+def chunk_document(doc: DocumentResult, settings: ChunkSettings) -> list[Chunk]:
+    """The document's chunks in reading order, with stable ids ``0..n-1``."""
+    chunker = _Chunker(doc=doc, settings=settings)
+    for page in sorted(doc.pages, key=lambda p: p.index):
+        if page.outcome == PageOutcome.QUARANTINED:
+            continue
+        for block in _page_blocks(page):
+            chunker.block(block, page.index)
+    chunker.flush()
+    return chunker.chunks

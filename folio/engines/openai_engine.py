@@ -1,0 +1,420 @@
+"""OCR through any OpenAI-compatible chat endpoint: a vLLM server the task runner owns,
+or one someone else runs (``--engine openai --endpoint URL``).
+
+One request per page: the rendered image as a data URL plus the preset's prompt, the
+temperature from the retry ladder (``ocr.temperatures[attempt]``), ``max_tokens``.
+Requests in flight are bounded per endpoint by a semaphore every engine instance for
+that endpoint shares (a server fed more than it batches only queues, and a flood of
+large images costs the server memory). 5xx, 429 and connection failures are retried
+with exponential backoff; when the endpoint is a supervised server that crashed, the
+request waits for the restart and is sent again without using up its retries.
+
+Answers are judged before parsing: ``finish_reason`` other than ``stop`` (the token
+budget was hit) or a looping text raise :class:`EngineBadOutputError` carrying the
+:class:`Attempt`, so the pipeline records it and moves up the ladder.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from folio.config import PipelineConfig
+from folio.engines.base import EngineOutput
+from folio.errors import (
+    BadOutputError,
+    ConfigError,
+    EngineUnavailableError,
+    TimeoutExpired,
+)
+from folio.gpu.vllm_server import Endpoint, RemoteEndpoint, active_endpoint
+from folio.models import Attempt, PagePrep
+from folio.presets import ModelPreset, get_preset
+
+log = logging.getLogger(__name__)
+
+try:  # the shared measure; a local copy keeps the engine usable without it
+    from folio.quality import repeat_ratio
+except ImportError:  # pragma: no cover - folio.quality ships with folio
+
+    def repeat_ratio(text: str, n: int = 4) -> float:
+        words = text.split()
+        grams = [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
+        return 0.0 if len(grams) < 2 else 1.0 - len(set(grams)) / len(grams)
+
+
+class EngineBadOutputError(BadOutputError):
+    """The model answered, but the answer is unusable; ``attempt`` says how."""
+
+    def __init__(self, message: str, *, attempt: Attempt) -> None:
+        super().__init__(message)
+        self.attempt = attempt
+
+
+class EngineDownError(EngineUnavailableError):
+    """The endpoint could not be reached (after retries); ``attempt`` says how long."""
+
+    def __init__(self, message: str, *, attempt: Attempt) -> None:
+        super().__init__(message)
+        self.attempt = attempt
+
+
+class EngineTimeoutError(TimeoutExpired):
+    def __init__(self, message: str, *, attempt: Attempt) -> None:
+        super().__init__(message)
+        self.attempt = attempt
+
+
+_SEMAPHORES: dict[str, threading.BoundedSemaphore] = {}
+_SEMAPHORE_LIMITS: dict[str, int] = {}
+_SEMAPHORE_LOCK = threading.Lock()
+
+
+def endpoint_semaphore(base_url: str, limit: int) -> threading.BoundedSemaphore:
+    """The in-flight bound of ``base_url``, shared by every engine in this process.
+
+    The first caller sets the limit; a later, different limit is ignored with a
+    warning (two limits for one server would make neither true).
+    """
+    key = base_url.rstrip("/")
+    with _SEMAPHORE_LOCK:
+        if key not in _SEMAPHORES:
+            _SEMAPHORES[key] = threading.BoundedSemaphore(limit)
+            _SEMAPHORE_LIMITS[key] = limit
+        elif _SEMAPHORE_LIMITS[key] != limit:
+            log.warning("in-flight limit for %s stays %d (asked %d)", key, _SEMAPHORE_LIMITS[key], limit)
+        return _SEMAPHORES[key]
+
+
+class _Retryable(Exception):
+    """A failure worth retrying: transport error, 5xx/429, a stream cut short."""
+
+    def __init__(self, message: str, *, connection: bool = False, timeout: bool = False) -> None:
+        super().__init__(message)
+        self.connection = connection  # the server may be gone (restart?)
+        self.timeout = timeout
+
+
+@dataclass
+class _Reply:
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+
+
+class OpenAIEngine:
+    """OCR engine over the OpenAI chat-completions protocol.
+
+    Example:
+        >>> from folio.presets import get_preset
+        >>> engine = OpenAIEngine(endpoint=RemoteEndpoint("http://127.0.0.1:9/v1"),
+        ...                       model="m", preset=get_preset("olmocr2"))
+        >>> engine.temperature(0), engine.temperature(7)
+        (0.0, 0.8)
+    """
+
+    deterministic = False  # a higher temperature can fix a bad answer
+
+    def __init__(
+        self,
+        *,
+        endpoint: Endpoint,
+        preset: ModelPreset,
+        model: str | None = None,
+        name: str = "openai",
+        temperatures: Sequence[float] = (0.0, 0.2, 0.5, 0.8),
+        max_tokens: int = 4096,
+        api_key: str | None = None,
+        timeout_s: float = 120.0,
+        connect_timeout_s: float = 10.0,
+        max_retries: int = 3,
+        backoff_s: float = 1.0,
+        stream: bool = False,
+        ignore_eos: bool = False,
+        max_repeat_ratio: float = 0.5,
+        restart_wait_s: float = 900.0,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.endpoint = endpoint
+        self.preset = preset
+        self._model = model
+        self.temperatures = list(temperatures) or [0.0]
+        self.max_tokens = max_tokens
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.stream = stream
+        self.ignore_eos = ignore_eos
+        self.max_repeat_ratio = max_repeat_ratio
+        self.restart_wait_s = restart_wait_s
+        self.extra_body = dict(extra_body or {})
+        self._semaphore = endpoint_semaphore(endpoint.base_url, endpoint.in_flight)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(
+            headers=headers,
+            timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
+            limits=httpx.Limits(max_connections=endpoint.in_flight + 4,
+                                max_keepalive_connections=endpoint.in_flight + 4),
+        )
+        self._model_lock = threading.Lock()
+
+    @classmethod
+    def from_config(cls, config: PipelineConfig, *, endpoint: Endpoint | None = None) -> OpenAIEngine:
+        """The engine ``config`` asks for, on ``endpoint``, else ``ocr.endpoint``, else the
+        server the flow's :class:`VLLMTaskRunner` runs (see ``tasks/vllm_runner.py``)."""
+        ocr = config.ocr
+        if endpoint is None and ocr.endpoint:
+            endpoint = RemoteEndpoint(ocr.endpoint, served_model_name=ocr.model, in_flight=ocr.in_flight)
+        endpoint = endpoint or active_endpoint()
+        if endpoint is None:
+            raise ConfigError(
+                f"engine {ocr.engine!r} has no endpoint: run the flow with VLLMTaskRunner "
+                "(--engine vllm) or give --endpoint URL (--engine openai)"
+            )
+        return cls(
+            endpoint=endpoint,
+            preset=get_preset(ocr.preset),
+            model=endpoint.served_model_name or ocr.model,
+            name=ocr.engine if ocr.engine in ("vllm", "openai") else "openai",
+            temperatures=ocr.temperatures,
+            max_tokens=ocr.max_tokens,
+            api_key=ocr.api_key.get_secret_value() if ocr.api_key else None,
+            timeout_s=config.limits.page_timeout_s,
+            max_retries=ocr.request_retries,
+            stream=ocr.stream,
+            ignore_eos=ocr.ignore_eos,
+            max_repeat_ratio=config.validation.max_repeat_ratio,
+        )
+
+    # --- OcrEngine -----------------------------------------------------------------------
+    @property
+    def model(self) -> str:
+        if self._model is None:
+            with self._model_lock:
+                if self._model is None:
+                    self._model = self._discover_model()
+        return self._model
+
+    def temperature(self, attempt: int) -> float:
+        return self.temperatures[min(max(attempt, 0), len(self.temperatures) - 1)]
+
+    def recognize(self, page: PagePrep, attempt: int = 0) -> EngineOutput:
+        temperature = self.temperature(attempt)
+        record = Attempt(engine=self.name, model=self.model, temperature=temperature)
+        if not page.image_path:
+            record.error = "no rendered image for the page"
+            raise EngineBadOutputError(record.error, attempt=record)
+        data_url, image_px = encode_image(Path(page.image_path), self.preset.max_pixels)
+        started = time.perf_counter()
+        try:
+            reply = self._complete(self._body(data_url, temperature), record, started)
+        except BadOutputError as exc:
+            if isinstance(exc, EngineBadOutputError):
+                raise
+            record.error = str(exc)
+            record.seconds = round(time.perf_counter() - started, 3)
+            raise EngineBadOutputError(record.error, attempt=record) from exc
+        record.seconds = round(time.perf_counter() - started, 3)
+        record.finish_reason = reply.finish_reason
+        record.prompt_tokens, record.completion_tokens = reply.prompt_tokens, reply.completion_tokens
+        problem = self.output_problem(reply)
+        if problem:
+            record.error = problem
+            raise EngineBadOutputError(problem, attempt=record)
+        try:
+            blocks, markdown = self.preset.parse(
+                reply.text, width_pt=page.width_pt or image_px[0] * 0.75,
+                height_pt=page.height_pt or image_px[1] * 0.75, image_px=image_px,
+            )
+        except Exception as exc:  # parsers are total; a bug here is still one page's problem
+            record.error = f"parse: {type(exc).__name__}: {exc}"
+            raise EngineBadOutputError(record.error, attempt=record) from exc
+        return EngineOutput(blocks=blocks, markdown=markdown, attempt=record,
+                            prompt_format=self.preset.prompt_format)
+
+    def output_problem(self, reply: _Reply) -> str | None:
+        """Why the answer is unusable, or None. With ``ignore_eos`` (benchmarks) every
+        answer is length-limited by design and accepted."""
+        if self.ignore_eos:
+            return None
+        if reply.finish_reason == "length":
+            return f"token limit: stopped at max_tokens={self.max_tokens} ({reply.completion_tokens} tokens)"
+        if reply.finish_reason not in ("stop", None):
+            return f"finish_reason {reply.finish_reason!r}"
+        ratio = repeat_ratio(reply.text)
+        if ratio > self.max_repeat_ratio:
+            return f"repetition: {ratio:.0%} of the output repeats earlier n-grams"
+        return None
+
+    def close(self) -> None:
+        self._client.close()
+
+    # --- protocol ------------------------------------------------------------------------
+    def _body(self, data_url: str, temperature: float) -> dict[str, Any]:
+        image = {"type": "image_url", "image_url": {"url": data_url}}
+        text = {"type": "text", "text": self.preset.prompt}
+        content = [image, text] if self.preset.image_first else [text, image]
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": content}],
+            "max_tokens": self.max_tokens,
+            "temperature": temperature,
+        }
+        if self.stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        if self.ignore_eos:
+            body["ignore_eos"] = True  # vLLM's sampling extension
+        body.update(self.extra_body)
+        return body
+
+    def _complete(self, body: dict[str, Any], record: Attempt, started: float) -> _Reply:
+        """Send with retries: backoff on 5xx/transport errors; through a server restart
+        the request is re-sent without spending a retry (bounded by the restarts)."""
+        failures = 0
+        resubmits = 0
+        while True:
+            generation = getattr(self.endpoint, "generation", None)
+            try:
+                with self._semaphore:
+                    return self._post(body)
+            except _Retryable as exc:
+                error = exc
+            if error.connection and generation is not None and resubmits <= self._max_resubmits():
+                if not self.endpoint.wait_ready(self.restart_wait_s):
+                    record.error = f"server gone: {error}"
+                    record.seconds = round(time.perf_counter() - started, 3)
+                    raise EngineDownError(record.error, attempt=record)
+                if getattr(self.endpoint, "generation", None) != generation:
+                    resubmits += 1
+                    log.info("server restarted; re-sending the request (%s)", error)
+                    continue
+            failures += 1
+            if failures > self.max_retries:
+                record.error = f"after {failures} tries: {error}"
+                record.seconds = round(time.perf_counter() - started, 3)
+                if error.timeout:
+                    raise EngineTimeoutError(record.error, attempt=record)
+                raise EngineDownError(record.error, attempt=record)
+            delay = self.backoff_s * 2 ** (failures - 1) * (0.5 + random.random())
+            log.info("%s: %s; retry %d in %.1f s", self.endpoint.base_url, error, failures, delay)
+            time.sleep(delay)
+
+    def _max_resubmits(self) -> int:
+        return int(getattr(self.endpoint, "max_restarts", 0)) + 1
+
+    def _post(self, body: dict[str, Any]) -> _Reply:
+        url = f"{self.endpoint.base_url}/chat/completions"
+        try:
+            if body.get("stream"):
+                with self._client.stream("POST", url, json=body) as response:
+                    self._check_status(response, streamed=True)
+                    return _read_stream(response.iter_lines())
+            response = self._client.post(url, json=body)
+            self._check_status(response, streamed=False)
+            return _read_json(response.json())
+        except httpx.TimeoutException as exc:
+            raise _Retryable(f"timeout: {type(exc).__name__}", timeout=True) from exc
+        except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError,
+                httpx.WriteError, httpx.CloseError) as exc:
+            raise _Retryable(f"connection: {type(exc).__name__}: {exc}", connection=True) from exc
+        except httpx.TransportError as exc:
+            raise _Retryable(f"transport: {type(exc).__name__}: {exc}") from exc
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise _Retryable(f"malformed response: {type(exc).__name__}: {exc}") from exc
+
+    def _check_status(self, response: httpx.Response, *, streamed: bool) -> None:
+        code = response.status_code
+        if code == 200:
+            return
+        if streamed:
+            response.read()
+        detail = response.text[:300]
+        if code == 429 or code >= 500:
+            raise _Retryable(f"HTTP {code}: {detail}")
+        if code in (401, 403, 404):
+            raise ConfigError(f"{self.endpoint.base_url}: HTTP {code}: {detail}")
+        # 400/413/422: the server refused this page's request (too many tokens, bad image)
+        raise BadOutputError(f"request refused: HTTP {code}: {detail}")
+
+    def _discover_model(self) -> str:
+        if not self.endpoint.wait_ready(30.0):
+            raise EngineUnavailableError(f"{self.endpoint.base_url} is not answering")
+        name = self.endpoint.served_model_name
+        if name:
+            return name
+        response = self._client.get(f"{self.endpoint.base_url}/models")
+        data = response.json().get("data") or []
+        if not data:
+            raise ConfigError(f"{self.endpoint.base_url} serves no model")
+        return str(data[0]["id"])
+
+
+def _read_json(payload: dict[str, Any]) -> _Reply:
+    if "error" in payload and "choices" not in payload:
+        raise ValueError(f"error payload: {payload['error']}")
+    choice = payload["choices"][0]
+    usage = payload.get("usage") or {}
+    return _Reply(
+        text=(choice.get("message") or {}).get("content") or "",
+        finish_reason=choice.get("finish_reason"),
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+    )
+
+
+def _read_stream(lines: Iterator[str]) -> _Reply:
+    """Server-sent events until ``data: [DONE]``; a stream that ends before it, or an
+    error event, is a retryable failure (the answer may be incomplete)."""
+    parts: list[str] = []
+    finish: str | None = None
+    usage: dict[str, Any] = {}
+    for line in lines:
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return _Reply("".join(parts), finish, usage.get("prompt_tokens"), usage.get("completion_tokens"))
+        event = json.loads(data)
+        if "error" in event:
+            raise _Retryable(f"stream error: {event['error']}")
+        for choice in event.get("choices") or []:
+            parts.append((choice.get("delta") or {}).get("content") or "")
+            finish = choice.get("finish_reason") or finish
+        usage = event.get("usage") or usage
+    raise _Retryable("stream ended before [DONE]", connection=True)
+
+
+def encode_image(path: Path, max_pixels: int) -> tuple[str, tuple[int, int]]:
+    """(data URL, (width, height)). PNG and JPEG go as they are; other formats, and
+    images over ``max_pixels`` (5% slack), are re-encoded as PNG, downscaled to fit."""
+    from PIL import Image
+
+    raw = path.read_bytes()
+    with Image.open(io.BytesIO(raw)) as image:
+        size = image.size
+        fmt = (image.format or "").upper()
+        too_big = size[0] * size[1] > max_pixels * 1.05
+        if fmt in ("PNG", "JPEG") and not too_big:
+            mime = "png" if fmt == "PNG" else "jpeg"
+            return f"data:image/{mime};base64,{base64.b64encode(raw).decode()}", size
+        rgb = image.convert("RGB")
+        if too_big:
+            scale = (max_pixels / (size[0] * size[1])) ** 0.5
+            size = (max(1, int(size[0] * scale)), max(1, int(size[1] * scale)))
+            rgb = rgb.resize(size, Image.Resampling.LANCZOS)
+        buffer = io.BytesIO()
+        rgb.save(buffer, format="PNG")
+    return f"data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}", size

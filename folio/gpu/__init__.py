@@ -1,0 +1,2 @@
+"""GPU inference support: hardware profiles, the pre-launch memory check, and the
+``vllm serve`` process. Prefect-free: ``tasks/vllm_runner.py`` wraps it for flows."""

@@ -1,0 +1,501 @@
+"""The ``vllm serve`` process: start, health, crash restarts, stop, queue depth.
+
+A supervisor thread owns the child from spawn to death: it waits for ``/health`` and
+``/v1/models``, polls the process and its health every ``health_interval_s``, and
+restarts a crashed (or hung) server at most ``max_restarts`` times. Clients that lose a
+connection call :meth:`VLLMServer.wait_ready`, which blocks while a restart is under way,
+so requests in flight at a crash are sent again to the new process instead of being lost.
+
+No orphans: the child leads its own process group (vLLM's engine-core and worker
+processes join it), and stopping kills the whole group, SIGTERM then SIGKILL. On Linux the
+child is started through a tiny launcher that sets ``PR_SET_PDEATHSIG`` before exec, so a
+SIGKILL of this process still takes the server down. (A ``preexec_fn`` would do the same
+but is unsafe in a process with threads, which a Prefect worker always is. The death
+signal follows the thread that forked the child, which is why the supervisor thread, alive
+for the server's whole life, does every spawn.) An ``atexit`` hook stops what is left.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+from pathlib import Path
+from typing import IO, Protocol, Self
+
+import httpx
+
+from folio.errors import EngineUnavailableError
+
+log = logging.getLogger(__name__)
+
+# Sets the parent-death signal, checks the parent did not die before that, then execs.
+_LAUNCHER = (
+    "import ctypes,os,signal,sys\n"
+    "try:\n ctypes.CDLL(None,use_errno=True).prctl(1,int(signal.SIGKILL))\n"
+    "except Exception:\n pass\n"
+    "if os.getppid()!=int(sys.argv[1]):\n sys.exit(70)\n"
+    "os.execvp(sys.argv[2],sys.argv[2:])\n"
+)
+_PROM_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEnaNIf]+)")
+
+
+class Endpoint(Protocol):
+    """What an OCR client needs from a server: where it is, what it serves, how many
+    requests to keep in flight, and a way to wait out a restart."""
+
+    @property
+    def base_url(self) -> str: ...  # ends with /v1
+
+    @property
+    def served_model_name(self) -> str | None: ...
+
+    @property
+    def in_flight(self) -> int: ...
+
+    def wait_ready(self, timeout_s: float) -> bool: ...
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Prometheus text -> {metric name: value summed over label sets}.
+
+    Example:
+        >>> parse_prometheus('vllm:num_requests_running{model_name="m"} 3.0\\n# HELP x\\n')
+        {'vllm:num_requests_running': 3.0}
+    """
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        match = _PROM_LINE.match(line)
+        if match:
+            try:
+                out[match.group(1)] = out.get(match.group(1), 0.0) + float(match.group(3))
+            except ValueError:
+                continue
+    return out
+
+
+def _root(base_url: str) -> str:
+    return base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url.rstrip("/")
+
+
+def probe(base_url: str, timeout_s: float = 2.0) -> tuple[bool, str | None]:
+    """(healthy, first served model id): ``/health`` 200 and ``/v1/models`` answers."""
+    root = _root(base_url)
+    try:
+        with httpx.Client(timeout=timeout_s) as client:
+            health = client.get(f"{root}/health")
+            if health.status_code != 200:
+                return False, None
+            models = client.get(f"{root}/v1/models")
+            if models.status_code != 200:
+                return False, None
+            data = models.json().get("data") or []
+            return True, (str(data[0]["id"]) if data else None)
+    except (httpx.HTTPError, ValueError, KeyError):
+        return False, None
+
+
+def read_metrics(base_url: str, timeout_s: float = 2.0) -> dict[str, float]:
+    """vLLM's gauges from ``/metrics``; ``running``/``waiting``/``kv_cache_usage`` added
+    as short names. Empty when the endpoint has no metrics."""
+    try:
+        response = httpx.get(f"{_root(base_url)}/metrics", timeout=timeout_s)
+    except httpx.HTTPError:
+        return {}
+    if response.status_code != 200:
+        return {}
+    values = parse_prometheus(response.text)
+    short = {
+        "running": "vllm:num_requests_running",
+        "waiting": "vllm:num_requests_waiting",
+        "kv_cache_usage": "vllm:kv_cache_usage_perc",
+    }
+    for name, metric in short.items():
+        if metric in values:
+            values[name] = values[metric]
+    if "kv_cache_usage" not in values and "vllm:gpu_cache_usage_perc" in values:
+        values["kv_cache_usage"] = values["vllm:gpu_cache_usage_perc"]
+    return values
+
+
+class RemoteEndpoint:
+    """An OpenAI-compatible server someone else runs (attach mode): nothing to start or
+    restart; waiting for it means polling its health."""
+
+    def __init__(self, base_url: str, *, served_model_name: str | None = None, in_flight: int = 16):
+        url = base_url.rstrip("/")
+        self._base_url = url if url.endswith("/v1") else f"{url}/v1"
+        self._served_model_name = served_model_name
+        self._in_flight = in_flight
+
+    @property
+    def base_url(self) -> str:
+        return self._base_url
+
+    @property
+    def served_model_name(self) -> str | None:
+        return self._served_model_name
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            ok, model = probe(self._base_url)
+            if ok:
+                self._served_model_name = self._served_model_name or model
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+    def metrics(self) -> dict[str, float]:
+        return read_metrics(self._base_url)
+
+    def __repr__(self) -> str:
+        return f"RemoteEndpoint({self._base_url!r})"
+
+
+class ServerState(StrEnum):
+    NEW = "new"
+    STARTING = "starting"
+    READY = "ready"
+    RESTARTING = "restarting"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+_LIVE: weakref.WeakSet[VLLMServer] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for server in list(_LIVE):
+        server.stop(timeout_s=5.0)
+
+
+class VLLMServer:
+    """One supervised server process (``vllm serve`` or any OpenAI-compatible command).
+
+    ``command`` may contain ``{host}`` and ``{port}``; ``port=0`` picks a free port once
+    (restarts reuse it, so clients keep their URL).
+
+    Example:
+        >>> cmd = ["vllm", "serve", "/models/chandra", "--port", "{port}"]
+        >>> server = VLLMServer(cmd, port=8000)
+        >>> server.base_url
+        'http://127.0.0.1:8000/v1'
+    """
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        env: Mapping[str, str] | None = None,
+        log_path: Path | None = None,
+        served_model_name: str | None = None,
+        in_flight: int = 16,
+        startup_timeout_s: float = 900.0,
+        max_restarts: int = 2,
+        health_interval_s: float = 1.0,
+        unhealthy_after_s: float = 60.0,
+        stop_timeout_s: float = 30.0,
+    ) -> None:
+        self.host = host
+        self.port = port or free_port(host)
+        self.command = [part.format(host=host, port=self.port) for part in command]
+        self.env = dict(env or {})
+        self.log_path = log_path or Path(tempfile.gettempdir()) / f"folio-vllm-{os.getpid()}-{self.port}.log"
+        self._served_model_name = served_model_name
+        self._in_flight = in_flight
+        self.startup_timeout_s = startup_timeout_s
+        self.max_restarts = max_restarts
+        self.health_interval_s = health_interval_s
+        self.unhealthy_after_s = unhealthy_after_s
+        self.stop_timeout_s = stop_timeout_s
+        self.restarts = 0
+        self.generation = 0  # +1 each time a process becomes ready
+        self.error: str | None = None
+        self._state = ServerState.NEW
+        self._cond = threading.Condition()
+        self._proc_lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_fh: IO[bytes] | None = None
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- Endpoint ------------------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{host}:{self.port}/v1"
+
+    @property
+    def served_model_name(self) -> str | None:
+        return self._served_model_name
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    @property
+    def state(self) -> ServerState:
+        return self._state
+
+    @property
+    def pid(self) -> int | None:
+        proc = self._proc
+        return proc.pid if proc is not None else None
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        """True once a process is serving; blocks through a restart; False when the
+        server failed for good, was stopped, or ``timeout_s`` passed."""
+        self._notice_exit()
+        with self._cond:
+            self._cond.wait_for(
+                lambda: self._state in (ServerState.READY, ServerState.FAILED, ServerState.STOPPED),
+                timeout=timeout_s,
+            )
+            return self._state is ServerState.READY
+
+    # --- lifecycle -----------------------------------------------------------------------
+    def start(self) -> Self:
+        """Spawn and wait until healthy; EngineUnavailableError (with the log's tail)
+        when the process exits or does not get healthy within ``startup_timeout_s``."""
+        if self._thread is not None:
+            raise RuntimeError("server already started")
+        self._set_state(ServerState.STARTING)
+        _LIVE.add(self)
+        self._thread = threading.Thread(target=self._supervise, name=f"vllm-supervisor-{self.port}",
+                                        daemon=True)
+        self._thread.start()
+        if not self.wait_ready(self.startup_timeout_s + 5.0):
+            reason = self.error or f"not healthy after {self.startup_timeout_s:.0f} s"
+            self.stop()
+            raise EngineUnavailableError(f"vLLM server did not start: {reason}\n{self.log_tail()}")
+        return self
+
+    def stop(self, timeout_s: float | None = None) -> None:
+        """Stop the server and its process group (SIGTERM, then SIGKILL); idempotent."""
+        self._stopping.set()
+        with self._proc_lock:
+            self._kill(timeout_s if timeout_s is not None else self.stop_timeout_s)
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=10.0)
+        if self._log_fh is not None:
+            self._log_fh.close()
+            self._log_fh = None
+        self._set_state(ServerState.STOPPED)
+        _LIVE.discard(self)
+
+    def restart(self) -> None:
+        """Kill the current process; the supervisor starts a new one (counts as a restart)."""
+        with self._proc_lock:
+            self._kill(self.stop_timeout_s)
+
+    def metrics(self) -> dict[str, float]:
+        """Queue depth and KV cache use from ``/metrics`` (see :func:`read_metrics`)."""
+        return read_metrics(self.base_url)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"VLLMServer({self.base_url!r}, state={self._state.value}, pid={self.pid})"
+
+    # --- supervisor ----------------------------------------------------------------------
+    def _set_state(self, state: ServerState) -> None:
+        with self._cond:
+            if self._state is ServerState.STOPPED and state is not ServerState.STOPPED:
+                return
+            self._state = state
+            self._cond.notify_all()
+
+    def _notice_exit(self) -> None:
+        """A client saw a connection fail: if the process is gone, mark it restarting now
+        instead of at the supervisor's next tick, so waiters block."""
+        proc = self._proc
+        if proc is not None and self._state is ServerState.READY and _gone(proc):
+            self._set_state(ServerState.RESTARTING)
+
+    def _supervise(self) -> None:
+        try:
+            if not self._spawn_and_wait():
+                return
+            last_ok = time.monotonic()
+            while not self._stopping.wait(self.health_interval_s):
+                proc = self._proc
+                if proc is not None and not _gone(proc):
+                    if probe(self.base_url, timeout_s=min(5.0, self.unhealthy_after_s))[0]:
+                        last_ok = time.monotonic()
+                        continue
+                    if time.monotonic() - last_ok < self.unhealthy_after_s:
+                        continue
+                    log.warning("vLLM server %s unhealthy for %.0f s: killing it",
+                                self.base_url, self.unhealthy_after_s)
+                code = proc.poll() if proc is not None else None
+                if self._stopping.is_set():
+                    return
+                self._set_state(ServerState.RESTARTING)
+                with self._proc_lock:
+                    self._kill(self.stop_timeout_s)  # the rest of the group, or a hung server
+                if self.restarts >= self.max_restarts:
+                    self._fail(f"exited (code {code}) and {self.restarts} restart(s) are used up")
+                    return
+                self.restarts += 1
+                log.warning("vLLM server %s exited (code %s); restart %d of %d",
+                            self.base_url, code, self.restarts, self.max_restarts)
+                if not self._spawn_and_wait():
+                    return
+                last_ok = time.monotonic()
+        except Exception as exc:  # the supervisor must never die silently
+            log.exception("vLLM supervisor failed")
+            self._fail(f"supervisor error: {exc}")
+
+    def _fail(self, reason: str) -> None:
+        self.error = reason
+        with self._proc_lock:
+            self._kill(self.stop_timeout_s)
+        self._set_state(ServerState.FAILED)
+
+    def _spawn_and_wait(self) -> bool:
+        with self._proc_lock:
+            if self._stopping.is_set():
+                return False
+            self._proc = self._spawn()
+        proc = self._proc
+        deadline = time.monotonic() + self.startup_timeout_s
+        while not self._stopping.is_set():
+            code = proc.poll()
+            if code is not None:
+                self._fail(f"process exited with code {code} during start-up (log: {self.log_path})")
+                return False
+            ok, model = probe(self.base_url)
+            if ok:
+                self._served_model_name = self._served_model_name or model
+                self.generation += 1
+                self._set_state(ServerState.READY)
+                log.info("vLLM server ready at %s (pid %s, generation %d)",
+                         self.base_url, proc.pid, self.generation)
+                return True
+            if time.monotonic() > deadline:
+                self._fail(f"not healthy after {self.startup_timeout_s:.0f} s (log: {self.log_path})")
+                return False
+            self._stopping.wait(min(1.0, self.health_interval_s))
+        return False
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self._log_fh is None:
+            self._log_fh = self.log_path.open("ab")
+        self._log_fh.write(f"\n=== folio: starting {' '.join(self.command)}\n".encode())
+        self._log_fh.flush()
+        argv = list(self.command)
+        if sys.platform.startswith("linux"):
+            argv = [sys.executable, "-S", "-c", _LAUNCHER, str(os.getpid()), *argv]
+        env = {**os.environ, **self.env}
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=self._log_fh, stderr=subprocess.STDOUT,
+            env=env, start_new_session=True, close_fds=True,
+        )
+        log.info("started %s (pid %d, log %s)", self.command[0], proc.pid, self.log_path)
+        return proc
+
+    def _kill(self, timeout_s: float) -> None:
+        """SIGTERM the process group, wait, SIGKILL the group (caller holds _proc_lock)."""
+        proc = self._proc
+        if proc is None:
+            return
+        pgid = proc.pid  # session leader: its pid is the group id
+        if proc.poll() is None:
+            _signal_group(pgid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                log.warning("vLLM server pid %d ignored SIGTERM for %.0f s: SIGKILL", pgid, timeout_s)
+        _signal_group(pgid, signal.SIGKILL)  # stragglers of the group, if any
+        try:
+            proc.wait(timeout=10.0)
+        except subprocess.TimeoutExpired:
+            log.error("vLLM server pid %d survived SIGKILL", pgid)
+
+
+def _gone(proc: subprocess.Popen[bytes]) -> bool:
+    """Exited (or a zombie not yet reaped)? ``Popen.poll`` alone can answer None while
+    another thread holds its wait lock."""
+    if proc.poll() is not None:
+        return True
+    try:
+        with open(f"/proc/{proc.pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+    except (OSError, IndexError):
+        return False
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+# --- the endpoint a flow run is using ----------------------------------------------------
+_ACTIVE: list[Endpoint] = []
+_ACTIVE_LOCK = threading.Lock()
+
+
+def register_endpoint(endpoint: Endpoint) -> None:
+    """Make ``endpoint`` what :func:`active_endpoint` returns (the task runner calls
+    this; engines built by the pipeline's own thread pools, which do not carry context
+    variables, find the server this way)."""
+    with _ACTIVE_LOCK:
+        _ACTIVE.append(endpoint)
+
+
+def unregister_endpoint(endpoint: Endpoint) -> None:
+    with _ACTIVE_LOCK:
+        for i in range(len(_ACTIVE) - 1, -1, -1):
+            if _ACTIVE[i] is endpoint:
+                del _ACTIVE[i]
+                return
+
+
+def active_endpoint() -> Endpoint | None:
+    """The most recently registered endpoint still in use, or None."""
+    with _ACTIVE_LOCK:
+        return _ACTIVE[-1] if _ACTIVE else None

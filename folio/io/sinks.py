@@ -1,0 +1,205 @@
+"""Where outputs go: a local folder or an S3 prefix, behind one small interface.
+
+Paths given to a sink are relative (``slug/document.md``) and checked; a reader never
+sees half a file: local writes go to a temp file and are renamed into place, and S3 PUTs
+are atomic by nature.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from folio.config import S3Settings
+from folio.errors import ConfigError, StorageError
+from folio.io import s3 as s3io
+from folio.io.keys import check_relpath
+
+__all__ = ["LocalSink", "S3Sink", "Sink", "open_sink"]
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """A place to write output files; every method takes a path relative to its root."""
+
+    def write_bytes(self, relpath: str, data: bytes) -> str:
+        """Write (replace) atomically; returns :meth:`uri`."""
+        ...
+
+    def write_text(self, relpath: str, text: str) -> str: ...
+
+    def write_if_absent(self, relpath: str, data: bytes) -> bool:
+        """Create only if nothing is there yet; False when it already existed."""
+        ...
+
+    def read_text(self, relpath: str) -> str | None:
+        """The file's text, or None when it does not exist."""
+        ...
+
+    def exists(self, relpath: str) -> bool: ...
+
+    def uri(self, relpath: str) -> str:
+        """A local path or ``s3://`` URI a person or another tool can open."""
+        ...
+
+    def delete_prefix(self, relpath: str) -> int:
+        """Delete a file or a whole folder; returns how many files went."""
+        ...
+
+
+class LocalSink:
+    """Outputs in a local folder (created on first write)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root).expanduser().absolute()
+
+    def __repr__(self) -> str:
+        return f"LocalSink({str(self.root)!r})"
+
+    def _path(self, relpath: str) -> Path:
+        return self.root / check_relpath(relpath)
+
+    def _temp_copy(self, path: Path, data: bytes) -> Path:
+        """A fully written, fsynced temp file next to ``path`` (same file system)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        return Path(tmp)
+
+    def write_bytes(self, relpath: str, data: bytes) -> str:
+        path = self._path(relpath)
+        try:
+            tmp = self._temp_copy(path, data)
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise StorageError(f"write {path}: {exc.strerror or type(exc).__name__}") from exc
+        return str(path)
+
+    def write_text(self, relpath: str, text: str) -> str:
+        return self.write_bytes(relpath, text.encode("utf-8"))
+
+    def write_if_absent(self, relpath: str, data: bytes) -> bool:
+        """Atomic create: ``link`` of a complete temp file fails if the name exists."""
+        path = self._path(relpath)
+        try:
+            tmp = self._temp_copy(path, data)
+        except OSError as exc:
+            raise StorageError(f"write {path}: {exc.strerror or type(exc).__name__}") from exc
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            raise StorageError(f"write {path}: {exc.strerror or type(exc).__name__}") from exc
+        finally:
+            tmp.unlink(missing_ok=True)
+        return True
+
+    def read_text(self, relpath: str) -> str | None:
+        try:
+            return self._path(relpath).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"read {self._path(relpath)}: {exc.strerror}") from exc
+
+    def exists(self, relpath: str) -> bool:
+        return self._path(relpath).exists()
+
+    def uri(self, relpath: str) -> str:
+        return str(self._path(relpath))
+
+    def delete_prefix(self, relpath: str) -> int:
+        path = self._path(relpath)
+        if path.is_dir() and not path.is_symlink():
+            count = sum(len(files) for _, _, files in os.walk(path))
+            shutil.rmtree(path)
+            return count
+        if path.exists() or path.is_symlink():
+            path.unlink()
+            return 1
+        return 0
+
+
+class S3Sink:
+    """Outputs under ``s3://bucket/prefix/``."""
+
+    def __init__(self, bucket: str, prefix: str, client: Any) -> None:
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.client = client
+
+    def __repr__(self) -> str:
+        return f"S3Sink('s3://{self.bucket}/{self.prefix}')"
+
+    def _key(self, relpath: str) -> str:
+        rel = check_relpath(relpath)
+        return f"{self.prefix}/{rel}" if self.prefix else rel
+
+    def write_bytes(self, relpath: str, data: bytes) -> str:
+        key = self._key(relpath)
+        s3io.put_bytes(self.client, self.bucket, key, data, content_type=_content_type(key))
+        return f"s3://{self.bucket}/{key}"
+
+    def write_text(self, relpath: str, text: str) -> str:
+        return self.write_bytes(relpath, text.encode("utf-8"))
+
+    def write_if_absent(self, relpath: str, data: bytes) -> bool:
+        return s3io.put_if_absent(self.client, self.bucket, self._key(relpath), data)
+
+    def read_text(self, relpath: str) -> str | None:
+        return s3io.get_text(self.client, self.bucket, self._key(relpath))
+
+    def exists(self, relpath: str) -> bool:
+        return s3io.head_object(self.client, self.bucket, self._key(relpath)) is not None
+
+    def uri(self, relpath: str) -> str:
+        return f"s3://{self.bucket}/{self._key(relpath)}"
+
+    def delete_prefix(self, relpath: str) -> int:
+        key = self._key(relpath)
+        removed = s3io.delete_prefix(self.client, self.bucket, key + "/")
+        if s3io.head_object(self.client, self.bucket, key) is not None:
+            s3io.delete_object(self.client, self.bucket, key)
+            removed += 1
+        return removed
+
+
+_CONTENT_TYPES = {
+    ".md": "text/markdown; charset=utf-8",
+    ".json": "application/json",
+    ".jsonl": "application/x-ndjson",
+    ".txt": "text/plain; charset=utf-8",
+}
+
+
+def _content_type(key: str) -> str | None:
+    return _CONTENT_TYPES.get(os.path.splitext(key)[1].lower())
+
+
+def open_sink(dest: str, s3: S3Settings) -> Sink:
+    """A sink for ``dest``: ``s3://bucket/prefix``, a local folder, or ``file://`` path.
+
+    Raises:
+        ConfigError: an unsupported scheme or a local destination that is a file.
+    """
+    scheme, sep, rest = dest.partition("://")
+    if sep and scheme.lower() == "s3":
+        bucket, prefix = s3io.parse_s3_uri(dest)
+        return S3Sink(bucket, prefix, s3io.client_for(s3))
+    if sep and scheme.lower() != "file":
+        raise ConfigError(f"unsupported output {dest!r}: use a local folder or s3://bucket/prefix")
+    root = Path(rest if sep else dest).expanduser()
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"output {dest!r} exists and is not a folder")
+    return LocalSink(root)

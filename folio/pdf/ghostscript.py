@@ -1,0 +1,189 @@
+"""Ghostscript, the one module that runs ``gs``: compress images, repair damaged files.
+
+Safety rules, all enforced here: ``-dSAFER`` always, an argument list (never a shell), a
+private temp directory per call (also gs's own ``TMPDIR``), its own process group killed
+whole on timeout, output written next to ``dst`` and moved into place only when valid.
+
+Ghostscript 10.0 exits 0 for some failures (a missing or wrong password, zero pages
+processed), so its messages are read as well as its exit status.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from functools import lru_cache
+from pathlib import Path
+
+from folio.errors import ConfigError, EncryptedPdfError, MalformedPdfError, TimeoutExpired
+from folio.models import CompressionInfo
+
+log = logging.getLogger(__name__)
+
+GS_BINARY = "gs"
+_BASE_ARGS = ("-dSAFER", "-dBATCH", "-dNOPAUSE", "-dQUIET", "-sDEVICE=pdfwrite")
+_PASSWORD_FLAG = "-sPDFPassword="
+#: gs says these on stdout/stderr; the first two can come with exit status 0
+_PASSWORD_MARKERS = ("requires a password", "Password did not work", "Cannot decrypt")
+_NO_PAGES_MARKER = "No pages will be processed"
+_TAIL_LINES = 8
+
+
+def compress(
+    src: Path, dst: Path, *, image_dpi: float, timeout_s: float, password: str | None = None
+) -> CompressionInfo:
+    """Rewrite ``src`` to ``dst`` with images downsampled to ``image_dpi``; text stays text.
+
+    Choose ``image_dpi`` from the render plan: below what the model sees loses
+    information, above it buys nothing. Images are only resampled when they exceed
+    1.5x the target (Ghostscript's threshold), and monochrome images can only be
+    subsampled in Ghostscript 10. ``-dPDFSTOPONERROR`` makes a damaged input fail here
+    instead of coming out silently incomplete (use :func:`repair` for those).
+    ``used`` stays False: whether the smaller file is worth using is the caller's call.
+
+    Raises:
+        MalformedPdfError: Ghostscript failed or wrote no usable PDF.
+        EncryptedPdfError: a password is needed or the one given is wrong.
+        TimeoutExpired: it ran longer than ``timeout_s``.
+    """
+    dpi = f"{image_dpi:.0f}"
+    options = [
+        "-dPDFSTOPONERROR",
+        "-dDetectDuplicateImages=true",
+        "-dCompressFonts=true",
+        "-dSubsetFonts=true",
+        *_downsample_args("Color", "Bicubic", dpi),
+        *_downsample_args("Gray", "Bicubic", dpi),
+        *_downsample_args("Mono", "Subsample", dpi),
+    ]
+    started = time.monotonic()
+    _run_pdfwrite(src, dst, options, timeout_s=timeout_s, password=password)
+    return CompressionInfo(
+        original_bytes=src.stat().st_size,
+        compressed_bytes=dst.stat().st_size,
+        image_dpi=image_dpi,
+        seconds=round(time.monotonic() - started, 3),
+        note=f"gs {gs_version()} pdfwrite, images > {1.5 * image_dpi:.0f}dpi -> {dpi}dpi",
+    )
+
+
+def repair(src: Path, dst: Path, *, timeout_s: float, password: str | None = None) -> Path:
+    """Rewrite a damaged PDF with pdfwrite; Ghostscript recovers many files pdfium rejects.
+
+    The result may lack what Ghostscript could not read: re-probe it for its page count.
+
+    Raises:
+        MalformedPdfError: Ghostscript could not make a PDF of it either.
+        EncryptedPdfError: a password is needed or the one given is wrong.
+        TimeoutExpired: it ran longer than ``timeout_s``.
+    """
+    _run_pdfwrite(src, dst, [], timeout_s=timeout_s, password=password)
+    return dst
+
+
+@lru_cache(maxsize=1)
+def gs_version() -> str:
+    """The installed Ghostscript's version, e.g. ``10.00.0``."""
+    result = subprocess.run(
+        [_gs_binary(), "--version"], capture_output=True, text=True, timeout=30, check=True
+    )
+    return result.stdout.strip()
+
+
+def _gs_binary() -> str:
+    found = shutil.which(GS_BINARY)
+    if found is None:
+        raise ConfigError(f"Ghostscript ({GS_BINARY}) is not installed or not on PATH")
+    return found
+
+
+def _downsample_args(kind: str, method: str, dpi: str) -> list[str]:
+    return [
+        f"-dDownsample{kind}Images=true",
+        f"-d{kind}ImageDownsampleType=/{method}",
+        f"-d{kind}ImageResolution={dpi}",
+    ]
+
+
+def _run_pdfwrite(
+    src: Path, dst: Path, options: list[str], *, timeout_s: float, password: str | None
+) -> None:
+    """Run gs into a private temp dir beside ``dst``; move the output in when it is valid."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".folio-gs-", dir=dst.parent) as tmp:
+        out = Path(tmp) / "out.pdf"
+        argv = [_gs_binary(), *_BASE_ARGS, *options]
+        if password:
+            argv.append(_PASSWORD_FLAG + password)
+        # "%" in OutputFile is a page-number template; an absolute path never looks like
+        # an option or an @argument-file
+        argv += [f"-sOutputFile={str(out).replace('%', '%%')}", "-f", str(src.resolve())]
+        env = {**os.environ, "TMPDIR": tmp, "TEMP": tmp, "TMP": tmp}
+        log.debug("running %s", _redact(argv, password))
+        returncode, output = _run(argv, env=env, cwd=tmp, timeout_s=timeout_s)
+        _check(returncode, _redact_text(output, password), out)
+        os.replace(out, dst)
+
+
+def _run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float) -> tuple[int, str]:
+    """Run in a new session; on timeout kill the whole process group, not just gs."""
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+    )
+    try:
+        output, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise TimeoutExpired(f"ghostscript ran longer than {timeout_s:g}s") from None
+    return proc.returncode, output.decode("utf-8", errors="replace")
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.communicate()
+
+
+def _check(returncode: int, output: str, out: Path) -> None:
+    tail = " | ".join(line.strip() for line in output.strip().splitlines()[-_TAIL_LINES:])
+    if any(marker in output for marker in _PASSWORD_MARKERS):
+        raise EncryptedPdfError(f"ghostscript: {tail}")
+    if returncode != 0 or _NO_PAGES_MARKER in output:
+        raise MalformedPdfError(f"ghostscript failed (exit {returncode}): {tail}")
+    if not _looks_like_pdf(out):
+        raise MalformedPdfError(f"ghostscript wrote no valid PDF: {tail or 'no message'}")
+
+
+def _looks_like_pdf(path: Path) -> bool:
+    """Header at the start and an end-of-file marker in the last KiB."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return False
+    with path.open("rb") as handle:
+        head = handle.read(8)
+        handle.seek(max(0, path.stat().st_size - 1024))
+        tail = handle.read()
+    return head.startswith(b"%PDF-") and b"%%EOF" in tail
+
+
+def _redact(argv: list[str], password: str | None) -> list[str]:
+    return [
+        _PASSWORD_FLAG + "***" if password and arg.startswith(_PASSWORD_FLAG) else arg
+        for arg in argv
+    ]
+
+
+def _redact_text(text: str, password: str | None) -> str:
+    return text.replace(password, "***") if password else text

@@ -1,0 +1,500 @@
+"""A page's own text layer: extract it with geometry, and judge whether to trust it.
+
+"No text layer means OCR" is wrong both ways: fonts without Unicode maps, earlier bad OCR
+and glyph soup produce text layers that are worse than OCR, and a scan's thin layer of
+page numbers is not the page. :func:`score_text` is a pure judgement (0..1 plus a reason a
+person can read); :func:`extract` reads pdfium and builds the :class:`TextLayer`.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
+
+from folio.config import RouteSettings
+from folio.models import BBox, Block, Label, TextLayer
+from folio.pdf.pdfium_doc import PageGeometry, hidden_text_share, page_geometry
+
+# --- judging ------------------------------------------------------------------------------
+
+#: a full page of text has thousands of chars; fewer than one per this many pt² is thin
+_PT2_PER_EXPECTED_CHAR = 4800.0
+_MIN_EXPECTED_CHARS = 20.0
+_VOWELS = frozenset("aeiouy")
+#: scripts written without spaces between words: word-length rules do not apply
+_UNSPACED_RANGES = (
+    (0x0E00, 0x0EFF),  # Thai, Lao
+    (0x1000, 0x109F),  # Myanmar
+    (0x1780, 0x17FF),  # Khmer
+    (0x2E80, 0x9FFF),  # CJK radicals, kana, CJK ideographs
+    (0xF900, 0xFAFF),  # CJK compatibility ideographs
+    (0xFF66, 0xFF9F),  # half-width katakana
+    (0x20000, 0x3FFFF),  # CJK extensions
+)
+#: an earlier OCR hidden under a scan is re-OCR'd at the default min_score (0.8): even a
+#: flawless-looking one scores 0.75 (its errors are words our signals cannot see)
+_HIDDEN_LAYER_FACTOR = 0.75
+
+
+def score_text(
+    text: str, *, page_area_pt2: float, chars_with_unicode_errors: int = 0
+) -> tuple[float, str]:
+    """How far a text layer can be trusted, 0 (junk or absent) to 1, and why.
+
+    Each signal gives a factor in 0..1 and the score is the lowest one, so the reason
+    names the signal that decided. Letters of any script count as letters; the vowel and
+    word-length checks only look at scripts where they mean something.
+
+    Example:
+        >>> score_text("The quarterly report covers revenue and growth. " * 20,
+        ...            page_area_pt2=612 * 792)[0]
+        1.0
+        >>> score_text("!#$%& ()*+ ,-./:; " * 40, page_area_pt2=612 * 792)[0]
+        0.0
+    """
+    glyphs = [c for c in text if not c.isspace()]
+    if not glyphs:
+        return 0.0, "no text"
+    factors = [
+        _bad_char_factor(glyphs, chars_with_unicode_errors),
+        _alnum_factor(glyphs),
+        _density_factor(len(glyphs), page_area_pt2),
+        _mojibake_factor(glyphs),
+        *_word_factors(text),
+    ]
+    issues = sorted((f for f in factors if f[0] < 1.0), key=lambda f: f[0])
+    if not issues:
+        return 1.0, f"good: {len(glyphs)} chars"
+    score = max(0.0, round(issues[0][0], 3))
+    return score, "; ".join(why for _, why in issues)
+
+
+def _clamp(value: float) -> float:
+    return min(1.0, max(0.0, value))
+
+
+def _is_bad(char: str) -> bool:
+    if char == "\ufffd":
+        return True
+    return unicodedata.category(char) in ("Co", "Cn", "Cs", "Cc")
+
+
+def _bad_char_factor(glyphs: list[str], unicode_errors: int) -> tuple[float, str]:
+    bad = min(len(glyphs), sum(map(_is_bad, glyphs)) + unicode_errors)
+    share = bad / len(glyphs)
+    return _clamp(1.0 - 10.0 * share), f"{share:.1%} unmapped/replacement/control chars"
+
+
+def _alnum_factor(glyphs: list[str]) -> tuple[float, str]:
+    alnum = sum(1 for c in glyphs if unicodedata.category(c)[0] in "LMN")
+    share = alnum / len(glyphs)
+    return _clamp((share - 0.4) / 0.3), f"only {share:.0%} letters/digits"
+
+
+def _density_factor(n_glyphs: int, page_area_pt2: float) -> tuple[float, str]:
+    if page_area_pt2 <= 0:
+        return 1.0, ""
+    expected = max(_MIN_EXPECTED_CHARS, page_area_pt2 / _PT2_PER_EXPECTED_CHAR)
+    return (
+        _clamp(n_glyphs / expected),
+        f"only {n_glyphs} chars where a text page has {expected:.0f}+ (scan or figure?)",
+    )
+
+
+def _is_latin_letter(char: str) -> bool:
+    code = ord(char)
+    return char.isalpha() and (code < 0x250 or 0x1E00 <= code <= 0x1EFF)
+
+
+def _mojibake_factor(glyphs: list[str]) -> tuple[float, str]:
+    """Text decoded with the wrong code page ("Ã©", "ÿþ") is mostly Latin-1 letters."""
+    latin = [c for c in glyphs if _is_latin_letter(c)]
+    if len(latin) < 2:
+        return 1.0, ""
+    share = sum(1 for c in latin if 0x80 <= ord(c) < 0x250) / len(latin)
+    return _clamp((0.5 - share) / 0.25), f"{share:.0%} accented Latin letters (mojibake?)"
+
+
+def _is_unspaced(char: str) -> bool:
+    code = ord(char)
+    return any(low <= code <= high for low, high in _UNSPACED_RANGES)
+
+
+def _word_factors(text: str) -> list[tuple[float, str]]:
+    """Word length (spaced scripts) and vowels (Latin): letter-spaced or consonant soup."""
+    words = []
+    for token in text.split():
+        letters = "".join(c for c in token if c.isalpha())
+        if letters and not any(_is_unspaced(c) for c in letters):
+            words.append(letters)
+    factors: list[tuple[float, str]] = []
+    if len(words) >= 5:
+        mean = statistics.fmean(len(w) for w in words)
+        length = min(_clamp(mean - 1.5), _clamp((25.0 - mean) / 10.0))
+        factors.append((length, f"implausible mean word length {mean:.1f}"))
+    latin = [w.lower() for w in words if len(w) >= 2 and all(map(_is_latin_letter, w))]
+    if len(latin) >= 5:
+        share = sum(1 for w in latin if _has_vowel(w)) / len(latin)
+        factors.append((_clamp((share - 0.5) / 0.3), f"only {share:.0%} of words have vowels"))
+    return factors
+
+
+def _has_vowel(word: str) -> bool:
+    return any(unicodedata.normalize("NFD", c)[0] in _VOWELS for c in word)
+
+
+# --- extraction ---------------------------------------------------------------------------
+
+#: pdfium marks a hyphen it believes was inserted at a line break with U+0002 (per-char
+#: and bounded text) or U+FFFE (full text); the word continues on the next line
+_BREAK_HYPHENS = ("\x02", "\ufffe")
+#: ignore the smallest 5% of glyph sizes (superscripts, stray dots) for min_font_pt
+_MIN_FONT_PERCENTILE = 0.05
+#: a line this much larger than the body text is a heading
+_HEADER_RATIO = 1.15
+#: lines closer than this many line heights belong to the same paragraph
+_PARAGRAPH_GAP = 0.7
+#: within pdfium's content order, a gap wider than this many ems splits a line (table
+#: cells, columns drawn line by line); justified word and sentence spaces reach ~0.9em
+_SPLIT_EM = 1.5
+#: runs that pdfium broke apart are rejoined across at most a word space; a 1em column
+#: gutter (LaTeX's) must stay open
+_JOIN_EM = 0.5
+#: lines shorter than this sharing a row are table cells, not lines of a paragraph
+_CELL_MAX_CHARS = 25
+_MAX_CUT_DEPTH = 64
+
+
+@dataclass
+class _Line:
+    bbox: BBox
+    text: str
+    size: float | None
+    cell: bool = False  # short, with another short line on its row: a table cell
+
+    @property
+    def height(self) -> float:
+        """Font size when known: a tight box around "massa." is half the line's height."""
+        return max(self.bbox.y1 - self.bbox.y0, self.size or 0.0)
+
+
+@dataclass
+class _Para:
+    lines: list[_Line]
+    bbox: BBox = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.bbox = self.lines[0].bbox
+
+    def add(self, line: _Line) -> None:
+        self.lines.append(line)
+        self.bbox = self.bbox.union(line.bbox)
+
+
+@dataclass
+class _Run:
+    """Glyphs being collected into one line, in user space (y up)."""
+
+    chars: list[str] = field(default_factory=list)
+    left: float = math.inf
+    bottom: float = math.inf
+    right: float = -math.inf
+    top: float = -math.inf
+    size: float = 0.0
+
+    def add(self, char: str, box: pdfium_c.FS_RECTF, size: float | None) -> None:
+        self.chars.append(char)
+        self.left, self.right = min(self.left, box.left), max(self.right, box.right)
+        self.bottom, self.top = min(self.bottom, box.bottom), max(self.top, box.top)
+        self.size = max(self.size, size or 0.0)
+
+    def far_from(self, box: pdfium_c.FS_RECTF, size: float | None) -> bool:
+        """A wide gap (:data:`_SPLIT_EM`) or a glyph off the line's band ends the line.
+
+        The second catches a word hyphenated across lines, where pdfium emits no break.
+        """
+        if not self.chars or self.right == -math.inf:
+            return False
+        gap = _SPLIT_EM * max(self.size, size or 0.0, 1.0)
+        off_band = box.top < self.bottom or box.bottom > self.top
+        return off_band or box.left - self.right > gap or self.left - box.right > gap
+
+    def line(self, geometry: PageGeometry) -> _Line | None:
+        text = "".join(self.chars).strip()
+        if not text or self.right == -math.inf:
+            return None
+        box = geometry.to_top_left(self.left, self.bottom, self.right, self.top)
+        return _Line(box, text, self.size or None)
+
+
+@dataclass
+class _Scan:
+    """What one pass over pdfium's characters yields."""
+
+    glyphs: int = 0
+    unicode_errors: int = 0
+    sizes: list[float] = field(default_factory=list)
+    lines: list[_Line] = field(default_factory=list)
+
+
+def extract(
+    page: pdfium.PdfPage, *, width_pt: float, height_pt: float, settings: RouteSettings
+) -> TextLayer:
+    """Read the page's text layer, cut it into paragraph blocks, and judge it.
+
+    ``text`` is pdfium's full text in content order (nothing lost); ``blocks`` are the
+    same glyphs cut into lines (at pdfium's line breaks and at gaps wider than an em),
+    grouped into paragraphs with boxes, ordered by columns (XY cut).
+    """
+    geometry = page_geometry(page)
+    textpage = page.get_textpage()
+    try:
+        scan = _scan_chars(textpage, geometry)
+        text = _clean(textpage.get_text_range())
+    finally:
+        textpage.close()
+    body = statistics.median(scan.sizes) if scan.sizes else None
+    lines = _mark_cells(_merge_runs(scan.lines))
+    blocks = _blocks(_paragraphs(lines), body)
+    score, why = score_text(
+        text, page_area_pt2=width_pt * height_pt, chars_with_unicode_errors=scan.unicode_errors
+    )
+    if score > 0 and hidden_text_share(page) > 0.5:
+        score = round(score * _HIDDEN_LAYER_FACTOR, 3)
+        why = f"hidden text layer (an earlier OCR under a scan); {why}"
+    return TextLayer(
+        chars=scan.glyphs,
+        text=text,
+        blocks=blocks,
+        min_font_pt=_low_percentile(scan.sizes),
+        score=score,
+        trusted=score >= settings.min_score,
+        why=why,
+    )
+
+
+def _scan_chars(textpage: pdfium.PdfTextPage, geometry: PageGeometry) -> _Scan:
+    """One pass over the glyphs: sizes as drawn, Unicode map errors, and line runs."""
+    scan = _Scan()
+    run = _Run()
+    box = pdfium_c.FS_RECTF()
+    matrix = pdfium_c.FS_MATRIX()
+    for index in range(textpage.count_chars()):
+        code = pdfium_c.FPDFText_GetUnicode(textpage, index)
+        char = chr(code) if 0 < code < 0x110000 else "\ufffd"
+        if char in "\r\n":
+            run = _flush(run, scan, geometry)
+            continue
+        if char.isspace():
+            run.chars.append(" ")
+            continue
+        size = _effective_size(textpage, index, matrix)
+        has_box = pdfium_c.FPDFText_GetLooseCharBox(textpage, index, box)
+        if has_box and run.far_from(box, size):
+            run = _flush(run, scan, geometry)
+        if has_box:
+            run.add(char, box, size)
+        if pdfium_c.FPDFText_IsGenerated(textpage, index) == 1:
+            continue
+        scan.glyphs += 1
+        scan.unicode_errors += pdfium_c.FPDFText_HasUnicodeMapError(textpage, index) == 1
+        if size is not None:
+            scan.sizes.append(size)
+    _flush(run, scan, geometry)
+    return scan
+
+
+def _flush(run: _Run, scan: _Scan, geometry: PageGeometry) -> _Run:
+    line = run.line(geometry)
+    if line is not None:
+        scan.lines.append(line)
+    return _Run()
+
+
+def _effective_size(
+    textpage: pdfium.PdfTextPage, index: int, matrix: pdfium_c.FS_MATRIX
+) -> float | None:
+    """The glyph's height on the page: ``1 Tf`` scaled by ``11 0 0 11 Tm`` is 11pt."""
+    font_size = pdfium_c.FPDFText_GetFontSize(textpage, index)
+    if not pdfium_c.FPDFText_GetMatrix(textpage, index, matrix):
+        return None
+    size = float(font_size) * math.hypot(matrix.c, matrix.d)
+    return size if size > 0 and math.isfinite(size) else None
+
+
+def _low_percentile(sizes: list[float]) -> float | None:
+    if not sizes:
+        return None
+    ordered = sorted(sizes)
+    return round(ordered[int(_MIN_FONT_PERCENTILE * (len(ordered) - 1))], 2)
+
+
+def _clean(text: str) -> str:
+    """Normalise line ends and re-join words pdfium saw hyphenated at a line break."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    for mark in _BREAK_HYPHENS:
+        text = text.replace(mark + "\n", "").replace(mark, "")
+    return text
+
+
+def _merge_runs(lines: list[_Line]) -> list[_Line]:
+    """Join runs on one baseline that pdfium broke apart (content drawn out of order)."""
+    merged: list[_Line] = []
+    for line in sorted(lines, key=lambda ln: (round(ln.bbox.y0), ln.bbox.x0)):
+        last = merged[-1] if merged else None
+        if last is not None and _same_line(last, line):
+            sizes = [s for s in (last.size, line.size) if s is not None]
+            merged[-1] = _Line(
+                last.bbox.union(line.bbox), f"{last.text} {line.text}", max(sizes, default=None)
+            )
+        else:
+            merged.append(line)
+    return merged
+
+
+def _same_line(a: _Line, b: _Line) -> bool:
+    height = min(a.bbox.y1 - a.bbox.y0, b.bbox.y1 - b.bbox.y0)
+    overlap = min(a.bbox.y1, b.bbox.y1) - max(a.bbox.y0, b.bbox.y0)
+    gap = b.bbox.x0 - a.bbox.x1
+    limit = _JOIN_EM * max(a.height, b.height)
+    return height > 0 and overlap >= 0.5 * height and -limit <= gap <= limit
+
+
+def _mark_cells(lines: list[_Line]) -> list[_Line]:
+    """Flag short lines that share a row with another short line (table cells).
+
+    Cells stay single blocks, so a table reads row by row instead of being stacked
+    into one "paragraph" per column; long lines side by side are text columns.
+    """
+    short = [line for line in lines if len(line.text) < _CELL_MAX_CHARS]
+    rows: dict[int, list[_Line]] = {}
+    for line in short:
+        rows.setdefault(round(line.bbox.y1 / 2), []).append(line)
+    for line in short:
+        key = round(line.bbox.y1 / 2)
+        neighbours = [n for k in (key - 1, key, key + 1) for n in rows.get(k, [])]
+        line.cell = any(n is not line and _same_row(n.bbox, line.bbox) for n in neighbours)
+    return lines
+
+
+def _same_row(a: BBox, b: BBox) -> bool:
+    overlap = min(a.y1, b.y1) - max(a.y0, b.y0)
+    return overlap >= 0.5 * min(a.y1 - a.y0, b.y1 - b.y0) and (a.x1 <= b.x0 or b.x1 <= a.x0)
+
+
+def _paragraphs(lines: list[_Line]) -> list[_Para]:
+    """Stack lines into paragraphs: same column, small gap, same font size.
+
+    Lines come top to bottom; a paragraph whose last line is already far above the
+    current line is closed, so the search stays short on pages with thousands of runs.
+    """
+    paras: list[_Para] = []
+    open_paras: list[_Para] = []
+    for line in sorted(lines, key=lambda ln: (ln.bbox.y0, ln.bbox.x0)):
+        open_paras = [p for p in open_paras if not _closed(p, line)]
+        target = next((p for p in reversed(open_paras) if _continues(p, line)), None)
+        if target is None:
+            target = _Para([line])
+            paras.append(target)
+            open_paras.append(target)
+        else:
+            target.add(line)
+    return paras
+
+
+def _closed(para: _Para, line: _Line) -> bool:
+    last = para.lines[-1]
+    return line.bbox.y0 - last.bbox.y1 > _PARAGRAPH_GAP * max(last.height, line.height)
+
+
+def _continues(para: _Para, line: _Line) -> bool:
+    last = para.lines[-1]
+    height = max(last.height, line.height)
+    gap = line.bbox.y0 - last.bbox.y1
+    overlap = min(last.bbox.x1, line.bbox.x1) - max(last.bbox.x0, line.bbox.x0)
+    narrower = min(last.bbox.x1 - last.bbox.x0, line.bbox.x1 - line.bbox.x0)
+    return (
+        height > 0
+        and not (line.cell or last.cell)
+        and -0.5 * height <= gap <= _PARAGRAPH_GAP * height
+        and overlap >= 0.3 * narrower
+        and _similar_size(last.size, line.size)
+    )
+
+
+def _similar_size(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return max(a, b) <= _HEADER_RATIO * min(a, b)
+
+
+def _blocks(paras: list[_Para], body_size: float | None) -> list[Block]:
+    ordered = _xy_order(paras)
+    return [
+        Block(label=_label(p, body_size), bbox=p.bbox, content=_join(p.lines), order=i)
+        for i, p in enumerate(ordered)
+    ]
+
+
+def _label(para: _Para, body_size: float | None) -> str:
+    sizes = [line.size for line in para.lines if line.size is not None]
+    if body_size and sizes and min(sizes) >= _HEADER_RATIO * body_size and len(para.lines) <= 3:
+        return Label.SECTION_HEADER.value
+    return Label.TEXT.value
+
+
+def _join(lines: Iterable[_Line]) -> str:
+    out = ""
+    for line in lines:
+        if out.endswith(_BREAK_HYPHENS):
+            out = out[:-1] + line.text
+        else:
+            out = f"{out} {line.text}" if out else line.text
+    return _clean(out)
+
+
+def _xy_order(paras: list[_Para], depth: int = 0) -> list[_Para]:
+    """Reading order by recursive XY cut.
+
+    Columns are cut first when every side holds real paragraphs (two-column text);
+    otherwise horizontal bands are cut first, so table rows read across. Deep cuts
+    (pathological layouts) fall back to top-to-bottom order.
+    """
+    if len(paras) <= 1 or depth > _MAX_CUT_DEPTH:
+        return sorted(paras, key=lambda p: (p.bbox.y0, p.bbox.x0))
+    columns = _cut(paras, vertical=True)
+    bands = _cut(paras, vertical=False)
+    if len(columns) > 1 and all(any(len(p.lines) > 1 for p in col) for col in columns):
+        groups = columns
+    elif len(bands) > 1:
+        groups = bands
+    elif len(columns) > 1:
+        groups = columns
+    else:
+        return sorted(paras, key=lambda p: (p.bbox.y0, p.bbox.x0))
+    return [para for group in groups for para in _xy_order(group, depth + 1)]
+
+
+def _cut(paras: list[_Para], *, vertical: bool) -> list[list[_Para]]:
+    """Split where no paragraph covers a stretch of the x (vertical) or y axis."""
+
+    def span(p: _Para) -> tuple[float, float]:
+        box = p.bbox
+        return (box.x0, box.x1) if vertical else (box.y0, box.y1)
+
+    groups: list[list[_Para]] = []
+    reach = -math.inf
+    for para in sorted(paras, key=lambda p: span(p)[0]):
+        start, end = span(para)
+        if groups and start < reach:
+            groups[-1].append(para)
+        else:
+            groups.append([para])
+        reach = max(reach, end)
+    return groups

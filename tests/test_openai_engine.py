@@ -1,0 +1,185 @@
+"""The OpenAI-protocol engine against the fake server (real HTTP on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from folio.config import PipelineConfig
+from folio.engines.openai_engine import EngineBadOutputError, OpenAIEngine, encode_image
+from folio.errors import BadOutputError, ConfigError, EngineUnavailableError
+from folio.gpu.vllm_server import RemoteEndpoint, free_port, register_endpoint, unregister_endpoint
+from folio.models import PagePrep
+from folio.presets import get_preset
+from tests.openai_fake import FakeServer
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> PagePrep:
+    path = tmp_path_factory.mktemp("img") / "p.png"
+    Image.new("RGB", (500, 647), "white").save(path)
+    return PagePrep(index=0, width_pt=612, height_pt=792, image_path=str(path))
+
+
+@pytest.fixture
+def fake(request: pytest.FixtureRequest) -> Iterator[FakeServer]:
+    options: dict[str, Any] = getattr(request, "param", {})
+    with FakeServer(**options) as server:
+        yield server
+
+
+def engine(fake: FakeServer, *, in_flight: int = 8, preset: str = "generic", **kw: Any) -> OpenAIEngine:
+    kw.setdefault("backoff_s", 0.01)
+    return OpenAIEngine(endpoint=RemoteEndpoint(fake.url, in_flight=in_flight), model="fake-ocr",
+                        preset=get_preset(preset), **kw)
+
+
+@pytest.mark.parametrize("fake", [{"output": "chandra1_page.html"}], indirect=True)
+def test_ok_path_parses_recorded_output(fake: FakeServer, page: PagePrep) -> None:
+    out = engine(fake, preset="chandra").recognize(page, 0)
+    assert out.attempt.finish_reason == "stop" and out.attempt.error is None
+    assert out.attempt.prompt_tokens == 1330 and out.attempt.completion_tokens
+    assert out.attempt.temperature == 0.0 and out.attempt.model == "fake-ocr"
+    assert out.blocks[1].label == "Section-Header" and out.blocks[1].bbox is not None
+    assert out.prompt_format == "chandra:chandra" and "Regional revenue review" in out.markdown
+    assert fake.state.images == 1
+
+
+@pytest.mark.parametrize("fake", [{"fail_on": {1, 2}}], indirect=True)
+def test_5xx_then_success(fake: FakeServer, page: PagePrep) -> None:
+    out = engine(fake).recognize(page, 0)
+    assert out.blocks and fake.state.requests == 3
+
+
+@pytest.mark.parametrize("fake", [{"fail_always": True, "fail_status": 502}], indirect=True)
+def test_persistent_5xx_is_engine_unavailable(fake: FakeServer, page: PagePrep) -> None:
+    with pytest.raises(EngineUnavailableError) as info:
+        engine(fake, max_retries=2).recognize(page, 0)
+    assert fake.state.requests == 3
+    attempt = info.value.attempt
+    assert "HTTP 502" in attempt.error and info.value.code == "engine-unavailable"
+
+
+def test_connection_refused_is_engine_unavailable(page: PagePrep) -> None:
+    eng = OpenAIEngine(endpoint=RemoteEndpoint(f"http://127.0.0.1:{free_port()}/v1"), model="m",
+                       preset=get_preset("generic"), max_retries=1, backoff_s=0.01)
+    with pytest.raises(EngineUnavailableError, match="connection"):
+        eng.recognize(page, 0)
+
+
+@pytest.mark.parametrize("fake", [{"always_length": True}], indirect=True)
+def test_length_is_bad_output_with_attempt(fake: FakeServer, page: PagePrep) -> None:
+    with pytest.raises(BadOutputError) as info:
+        engine(fake, max_tokens=512).recognize(page, 1)
+    attempt = info.value.attempt
+    assert attempt.finish_reason == "length" and attempt.completion_tokens == 512
+    assert attempt.temperature == 0.2 and "token limit" in attempt.error and attempt.seconds >= 0
+
+
+@pytest.mark.parametrize("fake", [{"garbage_below_temperature": 0.5}], indirect=True)
+def test_ladder_raises_temperature_until_the_output_is_good(fake: FakeServer, page: PagePrep) -> None:
+    eng = engine(fake)
+    errors = []
+    for attempt in range(4):
+        try:
+            out = eng.recognize(page, attempt)
+            break
+        except EngineBadOutputError as err:
+            errors.append(err.attempt)
+    assert [a.temperature for a in errors] == [0.0, 0.2]
+    assert all("repetition" in (a.error or "") for a in errors)
+    assert out.attempt.temperature == 0.5 and out.blocks
+    assert fake.state.temperatures == [0.0, 0.2, 0.5]
+
+
+@pytest.mark.parametrize("fake", [{"delay_s": 0.05}], indirect=True)
+def test_in_flight_bound_holds_under_32_concurrent_calls(fake: FakeServer, page: PagePrep) -> None:
+    engines = [engine(fake, in_flight=4), engine(fake, in_flight=4)]  # share one semaphore
+    with ThreadPoolExecutor(32) as pool:
+        outs = list(pool.map(lambda i: engines[i % 2].recognize(page, 0), range(32)))
+    assert len(outs) == 32 and all(o.blocks for o in outs)
+    assert fake.state.max_in_flight == 4
+
+
+@pytest.mark.parametrize("fake", [{"output": "olmocr2_page.md", "midstream_error_on": {1}}], indirect=True)
+def test_streaming_and_a_stream_cut_midway(fake: FakeServer, page: PagePrep) -> None:
+    out = engine(fake, preset="olmocr2", stream=True).recognize(page, 0)
+    assert fake.state.requests == 2  # the cut stream was retried
+    assert out.attempt.completion_tokens and out.blocks[0].label == "Title"
+    assert out.markdown.startswith("# Network latency audit")
+
+
+@pytest.mark.parametrize("fake", [{"always_length": True}], indirect=True)
+def test_ignore_eos_benchmark_mode_accepts_fixed_length(fake: FakeServer, page: PagePrep) -> None:
+    out = engine(fake, ignore_eos=True, max_tokens=768).recognize(page, 0)
+    assert out.attempt.finish_reason == "length" and out.attempt.completion_tokens == 768
+
+
+@pytest.mark.parametrize("fake", [{"fail_on": {1}, "fail_status": 400}], indirect=True)
+def test_400_is_bad_output_for_the_page(fake: FakeServer, page: PagePrep) -> None:
+    with pytest.raises(BadOutputError) as info:
+        engine(fake).recognize(page, 0)
+    assert "HTTP 400" in info.value.attempt.error and fake.state.requests == 1
+
+
+def test_page_without_image_is_bad_output() -> None:
+    eng = OpenAIEngine(endpoint=RemoteEndpoint("http://127.0.0.1:9/v1"), model="m", preset=get_preset("generic"))
+    with pytest.raises(BadOutputError, match="no rendered image"):
+        eng.recognize(PagePrep(index=0), 0)
+
+
+def test_from_config_endpoint_registry_and_errors(fake: FakeServer, page: PagePrep) -> None:
+    config = PipelineConfig()
+    config.ocr.engine, config.ocr.endpoint, config.ocr.model = "openai", fake.url, "fake-ocr"
+    eng = OpenAIEngine.from_config(config)
+    assert eng.endpoint.base_url == fake.url and eng.name == "openai" and eng.recognize(page, 0).blocks
+    config.ocr.endpoint = None
+    with pytest.raises(ConfigError, match="no endpoint"):
+        OpenAIEngine.from_config(config)
+    remote = RemoteEndpoint(fake.url, served_model_name="fake-ocr", in_flight=3)
+    register_endpoint(remote)
+    try:
+        assert OpenAIEngine.from_config(config).endpoint is remote
+    finally:
+        unregister_endpoint(remote)
+
+
+def test_model_is_discovered_from_v1_models(fake: FakeServer) -> None:
+    eng = OpenAIEngine(endpoint=RemoteEndpoint(fake.url), preset=get_preset("generic"))
+    assert eng.model == "fake-ocr"
+
+
+def test_large_or_odd_images_are_reencoded(tmp_path: Path) -> None:
+    big = tmp_path / "big.ppm"
+    Image.new("RGB", (3000, 3000), "white").save(big)
+    url, size = encode_image(big, 1_000_000)
+    assert url.startswith("data:image/png;base64,") and size[0] * size[1] <= 1_000_000
+    small = tmp_path / "s.jpg"
+    Image.new("RGB", (10, 10)).save(small)
+    assert encode_image(small, 1_000_000)[0].startswith("data:image/jpeg;base64,")
+
+
+def test_threads_share_one_semaphore_per_endpoint() -> None:
+    from folio.engines.openai_engine import endpoint_semaphore
+
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    sems = set()
+    lock = threading.Lock()
+
+    def get() -> None:
+        s = endpoint_semaphore(url, 5)
+        with lock:
+            sems.add(id(s))
+
+    threads = [threading.Thread(target=get) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(sems) == 1

@@ -1,0 +1,117 @@
+"""plan_page: pixel budget, small text, native scan resolution and the hard caps."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from folio.config import RenderSettings
+from folio.errors import PageTooLargeError
+from folio.pdf.render_plan import MAX_SIDE_PX, plan_page
+
+LETTER = (612.0, 792.0)
+
+
+def plan(
+    width: float,
+    height: float,
+    *,
+    font: float | None = None,
+    native: float | None = None,
+    **settings: float,
+):
+    return plan_page(
+        width, height, min_font_pt=font, native_dpi=native, settings=RenderSettings(**settings)
+    )
+
+
+def test_budget_sets_longest_side() -> None:
+    result = plan(*LETTER)
+    assert result.height_px == 1600
+    assert result.width_px == math.floor(612 * 1600 / 792)
+    assert result.dpi == pytest.approx(1600 * 72 / 792)
+    assert result.reason.startswith("budget 1600px")
+
+
+def test_landscape_budget_applies_to_width() -> None:
+    result = plan(792, 612, longest_side_px=1288)
+    assert (result.width_px, result.height_px) == (1288, math.floor(612 * 1288 / 792))
+
+
+def test_small_text_raises_dpi() -> None:
+    # 6pt text at the 145dpi budget is 12px; asking for 16px needs 192dpi
+    result = plan(*LETTER, font=6.0, min_text_px=16)
+    assert result.dpi == pytest.approx(16 * 72 / 6)
+    assert "small text 6.0pt" in result.reason
+    assert result.height_px > 1600
+
+
+def test_small_text_stops_at_max_dpi() -> None:
+    result = plan(*LETTER, font=1.0, min_text_px=20, max_dpi=300, max_pixels=10**8)
+    assert result.dpi == pytest.approx(300)
+    assert "clamped" not in result.reason  # the text rule itself respects max_dpi
+
+
+def test_large_text_does_not_lower_budget() -> None:
+    assert plan(*LETTER, font=40.0).dpi == pytest.approx(plan(*LETTER).dpi)
+
+
+def test_native_scan_dpi_caps_upsampling() -> None:
+    result = plan(*LETTER, native=100.0)
+    assert result.dpi == pytest.approx(100.0)
+    assert "scan native 100dpi" in result.reason
+    # the cap also wins over the small-text rule: the scan has no finer detail
+    assert plan(*LETTER, font=5.0, native=100.0).dpi == pytest.approx(100.0)
+
+
+def test_native_dpi_above_budget_changes_nothing() -> None:
+    assert plan(*LETTER, native=600.0).dpi == pytest.approx(plan(*LETTER).dpi)
+
+
+def test_low_native_dpi_still_reaches_min_dpi() -> None:
+    result = plan(*LETTER, native=40.0, min_dpi=72.0)
+    assert result.dpi == pytest.approx(72.0)
+
+
+def test_tiny_page_is_clamped_to_max_dpi_and_has_pixels() -> None:
+    result = plan(3.84, 3.84)  # the CCITT sample page in the corpus
+    assert result.dpi == pytest.approx(300.0)
+    assert "clamped" in result.reason
+    assert result.width_px == result.height_px == 16
+
+
+def test_huge_page_pixel_cap_wins_over_min_dpi() -> None:
+    result = plan(8400, 8400, max_pixels=3072 * 2048)  # hugemono.pdf's page
+    assert result.pixels <= 3072 * 2048
+    assert result.dpi < 72.0
+    assert "pixel cap" in result.reason
+
+
+def test_extreme_aspect_ratio_hits_side_cap() -> None:
+    result = plan(14400, 10, max_pixels=10**9, min_dpi=72)
+    assert result.width_px == MAX_SIDE_PX
+    assert result.height_px >= 1
+    assert "side cap" in result.reason
+
+
+@pytest.mark.parametrize("size", [(612, 792), (595.28, 841.89), (1, 14400), (7777.7, 3.3)])
+@pytest.mark.parametrize("max_pixels", [1, 1000, 999_983, 3072 * 2048])
+def test_pixel_cap_is_never_exceeded(size: tuple[float, float], max_pixels: int) -> None:
+    result = plan(*size, font=2.0, max_pixels=max_pixels)
+    assert result.pixels <= max(max_pixels, 1)
+    assert result.width_px >= 1 and result.height_px >= 1
+    assert max(result.width_px, result.height_px) <= MAX_SIDE_PX
+
+
+@pytest.mark.parametrize(
+    "size", [(612, 2.1e9), (0, 792), (-5, 792), (612, math.inf), (math.nan, 792), (14401, 10)]
+)
+def test_absurd_pages_are_rejected(size: tuple[float, float]) -> None:
+    with pytest.raises(PageTooLargeError, match="outside"):
+        plan(*size)
+
+
+def test_page_at_the_size_limit_is_accepted() -> None:
+    result = plan(14400, 14400)
+    assert result.pixels <= RenderSettings().max_pixels

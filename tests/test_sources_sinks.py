@@ -1,0 +1,169 @@
+"""folio.io.sources and folio.io.sinks, local and on moto's S3 server."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from folio.config import S3Settings
+from folio.errors import ConfigError
+from folio.io import s3 as s3io
+from folio.io.sinks import LocalSink, S3Sink, Sink, open_sink
+from folio.io.sources import discover, fetch
+from tests.s3_server import S3Server
+
+NO_S3 = S3Settings()
+
+
+def _tree(root: Path) -> None:
+    for rel in ["b.pdf", "a.PDF", "sub/c.pdf", "sub/deeper/d.Pdf", "notes.txt", "sub/e.pdf.txt"]:
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"%PDF-1.4 " + rel.encode())
+
+
+def test_discover_local_folder_recursive_sorted(tmp_path: Path) -> None:
+    _tree(tmp_path / "in")
+    refs = discover([str(tmp_path / "in")], NO_S3)
+    names = [Path(r.uri).relative_to(tmp_path / "in").as_posix() for r in refs]
+    assert names == ["a.PDF", "b.pdf", "sub/c.pdf", "sub/deeper/d.Pdf"]
+    assert all(r.size > 0 and r.mtime is not None and not r.is_s3 for r in refs)
+
+
+def test_discover_local_file_and_dedup(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    one = str(tmp_path / "notes.txt")  # named explicitly: taken as is
+    refs = discover([one, str(tmp_path / "b.pdf"), one, f"file://{tmp_path / 'b.pdf'}"], NO_S3)
+    assert [r.name for r in refs] == ["notes.txt", "b.pdf"]
+
+
+def test_discover_does_not_follow_symlinks_out(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    _tree(outside)
+    root = tmp_path / "in"
+    root.mkdir()
+    (root / "own.pdf").write_bytes(b"%PDF")
+    os.symlink(outside / "b.pdf", root / "escape.pdf")
+    os.symlink(outside, root / "linked-dir")
+    os.symlink(root / "own.pdf", root / "alias.pdf")
+    names = [r.name for r in discover([str(root)], NO_S3)]
+    assert names == ["alias.pdf", "own.pdf"]
+
+
+def test_discover_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        discover([str(tmp_path / "missing")], NO_S3)
+    with pytest.raises(ConfigError, match="unsupported"):
+        discover(["gs://bucket/x"], NO_S3)
+    with pytest.raises(ConfigError):
+        discover([], NO_S3)
+
+
+def test_fetch_local_returns_the_path(tmp_path: Path) -> None:
+    (tmp_path / "x.pdf").write_bytes(b"%PDF")
+    (ref,) = discover([str(tmp_path / "x.pdf")], NO_S3)
+    assert fetch(ref, tmp_path / "work", NO_S3) == tmp_path / "x.pdf"
+
+
+def test_discover_and_fetch_s3(s3_server: S3Server, s3_bucket: str, tmp_path: Path) -> None:
+    client = s3_server.client
+    for key in ["in/b.pdf", "in/a.PDF", "in/sub/c.pdf", "in/notes.txt", "inbox/x.pdf", "y.pdf"]:
+        s3io.put_bytes(client, s3_bucket, key, b"%PDF " + key.encode())
+    refs = discover([f"s3://{s3_bucket}/in"], s3_server.settings)
+    assert [r.uri for r in refs] == [
+        f"s3://{s3_bucket}/in/a.PDF",
+        f"s3://{s3_bucket}/in/b.pdf",
+        f"s3://{s3_bucket}/in/sub/c.pdf",
+    ]
+    assert all(r.etag and r.is_s3 for r in refs)
+    everything = discover([f"s3://{s3_bucket}"], s3_server.settings)
+    assert len(everything) == 5
+    exact = discover([f"s3://{s3_bucket}/y.pdf"], s3_server.settings)
+    assert [r.name for r in exact] == ["y.pdf"]
+
+    local = fetch(refs[0], tmp_path / "work", s3_server.settings)
+    assert local.parent == tmp_path / "work" and local.read_bytes() == b"%PDF in/a.PDF"
+
+
+def test_fetch_s3_names_never_collide(s3_server: S3Server, s3_bucket: str, tmp_path: Path) -> None:
+    for key in ["a?b.pdf", "a*b.pdf", "../evil.pdf"]:
+        s3io.put_bytes(s3_server.client, s3_bucket, key, key.encode())
+    refs = discover([f"s3://{s3_bucket}/"], s3_server.settings)
+    paths = [fetch(r, tmp_path / "w", s3_server.settings) for r in refs]
+    assert len(set(paths)) == 3
+    assert all(p.parent == tmp_path / "w" for p in paths)
+
+
+def test_discover_missing_bucket(s3_server: S3Server) -> None:
+    with pytest.raises(ConfigError, match="bucket does not exist"):
+        discover(["s3://no-such-bucket-here/in/"], s3_server.settings)
+
+
+# --- sinks --------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["local", "s3"])
+def sink(request: pytest.FixtureRequest, tmp_path: Path) -> Sink:
+    if request.param == "local":
+        return open_sink(str(tmp_path / "out"), NO_S3)
+    server: S3Server = request.getfixturevalue("s3_server")
+    bucket = server.create_bucket()
+    return open_sink(f"s3://{bucket}/runs/one/", server.settings)
+
+
+def test_sink_roundtrip(sink: Sink) -> None:
+    assert sink.read_text("d/x.md") is None and not sink.exists("d/x.md")
+    uri = sink.write_text("d/x.md", "héllo")
+    assert uri == sink.uri("d/x.md")
+    assert sink.read_text("d/x.md") == "héllo" and sink.exists("d/x.md")
+    sink.write_bytes("d/x.md", b"replaced")
+    assert sink.read_text("d/x.md") == "replaced"
+
+
+def test_sink_write_if_absent(sink: Sink) -> None:
+    assert sink.write_if_absent("claims/a.json", b"first") is True
+    assert sink.write_if_absent("claims/a.json", b"second") is False
+    assert sink.read_text("claims/a.json") == "first"
+
+
+def test_sink_delete_prefix(sink: Sink) -> None:
+    for rel in ["d/a", "d/b/c", "d/b/e", "d2/a", "dx"]:
+        sink.write_text(rel, "x")
+    assert sink.delete_prefix("d") == 3
+    assert not sink.exists("d/a") and sink.exists("d2/a") and sink.exists("dx")
+    assert sink.delete_prefix("dx") == 1
+    assert sink.delete_prefix("nothing") == 0
+
+
+def test_sink_rejects_unsafe_paths(sink: Sink) -> None:
+    for bad in ["../x", "/abs", "a/../../b", ""]:
+        with pytest.raises(ValueError):
+            sink.write_text(bad, "x")
+
+
+def test_uris(s3_server: S3Server, tmp_path: Path) -> None:
+    s3_sink = open_sink("s3://bkt/pre/fix", s3_server.settings)
+    assert isinstance(s3_sink, S3Sink)
+    assert s3_sink.uri("a/b.md") == "s3://bkt/pre/fix/a/b.md"
+    local = open_sink(str(tmp_path), NO_S3)
+    assert isinstance(local, LocalSink)
+    assert local.uri("a/b.md") == str(tmp_path / "a" / "b.md")
+    assert open_sink(f"file://{tmp_path}", NO_S3).uri("a") == str(tmp_path / "a")
+
+
+def test_open_sink_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        open_sink("gs://bucket/x", NO_S3)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError):
+        open_sink(str(tmp_path / "file"), NO_S3)
+
+
+def test_local_write_is_atomic_no_temp_left(tmp_path: Path) -> None:
+    sink = LocalSink(tmp_path)
+    sink.write_text("d/x.json", "{}")
+    sink.write_if_absent("d/y.json", b"{}")
+    sink.write_if_absent("d/y.json", b"{}")
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["x.json", "y.json"]

@@ -1,0 +1,168 @@
+"""Text layer judgement (pure) and extraction from real PDFs."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from folio import samples
+from folio.config import RouteSettings
+from folio.models import Label, TextLayer
+from folio.pdf.pdfium_doc import open_pdf, page_geometry
+from folio.pdf.text_layer import extract, score_text
+
+LETTER_AREA = 612.0 * 792.0
+
+REAL_TEXT = {
+    "english": "The quarterly report covers revenue, growth and the review of every region. ",
+    "german": "Der Bericht über das Quartal enthält Umsätze, Wachstum und größere Änderungen. ",
+    "french": "Le rapport trimestriel présente les revenus, la croissance et les régions. ",
+    "russian": "Квартальный отчёт описывает выручку, рост рынка и работу в северном регионе. ",
+    "greek": "Η τριμηνιαία έκθεση περιγράφει τα έσοδα και την ανάπτυξη της αγοράς. ",
+    "arabic": "يصف التقرير الفصلي الإيرادات ونمو السوق في المنطقة الشمالية خلال العام. ",
+    "hebrew": "הדוח הרבעוני מתאר את ההכנסות ואת צמיחת השוק באזור הצפוני במהלך השנה. ",
+    "chinese": "季度报告介绍了北部地区的收入和市场增长情况，并附有表格和图表。",
+    "japanese": "四半期報告書では、北部地域の売上と市場の成長について説明しています。",
+}
+
+JUNK_TEXT = {
+    "symbols": "!#$%& ()*+ ,-./:; <=>?@ [\\]^_ {|}~ ",
+    "replacement": "\ufffd\ufffd\ufffd \ufffd\ufffd \ufffd\ufffd\ufffd\ufffd ab ",
+    "private_use": "\ue000\ue001\ue002 \ue003\ue004 \ue005\ue006 word ",
+    "bom_mojibake": "ÿþÿþ ÿþ þÿ ÿÿþ þþÿ ",
+    "utf8_as_latin1": "Ã©tÃ© Ã  la Ã®le Ã§a Ã¨re ",
+    "consonant_soup": "xkcd qwrtz plmnk bcdfg hjkl vwxz trmp ",
+    "letter_spaced": "T h i s i s a t e x t w i t h s p a c e s ",
+    "controls": "\x01\x03\x04\x05 \x06\x07\x08 \x0e\x0f text ",
+}
+
+
+def _page_of(text: str, chars: int = 1200) -> str:
+    return (text * (chars // len(text) + 1))[:chars]
+
+
+@pytest.mark.parametrize("language", sorted(REAL_TEXT))
+def test_real_text_in_any_script_scores_high(language: str) -> None:
+    score, why = score_text(_page_of(REAL_TEXT[language]), page_area_pt2=LETTER_AREA)
+    assert score >= 0.9, why
+
+
+@pytest.mark.parametrize("kind", sorted(JUNK_TEXT))
+def test_junk_scores_low(kind: str) -> None:
+    score, why = score_text(_page_of(JUNK_TEXT[kind]), page_area_pt2=LETTER_AREA)
+    assert score < 0.5, (score, why)
+    assert why
+
+
+def test_no_text_scores_zero() -> None:
+    assert score_text("  \n\t ", page_area_pt2=LETTER_AREA) == (0.0, "no text")
+
+
+def test_page_number_alone_on_a_big_page_is_not_trusted() -> None:
+    score, why = score_text("12", page_area_pt2=LETTER_AREA)
+    assert score < 0.1
+    assert "only 2 chars" in why
+    # a short text is thin on a letter page but fills a small label
+    label = "Invoice 2024 total amount due"
+    assert score_text(label, page_area_pt2=LETTER_AREA)[0] < 0.5
+    assert score_text(label, page_area_pt2=100 * 100)[0] == 1.0
+
+
+def test_unicode_map_errors_reported_by_pdfium_lower_the_score() -> None:
+    text = _page_of(REAL_TEXT["english"])
+    clean, _ = score_text(text, page_area_pt2=LETTER_AREA)
+    broken, why = score_text(text, page_area_pt2=LETTER_AREA, chars_with_unicode_errors=200)
+    assert clean == 1.0
+    assert broken < 0.5
+    assert "unmapped" in why
+
+
+def test_numbers_table_is_trusted() -> None:
+    table = _page_of("Region 2023 2024 North 1,200.50 4.5% South 980.00 3.1% ")
+    assert score_text(table, page_area_pt2=LETTER_AREA)[0] >= 0.9
+
+
+# --- extraction ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pdfs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("text")
+    report = samples.write_text_pdf(root / "report.pdf", samples.report_pages(seed=1, n=2))
+    return {
+        "report": report,
+        "scan": samples.write_scanned_pdf(root / "scan.pdf", report, dpi=100),
+        "columns": _two_column_pdf(root / "columns.pdf"),
+    }
+
+
+def _two_column_pdf(out: Path) -> Path:
+    """Left column "alpha ..." and right column "beta ...", lines interleaved in y."""
+    show = []
+    for row in range(12):
+        y = 700 - 14 * row
+        show.append(f"72 {y} moveto (alpha line {row} of the left column text) show")
+        show.append(f"320 {y} moveto (beta line {row} of the right column text) show")
+    ps = "%!PS\n/Times-Roman findfont 11 scalefont setfont\n" + "\n".join(show) + "\nshowpage\n"
+    src = out.with_suffix(".ps")
+    src.write_text(ps)
+    subprocess.run(
+        ["gs", "-q", "-dSAFER", "-dBATCH", "-dNOPAUSE", "-sDEVICE=pdfwrite",
+         f"-sOutputFile={out}", str(src)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return out
+
+
+def _extract(path: Path, index: int = 0) -> TextLayer:
+    doc = open_pdf(path)
+    page = doc[index]
+    geometry = page_geometry(page)
+    layer = extract(
+        page, width_pt=geometry.width_pt, height_pt=geometry.height_pt, settings=RouteSettings()
+    )
+    doc.close()
+    return layer
+
+
+def test_born_digital_layer_is_trusted_with_blocks(pdfs: dict[str, Path]) -> None:
+    layer = _extract(pdfs["report"])
+    assert layer.trusted and layer.score >= 0.95, layer.why
+    assert layer.min_font_pt == pytest.approx(11.0, abs=0.2)  # body text is 11pt Times
+    assert "Quarterly Operations Report" in layer.text
+    labels = [block.label for block in layer.blocks]
+    assert labels[:2] == [Label.SECTION_HEADER, Label.SECTION_HEADER]  # 20pt title, 14pt heading
+    assert labels.count(Label.TEXT) == 3  # three paragraphs
+    assert [block.order for block in layer.blocks] == list(range(len(layer.blocks)))
+    title = layer.blocks[0]
+    assert title.content == "Quarterly Operations Report"
+    assert title.bbox is not None
+    assert 50 < title.bbox.y0 < title.bbox.y1 < 100  # top-left origin: near the top
+    assert 70 < title.bbox.x0 < 80
+
+
+def test_blocks_follow_the_page_top_to_bottom(pdfs: dict[str, Path]) -> None:
+    layer = _extract(pdfs["report"], index=1)  # heading, paragraphs, then a table
+    tops = [block.bbox.y0 for block in layer.blocks if block.bbox]
+    assert tops == sorted(tops)
+    cells = [block.content for block in layer.blocks[-12:]]
+    assert cells[:6] == ["Region", "Revenue", "Growth", "North", "1200", "4.5%"]  # row by row
+    assert cells[-3:] == ["West", "1430", "6.2%"]
+    assert layer.min_font_pt == pytest.approx(10.0, abs=0.2)  # the table's 10pt cells
+
+
+def test_two_columns_read_left_then_right(pdfs: dict[str, Path]) -> None:
+    layer = _extract(pdfs["columns"])
+    contents = [block.content for block in layer.blocks]
+    assert len(contents) == 2, contents
+    assert contents[0].startswith("alpha line 0") and "alpha line 11" in contents[0]
+    assert contents[1].startswith("beta line 0") and "alpha" not in contents[1]
+
+
+def test_scan_has_no_text_layer(pdfs: dict[str, Path]) -> None:
+    layer = _extract(pdfs["scan"])
+    assert layer.chars == 0
+    assert layer.score == 0.0 and not layer.trusted
+    assert layer.blocks == [] and layer.min_font_pt is None

@@ -1,0 +1,146 @@
+"""folio.validation with real Great Expectations: failures land on the right page."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from folio.config import ValidationSettings
+from folio.models import BBox, Block, PageOutcome, PageResult
+from folio.samples import sentences
+from folio.validation import (
+    blocks_frame,
+    pages_frame,
+    run_validation,
+    suite_definitions,
+    validate_pages,
+)
+
+SETTINGS = ValidationSettings()
+
+
+def page(index: int, text: str | None = None, **update: object) -> PageResult:
+    body = text if text is not None else sentences(index, 5)
+    result = PageResult(
+        index=index, width_pt=612, height_pt=792, markdown=f"## Heading {index}\n\n{body}",
+        outcome=PageOutcome.OK,
+        blocks=[
+            Block(label="Section-Header", bbox=BBox(x0=72, y0=60, x1=300, y1=76),
+                  content=f"Heading {index}", order=0),
+            Block(label="Text", bbox=BBox(x0=72, y0=90, x1=540, y1=300), content=body, order=1),
+        ],
+    )
+    return result.model_copy(update=update)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def gx_imported() -> None:
+    """Pay GX's import once, outside the timed tests."""
+    started = time.perf_counter()
+    import great_expectations  # noqa: F401
+
+    print(f"\ngreat_expectations import: {time.perf_counter() - started:.2f} s")
+
+
+def test_good_pages_pass(record_property: pytest.RecordProperty) -> None:
+    pages = [page(i) for i in range(4)]
+    pages.append(PageResult(index=4, width_pt=612, height_pt=792, blank=True,
+                            outcome=PageOutcome.OK))
+    started = time.perf_counter()
+    assert validate_pages("doc", pages, SETTINGS) == {}
+    record_property("first_validation_s", round(time.perf_counter() - started, 3))
+
+
+def test_each_failure_is_attributed_to_its_page() -> None:
+    pages = [page(i) for i in range(7)]
+    pages[1] = page(1, "the same words again " * 60)  # a VLM loop
+    pages[2].blocks[1].bbox = BBox(x0=72, y0=90, x1=700, y1=300)  # past the right edge
+    pages[3].blocks[0].label = "Banner"  # not in the vocabulary
+    pages[4] = page(4, "").model_copy(update={"markdown": "", "blocks": []})  # ink, no text
+    pages[5].blocks[1].bbox = BBox(x0=72, y0=-20, x1=540, y1=900)  # above and below
+    pages.append(page(6))  # two results for page 6
+    failures = validate_pages("doc", pages, SETTINGS)
+    assert failures == {
+        1: ["repeat-ratio"],
+        2: ["bbox-right"],
+        3: ["label-known"],
+        4: ["text-nonempty"],
+        5: ["bbox-top", "bbox-bottom"],
+        6: ["page-unique"],
+    }
+
+
+def test_quarantined_and_blank_pages_need_no_text() -> None:
+    quarantined = PageResult(index=0, width_pt=612, height_pt=792, reason="timeout: ...")
+    blank = PageResult(index=1, width_pt=612, height_pt=792, blank=True, outcome=PageOutcome.OK)
+    assert validate_pages("doc", [quarantined, blank, page(2)], SETTINGS) == {}
+
+
+def test_small_overshoot_and_missing_boxes_pass() -> None:
+    p = page(0)
+    p.blocks[1].bbox = BBox(x0=-0.5, y0=90, x1=612.5, y1=300)
+    p.blocks.append(Block(label="Text", bbox=None, content="no geometry", order=2))
+    assert validate_pages("doc", [p], SETTINGS) == {}
+
+
+def test_inverted_box_fails() -> None:
+    p = page(0)
+    p.blocks[1].bbox = BBox(x0=540, y0=90, x1=72, y1=300)
+    assert validate_pages("doc", [p], SETTINGS) == {0: ["bbox-ordered"]}
+
+
+def test_threshold_comes_from_settings() -> None:
+    looped = page(0, sentences(1, 3) + " and then" * 10)  # repeat ratio 0.32
+    assert validate_pages("doc", [looped], SETTINGS) == {}
+    strict = ValidationSettings(max_repeat_ratio=0.2)
+    assert validate_pages("doc", [looped], strict) == {0: ["repeat-ratio"]}
+
+
+def test_disabled_or_empty_does_nothing() -> None:
+    assert validate_pages("doc", [page(0, "x " * 400)], ValidationSettings(enabled=False)) == {}
+    assert validate_pages("doc", [], SETTINGS) == {}
+
+
+def test_suite_is_data() -> None:
+    specs = suite_definitions(ValidationSettings(max_repeat_ratio=0.3))
+    names = [s.name for s in specs]
+    assert len(names) == len(set(names))
+    assert {"text-nonempty", "repeat-ratio", "page-unique", "label-known", "bbox-right"} <= set(names)
+    repeat = next(s for s in specs if s.name == "repeat-ratio")
+    assert repeat.kwargs == {"column": "repeat_ratio", "max_value": 0.3}
+    text = next(s for s in specs if s.name == "text-nonempty")
+    assert text.only_where_false == ("blank", "quarantined")
+
+
+def test_frames() -> None:
+    pages = [page(0), page(1)]
+    frame = pages_frame("d", pages)
+    assert list(frame["page"]) == [0, 1] and list(frame["n_results"]) == [1, 1]
+    assert (frame["doc_id"] == "d").all() and (frame["text_chars"] > 10).all()
+    blocks = blocks_frame(pages)
+    assert len(blocks) == 4
+    assert list(blocks.columns[:8]) == ["page", "label", "x0", "y0", "x1", "y1", "width", "height"]
+
+
+def test_thousand_pages_are_fast(record_property: pytest.RecordProperty) -> None:
+    pages = [page(i) for i in range(1000)]
+    pages[500].blocks[0].label = "Banner"
+    started = time.perf_counter()
+    report = run_validation("big", pages, SETTINGS)
+    seconds = time.perf_counter() - started
+    record_property("validation_1000_pages_s", round(seconds, 3))
+    print(f"\nvalidation of 1000 pages / 2000 blocks: {seconds:.2f} s")
+    assert report.failures == {500: ["label-known"]}
+    assert report.pages == 1000 and report.blocks == 2000
+    assert seconds < 10
+
+
+def test_data_docs(tmp_path: Path) -> None:
+    pages = [page(0), page(1, "loop " * 300)]
+    report = run_validation("doc-with-docs", pages, SETTINGS, data_docs_dir=tmp_path / "docs")
+    assert report.failures == {1: ["repeat-ratio"]}
+    assert report.data_docs_index is not None and report.data_docs_index.is_file()
+    assert report.data_docs_index.name == "index.html"
+    assert tmp_path in report.data_docs_index.parents
