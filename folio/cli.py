@@ -35,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     ing.add_argument("--endpoint", help="OpenAI-compatible endpoint (--engine openai)")
     ing.add_argument("--model", help="model path or id (--engine vllm|openai)")
     ing.add_argument("--profile", help="hardware profile for --engine vllm (auto|NAME)")
+    ing.add_argument("--preset", help="model preset: prompt + parser (chandra, chandra2, "
+                     "olmocr2, generic, qwen2.5-vl, qwen3-vl, hunyuan-ocr)")
     ing.add_argument("--s3-endpoint-url", help="S3 endpoint (MinIO, R2, a local server)")
     ing.add_argument("--s3-region", help="S3 region")
     ing.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -50,6 +52,29 @@ def _parser() -> argparse.ArgumentParser:
 
     sa = sub.add_parser("samples", help="write the built-in sample PDFs to a folder")
     sa.add_argument("directory")
+
+    tr = sub.add_parser(
+        "trigger", help="ask the Prefect server (PREFECT_API_URL) to ingest one source",
+        description="Start the document deployment for SOURCE. Repeating the same request "
+        "(same source, out, settings and --revision) returns the first run instead of "
+        "starting another. Exit code with --wait: 0 indexed and ok, 3 partial or "
+        "quarantined, 1 the run failed, 4 still running at --timeout, 2 bad arguments.")
+    tr.add_argument("source", help="a PDF, folder or s3://bucket/prefix the worker can read")
+    tr.add_argument("--out", default="folio-out", help="output folder or s3://bucket/prefix")
+    tr.add_argument("--engine", choices=ENGINES, default="tesseract")
+    tr.add_argument("--route", choices=["auto", "ocr", "text-layer"], default="auto")
+    tr.add_argument("--reprocess", action="store_true", help="OCR again even if already done")
+    tr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="any setting, e.g. --set render.max_dpi=200 (value parsed as JSON)")
+    tr.add_argument("--revision", help="your version of the source (ETag, job id): a new "
+                    "revision is a new request, the same one a retry")
+    tr.add_argument("--deployment", default="folio-ingest-document/document",
+                    help="FLOW/DEPLOYMENT to run (default: %(default)s)")
+    tr.add_argument("--event", action="store_true",
+                    help="POST a folio.ingest.requested event instead (the deployment trigger "
+                    "in prefect.yaml starts the run)")
+    tr.add_argument("--wait", action="store_true", help="wait for the result and print it")
+    tr.add_argument("--timeout", type=float, default=3600.0, help="seconds --wait waits")
     return p
 
 
@@ -61,7 +86,8 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         settings["compress"] = False
     for key, value in [("store.kind", args.store), ("store.uri", args.store_uri),
                        ("ocr.endpoint", args.endpoint), ("ocr.model", args.model),
-                       ("ocr.profile", args.profile), ("s3.endpoint_url", args.s3_endpoint_url),
+                       ("ocr.profile", args.profile), ("ocr.preset", args.preset),
+                       ("s3.endpoint_url", args.s3_endpoint_url),
                        ("s3.region", args.s3_region)]:
         if value:
             settings[key] = value
@@ -116,16 +142,36 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from flows.ingest import ingest
     from folio.report import markdown_summary
 
+    settings = _settings(args)
+    run = ingest
+    if args.engine == "vllm":
+        run = _with_vllm_runner(args, settings)
     with progress_bar(not args.quiet and sys.stderr.isatty()):
-        report = ingest(
+        report = run(
             sources=args.sources, out=args.out, engine=args.engine, route=args.route,
-            reprocess=args.reprocess, report=args.report, settings=_settings(args),
+            reprocess=args.reprocess, report=args.report, settings=settings,
         )
     print(markdown_summary(report))
     if args.report:
         print(f"\nreport: {args.report}")
     totals = report["totals"]
     return 0 if totals["quarantined"] == 0 and totals["partial"] == 0 else 3
+
+
+def _with_vllm_runner(args: argparse.Namespace, settings: dict[str, Any]) -> Any:
+    """The ingest flow on a VLLMTaskRunner that owns (or attaches to) the vLLM server, with
+    the hardware profile's pixel budget and request concurrency copied into the settings."""
+    from flows.ingest import ingest
+    from flows.options import build_config
+    from tasks.vllm_runner import VLLMTaskRunner, apply_profile
+
+    config = apply_profile(build_config(engine="vllm", route=args.route, reprocess=args.reprocess,
+                                        settings=settings))
+    settings["ocr.in_flight"] = config.ocr.in_flight
+    settings["render"] = config.render.model_dump()
+    # enough documents in flight to keep the GPU's batch full when documents are short
+    settings.setdefault("limits.document_concurrency", max(4, config.ocr.in_flight // 8))
+    return ingest.with_options(task_runner=VLLMTaskRunner.from_config(config))
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -156,13 +202,65 @@ def cmd_samples(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_trigger(args: argparse.Namespace) -> int:
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    from folio import trigger as trig
+
+    settings: dict[str, Any] = {}
+    for item in args.set:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise SystemExit(f"folio: --set wants KEY=VALUE, got {item!r}")
+        try:
+            settings[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            settings[key] = raw
+    request: dict[str, Any] = {"out": args.out, "engine": args.engine, "route": args.route,
+                               "reprocess": args.reprocess, "settings": settings,
+                               "revision": args.revision}
+    if args.event:
+        event_id = trig.request_ingest(args.source, **request)
+        print(json.dumps({"event_id": str(event_id), "event": trig.REQUESTED}))
+        if not args.wait:
+            return 0
+        try:
+            doc = trig.wait_for_indexed(args.source, timeout=args.timeout)
+        except TimeoutError as err:
+            print(f"folio: {err}", file=sys.stderr)
+            return 4
+        print(doc.model_dump_json(exclude={"payload"}))
+        return 0 if doc.outcome == "ok" else 3
+    from prefect.exceptions import ObjectNotFound
+
+    try:
+        run = trig.trigger(args.source, deployment=args.deployment, **request)
+    except ObjectNotFound:
+        print(f"folio: no deployment {args.deployment!r} on {_api_url()}: run "
+              "`prefect deploy --all` first", file=sys.stderr)
+        return 2
+    print(run.model_dump_json())
+    if not args.wait:
+        return 0
+    result = trig.wait_for_run(run.flow_run_id, timeout=args.timeout)
+    print(result.model_dump_json(exclude={"documents": {"__all__": {"payload"}}}))
+    return result.exit_code
+
+
+def _api_url() -> str:
+    from prefect.settings import PREFECT_API_URL
+
+    return PREFECT_API_URL.value() or "the ephemeral API (PREFECT_API_URL is not set)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     from folio.errors import ConfigError
 
     try:
-        return {"ingest": cmd_ingest, "search": cmd_search, "samples": cmd_samples}[args.command](args)
+        commands = {"ingest": cmd_ingest, "search": cmd_search, "samples": cmd_samples,
+                    "trigger": cmd_trigger}
+        return commands[args.command](args)
     except ConfigError as err:
         print(f"folio: {err}", file=sys.stderr)
         return 2

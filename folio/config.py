@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -79,6 +79,21 @@ class ValidationSettings(BaseModel):
     max_repeat_ratio: float = Field(
         0.5, description="pages whose text is more than this share of one repeated n-gram fail"
     )
+    data_docs: bool = Field(
+        True, description="also build Great Expectations Data Docs (about 0.5 s per document)"
+    )
+    data_docs_dir: str | None = Field(
+        None,
+        description="local folder for the Data Docs site; default {out}/_data_docs when the "
+        "output is local, none for s3:// outputs",
+    )
+    data_docs_keep: int = Field(
+        50, ge=1, description="documents kept in the Data Docs site (oldest pruned first)"
+    )
+
+    #: where Data Docs go and how many are kept never change a page's outcome
+    OPERATIONAL: ClassVar[frozenset[str]] = frozenset({"data_docs", "data_docs_dir",
+                                                       "data_docs_keep"})
 
 
 class ChunkSettings(BaseModel):
@@ -149,7 +164,7 @@ class PipelineConfig(BaseSettings):
             "ocr": self.ocr.model_dump(
                 include={"engine", "languages", "fallback", "model", "preset", "temperatures"}
             ),
-            "validation": self.validation.model_dump(),
+            "validation": self.validation.model_dump(exclude=set(ValidationSettings.OPERATIONAL)),
             "chunk": self.chunk.model_dump(),
             "embedding": self.embedding.model_dump(include={"model_path", "max_tokens"}),
             "compress": self.compress,

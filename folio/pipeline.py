@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from folio import progress
 from folio.config import PipelineConfig
-from folio.engines.base import EngineOutput, OcrEngine
+from folio.engines.base import GENERATIVE_ENGINES, EngineOutput, OcrEngine
 from folio.errors import (
     BadInputError,
     BadOutputError,
@@ -105,6 +105,9 @@ class Services:
     def close(self) -> None:
         for engine in self._engines.values():
             engine.close()
+        close_store = getattr(self._store, "close", None)
+        if callable(close_store):
+            close_store()
 
 
 class PreparedDocument(BaseModel):
@@ -398,7 +401,8 @@ def _process_page(page: PagePrep, services: Services) -> PageResult:
         try:
             output = _recognize(engine, page, attempt)
             output.blocks = clip_blocks(output.blocks, page.width_pt, page.height_pt)
-            problem = page_problem(output, page, config.validation.max_repeat_ratio)
+            problem = page_problem(output, page, config.validation.max_repeat_ratio,
+                                   generative=name in GENERATIVE_ENGINES)
             if problem:
                 output.attempt.error = problem
                 result.attempts.append(output.attempt)
@@ -448,13 +452,15 @@ def clip_blocks(blocks: list[Block], width: float, height: float) -> list[Block]
     return blocks
 
 
-def page_problem(output: EngineOutput, page: PagePrep, max_repeat: float) -> str | None:
+def page_problem(
+    output: EngineOutput, page: PagePrep, max_repeat: float, *, generative: bool
+) -> str | None:
     """The per-page checks the validation suite makes, applied while the page image still
     exists, so a failure can be retried or fall back instead of being quarantined."""
     text = output.markdown.strip()
     if not text and not page.blank:
         return "empty: no text on a non-blank page"
-    ratio = repeat_ratio(text)
+    ratio = repeat_ratio(text) if generative else 0.0
     if ratio > max_repeat:
         return f"repetition: {ratio:.0%} of the text is one repeated n-gram"
     return None

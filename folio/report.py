@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from folio.models import DocumentOutcome, DocumentResult
@@ -54,23 +55,51 @@ def build_report(docs: list[DocumentResult], *, seconds: float, out: str) -> dic
     return {"documents": documents, "totals": totals}
 
 
-def markdown_summary(report: dict[str, Any]) -> str:
-    """The report as a markdown table (a Prefect artifact, and the CLI's printout)."""
+def markdown_summary(report: dict[str, Any], *, links: bool = False,
+                     data_docs: str | None = None) -> str:
+    """The report as a markdown table (a Prefect artifact, and the CLI's printout).
+
+    ``links`` adds a column linking each document's outputs (for the Prefect UI; a
+    terminal shows the raw URIs badly) and ``data_docs`` a link to the Data Docs site.
+    """
     t = report["totals"]
+    out = _link(t["out"], t["out"]) if links else f"`{t['out']}`"
     lines = [
         f"**{t['documents']} documents, {t['pages']} pages** in {t['seconds']:.1f} s "
         f"({t['pages_per_s']:.2f} pages/s): {t['ok']} ok, {t['partial']} partial, "
-        f"{t['quarantined']} quarantined, {t['cached']} already done. Outputs: `{t['out']}`",
+        f"{t['quarantined']} quarantined, {t['cached']} already done. Outputs: {out}",
+    ]
+    if data_docs:
+        lines.append(f"Validation results: {_link('Great Expectations Data Docs', data_docs)}")
+    extra = " outputs |" if links else ""
+    lines += [
         "",
-        "| document | outcome | pages | ok | fallback | quarantined | engine | s | reason |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| document | outcome | pages | ok | fallback | quarantined | engine | s | pages/s | "
+        f"reason |{extra}",
+        "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if links else ""),
     ]
     for d in report["documents"]:
         outcome = d["outcome"] + (" (cached)" if d["cached"] else "")
         reason = str(d["reason"]).replace("|", "\\|")[:120]
-        lines.append(
+        rate = d["pages"] / d["seconds"] if d["seconds"] > 0 and not d["cached"] else 0.0
+        row = (
             f"| {d['source']} | {outcome} | {d['pages']} | {d['pages_ok']} | "
             f"{d['pages_fallback']} | {d['pages_quarantined']} | {d['engine']} | "
-            f"{d['seconds']:.1f} | {reason} |"
+            f"{d['seconds']:.1f} | {rate:.2f} | {reason} |"
         )
+        if links:
+            outputs = d.get("outputs") or {}
+            row += " " + " ".join(_link(name, uri) for name, uri in outputs.items()) + " |"
+        lines.append(row)
     return "\n".join(lines)
+
+
+def link_target(uri: str) -> str:
+    """A URL for an output: ``file://`` for a local path, other schemes unchanged."""
+    if "://" in uri:
+        return uri
+    return Path(uri).absolute().as_uri()
+
+
+def _link(text: str, uri: str) -> str:
+    return f"[{text}]({link_target(uri).replace(' ', '%20').replace(')', '%29')})"

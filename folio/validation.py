@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from folio.config import ValidationSettings
+from folio.engines.base import GENERATIVE_ENGINES
 from folio.errors import FolioError
 from folio.models import KNOWN_LABELS, PageOutcome, PageResult
 from folio.quality import repeat_ratio, text_chars
@@ -134,7 +135,10 @@ def pages_frame(doc_id: str, pages: list[PageResult]) -> pd.DataFrame:
             "blank": [p.blank for p in pages],
             "quarantined": [p.outcome is PageOutcome.QUARANTINED for p in pages],
             "text_chars": [text_chars(_page_text(p)) for p in pages],
-            "repeat_ratio": [repeat_ratio(_page_text(p)) for p in pages],
+            "repeat_ratio": [
+                repeat_ratio(_page_text(p)) if p.engine in GENERATIVE_ENGINES else 0.0
+                for p in pages
+            ],
             "n_results": [counts[p.index] for p in pages],
         }
     )

@@ -86,7 +86,9 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
         host: str = "127.0.0.1",
         port: int = 0,
         server_command: Sequence[str] | None = None,
+        executable: Sequence[str] = ("vllm",),
         load_format: str | None = None,
+        pixel_cap: bool = True,
         max_model_len: int | None = None,
         extra_args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
@@ -109,7 +111,10 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
             endpoint: attach to this OpenAI-compatible URL instead of starting a server.
             server_command: run this instead of ``vllm serve ...`` (tests, wrappers);
                 ``{host}`` and ``{port}`` are filled in.
+            executable: how to call vLLM's CLI, e.g. ``(sys.executable, "-m",
+                "vllm.entrypoints.cli.main")`` where no ``vllm`` script is on PATH.
             load_format: e.g. ``dummy`` (random weights, for benchmarks).
+            pixel_cap: pass the preset's pixel cap as ``--mm-processor-kwargs``.
             in_flight: requests in flight to the server (default: the profile's).
             run_preflight: check the memory plan before starting (needs config.json).
             concurrency_limit: a Prefect global concurrency limit held (``gpu_slots``
@@ -121,7 +126,8 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
             "profile": profile, "model": model, "preset": preset, "endpoint": endpoint,
             "served_model_name": served_model_name, "host": host, "port": port,
             "server_command": list(server_command) if server_command else None,
-            "load_format": load_format, "max_model_len": max_model_len, "extra_args": list(extra_args),
+            "executable": list(executable), "pixel_cap": pixel_cap, "load_format": load_format,
+            "max_model_len": max_model_len, "extra_args": list(extra_args),
             "env": dict(env or {}), "in_flight": in_flight, "max_tokens": max_tokens,
             "run_preflight": run_preflight, "startup_timeout_s": startup_timeout_s,
             "max_restarts": max_restarts, "health_interval_s": health_interval_s, "log_dir": log_dir,
@@ -235,8 +241,9 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
                 profile, opts["model"], host=opts["host"], port=port,
                 served_model_name=opts["served_model_name"], load_format=opts["load_format"],
                 mm_processor_kwargs=preset.mm_processor_kwargs(
-                    min(preset.max_pixels, profile.render.max_pixels)),
+                    min(preset.max_pixels, profile.render.max_pixels)) if opts["pixel_cap"] else None,
                 max_model_len=opts["max_model_len"], extra=tuple(opts["extra_args"]),
+                executable=tuple(opts["executable"]),
             )
         self._stack = ExitStack()
         if opts["concurrency_limit"]:

@@ -113,14 +113,15 @@ def test_dimension_change_is_a_config_error(tmp_path: Path) -> None:
         LanceDBStore(str(tmp_path / "v"), dim=384).count()
 
 
-def test_open_store_kinds(tmp_path: Path) -> None:
+def test_open_store_kinds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     none = open_store(StoreSettings(kind="none"), default_uri="x", s3=S3Settings(), dim=DIM)
     assert (
         isinstance(none, NullStore) and none.count() == 0 and none.search(_vectors(1, 0)[0]) == []
     )
     none.replace_document("a", _chunks("a", 1), _vectors(1, 0))
     assert none.count("a") == 0
-    with pytest.raises(ConfigError, match="not yet available"):
+    monkeypatch.delenv("FOLIO_PG_DSN", raising=False)
+    with pytest.raises(ConfigError, match="needs a PostgreSQL DSN"):
         open_store(StoreSettings(kind="pgvector"), default_uri="x", s3=S3Settings(), dim=DIM)
     explicit = open_store(
         StoreSettings(uri=str(tmp_path / "mine"), table="t2"),

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import ctypes
 import subprocess
 from pathlib import Path
 
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
 import pytest
+from PIL import Image
 
 from folio import samples
 from folio.config import RouteSettings
 from folio.models import Label, TextLayer
-from folio.pdf.pdfium_doc import open_pdf, page_geometry
+from folio.pdf.pdfium_doc import hidden_text_share, open_pdf, page_geometry
 from folio.pdf.text_layer import extract, score_text
 
 LETTER_AREA = 612.0 * 792.0
@@ -79,6 +83,11 @@ def test_unicode_map_errors_reported_by_pdfium_lower_the_score() -> None:
     assert "unmapped" in why
 
 
+def test_table_of_contents_leaders_are_not_junk() -> None:
+    toc = _page_of("1.2 Metrische Räume . . . . . . . . . . . . . . . . . . . . . . . 6\n")
+    assert score_text(toc, page_area_pt2=LETTER_AREA)[0] >= 0.9
+
+
 def test_numbers_table_is_trusted() -> None:
     table = _page_of("Region 2023 2024 North 1,200.50 4.5% South 980.00 3.1% ")
     assert score_text(table, page_area_pt2=LETTER_AREA)[0] >= 0.9
@@ -95,6 +104,10 @@ def pdfs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "report": report,
         "scan": samples.write_scanned_pdf(root / "scan.pdf", report, dpi=100),
         "columns": _two_column_pdf(root / "columns.pdf"),
+        "hyphen": _ps_pdf(
+            root / "hyphen.pdf",
+            ["72 700 moveto (the consectetuer adip-) show", "72 686 moveto (iscing elit) show"],
+        ),
     }
 
 
@@ -105,6 +118,10 @@ def _two_column_pdf(out: Path) -> Path:
         y = 700 - 14 * row
         show.append(f"72 {y} moveto (alpha line {row} of the left column text) show")
         show.append(f"320 {y} moveto (beta line {row} of the right column text) show")
+    return _ps_pdf(out, show)
+
+
+def _ps_pdf(out: Path, show: list[str]) -> Path:
     ps = "%!PS\n/Times-Roman findfont 11 scalefont setfont\n" + "\n".join(show) + "\nshowpage\n"
     src = out.with_suffix(".ps")
     src.write_text(ps)
@@ -161,8 +178,52 @@ def test_two_columns_read_left_then_right(pdfs: dict[str, Path]) -> None:
     assert contents[1].startswith("beta line 0") and "alpha" not in contents[1]
 
 
+def test_words_hyphenated_across_lines_are_joined(pdfs: dict[str, Path]) -> None:
+    layer = _extract(pdfs["hyphen"])
+    assert "adipiscing elit" in layer.text
+    assert [block.content for block in layer.blocks] == ["the consectetuer adipiscing elit"]
+
+
 def test_scan_has_no_text_layer(pdfs: dict[str, Path]) -> None:
     layer = _extract(pdfs["scan"])
     assert layer.chars == 0
     assert layer.score == 0.0 and not layer.trusted
     assert layer.blocks == [] and layer.min_font_pt is None
+
+
+def _ocr_layer_pdf(out: Path, mode: str) -> Path:
+    """Clean text drawn plainly, invisibly (render mode 3), or under a page-sized image."""
+    doc = pdfium.PdfDocument.new()
+    page = doc.new_page(612, 792)
+    for row, line in enumerate(samples.sentences(3, 12).split(". ")):
+        obj = pdfium_c.FPDFPageObj_NewTextObj(doc, b"Helvetica", 11.0)
+        wide = (line + "\x00").encode("utf-16-le")
+        pdfium_c.FPDFText_SetText(obj, ctypes.cast(ctypes.c_char_p(wide), pdfium_c.FPDF_WIDESTRING))
+        if mode == "invisible":
+            pdfium_c.FPDFTextObj_SetTextRenderMode(obj, pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE)
+        pdfium_c.FPDFPageObj_Transform(obj, 1, 0, 0, 1, 72, 720 - 14 * row)
+        pdfium_c.FPDFPage_InsertObject(page, obj)
+    if mode == "covered":
+        image = pdfium.PdfImage.new(doc)
+        image.set_bitmap(pdfium.PdfBitmap.from_pil(Image.new("L", (306, 396), 255)))
+        image.set_matrix(pdfium.PdfMatrix(612, 0, 0, 792, 0, 0))
+        page.insert_obj(image)
+    page.gen_content()
+    doc.save(out)
+    doc.close()
+    return out
+
+
+@pytest.mark.parametrize(("mode", "hidden"), [("plain", 0.0), ("invisible", 1.0), ("covered", 1.0)])
+def test_earlier_ocr_layers_are_not_trusted_by_default(
+    tmp_path: Path, mode: str, hidden: float
+) -> None:
+    pdf = _ocr_layer_pdf(tmp_path / f"{mode}.pdf", mode)
+    doc = open_pdf(pdf)
+    assert hidden_text_share(doc[0]) == hidden
+    doc.close()
+    layer = _extract(pdf)
+    assert layer.chars > 500
+    assert layer.trusted == (mode == "plain"), layer.why
+    if hidden:
+        assert layer.score == 0.75 and layer.why.startswith("hidden text layer")

@@ -26,6 +26,7 @@ def page(index: int, text: str | None = None, **update: object) -> PageResult:
     result = PageResult(
         index=index, width_pt=612, height_pt=792, markdown=f"## Heading {index}\n\n{body}",
         outcome=PageOutcome.OK,
+        engine="vllm",
         blocks=[
             Block(label="Section-Header", bbox=BBox(x0=72, y0=60, x1=300, y1=76),
                   content=f"Heading {index}", order=0),
@@ -144,3 +145,11 @@ def test_data_docs(tmp_path: Path) -> None:
     assert report.data_docs_index is not None and report.data_docs_index.is_file()
     assert report.data_docs_index.name == "index.html"
     assert tmp_path in report.data_docs_index.parents
+
+
+def test_repetition_is_judged_only_on_generative_engines() -> None:
+    """A document's own text (lorem ipsum, forms) may repeat; only model loops fail."""
+    loop = sentences(1, 1) + " the same words again" * 40
+    own_text = page(0, loop, engine="text-layer")
+    model = page(1, loop, engine="vllm")
+    assert validate_pages("doc", [own_text, model], ValidationSettings()) == {1: ["repeat-ratio"]}

@@ -291,3 +291,77 @@ def test_apply_profile_sets_in_flight_and_pixel_budget() -> None:
     applied = apply_profile(config)
     assert applied.ocr.in_flight == 16 and applied.render.longest_side_px == 1288
     assert applied.render.max_pixels == 1288 * 1288
+
+
+def test_vllm_command_from_profile_preset_and_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(QWEN3_VL_8B_CONFIG))
+    seen: dict[str, Any] = {}
+
+    def fake_start(self: VLLMServer) -> VLLMServer:
+        seen.update(command=self.command, env=self.env, in_flight=self.in_flight)
+        raise EngineUnavailableError("not starting vllm in a unit test")
+
+    monkeypatch.setattr(VLLMServer, "start", fake_start)
+    runner = VLLMTaskRunner(
+        profile="h100-80gb",
+        model=str(tmp_path),
+        preset="chandra",
+        port=8123,
+        load_format="dummy",
+        executable=[sys.executable, "-m", "vllm.entrypoints.cli.main"],
+    )
+    with pytest.raises(EngineUnavailableError):
+        runner.__enter__()
+    cmd = seen["command"]
+    assert cmd[:5] == [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(tmp_path)]
+    assert cmd[cmd.index("--port") + 1] == "8123" and cmd[cmd.index("--load-format") + 1] == "dummy"
+    assert (
+        json.loads(cmd[cmd.index("--mm-processor-kwargs") + 1])["size"]["longest_edge"]
+        == 3072 * 2048
+    )
+    assert (
+        seen["env"]["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+        and seen["in_flight"] == 128
+    )
+    assert runner.preflight_result is None  # reset after the failed start
+    assert active_endpoint() is None
+
+
+def test_gpu_concurrency_slot_is_held_while_the_server_runs(prefect: None) -> None:
+    import asyncio
+
+    from prefect import flow, task
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
+
+    async def limit(create: bool) -> int:
+        async with get_client() as client:
+            if create:
+                await client.create_global_concurrency_limit(
+                    GlobalConcurrencyLimitCreate(name="gpu-test-runner", limit=1)
+                )
+            return (
+                await client.read_global_concurrency_limit_by_name("gpu-test-runner")
+            ).active_slots
+
+    asyncio.run(limit(True))
+
+    @task
+    def slots_now() -> int:
+        return asyncio.run(limit(False))
+
+    @flow(
+        task_runner=VLLMTaskRunner(
+            profile="cpu",
+            server_command=fake_cmd(),
+            health_interval_s=0.2,
+            concurrency_limit="gpu-test-runner",
+        )
+    )
+    def run() -> int:
+        return slots_now.submit().result()
+
+    assert run() == 1, "one slot held during the run"
+    assert asyncio.run(limit(False)) == 0, "released after it"

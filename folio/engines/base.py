@@ -14,6 +14,12 @@ from pydantic import BaseModel, Field
 from folio.models import Attempt, Block, PagePrep
 
 
+#: Engines that generate text token by token and can loop; only their output is checked for
+#: degenerate repetition (a document's own text layer or tesseract may repeat legitimately:
+#: forms, lists, lorem ipsum).
+GENERATIVE_ENGINES: frozenset[str] = frozenset({"vllm", "openai"})
+
+
 class EngineOutput(BaseModel):
     blocks: list[Block] = Field(default_factory=list)
     markdown: str = ""

@@ -70,6 +70,7 @@ class ModelShape(BaseModel):
     patch_size: int = 14
     merge_size: int = 2
     weight_bytes_known: int | None = Field(None, description="from the safetensors index")
+    max_positions: int | None = Field(None, description="max_position_embeddings: caps any advice")
 
     @classmethod
     def from_config(
@@ -105,6 +106,7 @@ class ModelShape(BaseModel):
             patch_size=int(vision.get("patch_size") or 14),
             merge_size=int(vision.get("spatial_merge_size") or 2),
             weight_bytes_known=safetensors_bytes,
+            max_positions=text.get("max_position_embeddings") or config.get("max_position_embeddings"),
         )
 
     # --- parameters --------------------------------------------------------------------
@@ -262,10 +264,11 @@ def preflight(
     fixed = weights + acts + graphs + runtime
     total = fixed + kv
     need = page_tokens or (shape.image_tokens(profile.render.max_pixels) + 500 + max_tokens)
-    fits_len = _fitting_len(budget - fixed, kv_tok)
+    cap = shape.max_positions or 10**9
+    fits_len = min(cap, _fitting_len(budget - fixed, kv_tok))
     fp8_len = None
     if not v.kv_cache_dtype.startswith("fp8"):
-        fp8_len = _fitting_len(budget - fixed, shape.kv_bytes_per_token("fp8") / shards)
+        fp8_len = min(cap, _fitting_len(budget - fixed, shape.kv_bytes_per_token("fp8") / shards))
     fits = total <= budget and max_len >= need
     result = PreflightResult(
         fits=fits, model=shape.name, profile=profile.name, card_gib=_round(card),

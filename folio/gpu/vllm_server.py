@@ -224,7 +224,9 @@ class VLLMServer:
     ) -> None:
         self.host = host
         self.port = port or free_port(host)
-        self.command = [part.format(host=host, port=self.port) for part in command]
+        self.command = [  # not str.format: JSON arguments are full of braces
+            part.replace("{host}", host).replace("{port}", str(self.port)) for part in command
+        ]
         self.env = dict(env or {})
         self.log_path = log_path or Path(tempfile.gettempdir()) / f"folio-vllm-{os.getpid()}-{self.port}.log"
         self._served_model_name = served_model_name

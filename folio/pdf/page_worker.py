@@ -424,6 +424,8 @@ def _prepare_page(doc: pdfium.PdfDocument, index: int, page_count: int, job: Wor
         return _measure_and_render(page, index, job)
     except FolioError as exc:
         return PagePrep(index=index, error=exc.reason)
+    except pdfium.PdfiumError as exc:
+        return PagePrep(index=index, error=f"{MalformedPdfError.code}: {exc}")
     except MemoryError:
         return PagePrep(
             index=index,

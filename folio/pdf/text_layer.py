@@ -27,6 +27,8 @@ from folio.pdf.pdfium_doc import PageGeometry, hidden_text_share, page_geometry
 _PT2_PER_EXPECTED_CHAR = 4800.0
 _MIN_EXPECTED_CHARS = 20.0
 _VOWELS = frozenset("aeiouy")
+#: leader dots and rules: left out of the letters/digits share
+_FILLERS = frozenset(".·…_-‐–—")
 #: scripts written without spaces between words: word-length rules do not apply
 _UNSPACED_RANGES = (
     (0x0E00, 0x0EFF),  # Thai, Lao
@@ -92,8 +94,11 @@ def _bad_char_factor(glyphs: list[str], unicode_errors: int) -> tuple[float, str
 
 
 def _alnum_factor(glyphs: list[str]) -> tuple[float, str]:
-    alnum = sum(1 for c in glyphs if unicodedata.category(c)[0] in "LMN")
-    share = alnum / len(glyphs)
+    """Letters and digits among glyphs, leader dots and rules aside (a table of contents
+    is mostly ". . . ." and still a trustworthy text layer)."""
+    counted = [c for c in glyphs if c not in _FILLERS] or glyphs
+    alnum = sum(1 for c in counted if unicodedata.category(c)[0] in "LMN")
+    share = alnum / len(counted)
     return _clamp((share - 0.4) / 0.3), f"only {share:.0%} letters/digits"
 
 
@@ -249,7 +254,7 @@ def extract(
     """Read the page's text layer, cut it into paragraph blocks, and judge it.
 
     ``text`` is pdfium's full text in content order (nothing lost); ``blocks`` are the
-    same glyphs cut into lines (at pdfium's line breaks and at gaps wider than an em),
+    same glyphs cut into lines (at pdfium's line breaks and at gaps over 1.5 em),
     grouped into paragraphs with boxes, ordered by columns (XY cut).
     """
     geometry = page_geometry(page)
@@ -287,7 +292,8 @@ def _scan_chars(textpage: pdfium.PdfTextPage, geometry: PageGeometry) -> _Scan:
     matrix = pdfium_c.FS_MATRIX()
     for index in range(textpage.count_chars()):
         code = pdfium_c.FPDFText_GetUnicode(textpage, index)
-        char = chr(code) if 0 < code < 0x110000 else "\ufffd"
+        # lone UTF-16 surrogates (broken fonts) cannot be encoded: count them as bad glyphs
+        char = chr(code) if 0 < code < 0x110000 and not 0xD800 <= code <= 0xDFFF else "\ufffd"
         if char in "\r\n":
             run = _flush(run, scan, geometry)
             continue
@@ -303,7 +309,8 @@ def _scan_chars(textpage: pdfium.PdfTextPage, geometry: PageGeometry) -> _Scan:
         if pdfium_c.FPDFText_IsGenerated(textpage, index) == 1:
             continue
         scan.glyphs += 1
-        scan.unicode_errors += pdfium_c.FPDFText_HasUnicodeMapError(textpage, index) == 1
+        if not _is_bad(char):  # bad glyphs are counted from the text already
+            scan.unicode_errors += pdfium_c.FPDFText_HasUnicodeMapError(textpage, index) == 1
         if size is not None:
             scan.sizes.append(size)
     _flush(run, scan, geometry)
@@ -337,6 +344,8 @@ def _low_percentile(sizes: list[float]) -> float | None:
 
 def _clean(text: str) -> str:
     """Normalise line ends and re-join words pdfium saw hyphenated at a line break."""
+    # pdfium returns UTF-16; broken fonts yield lone surrogates, which JSON cannot carry
+    text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     for mark in _BREAK_HYPHENS:
         text = text.replace(mark + "\n", "").replace(mark, "")

@@ -7,6 +7,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from folio.config import S3Settings, StoreSettings
@@ -16,6 +17,9 @@ from folio.stores.base import NullStore, VectorStore
 __all__ = ["NullStore", "VectorStore", "default_vector_uri", "open_store"]
 
 VECTOR_DIR = ".folio/vectors"
+#: where a pgvector DSN may come from when ``store.uri`` is unset: an environment variable
+#: keeps the password out of flow parameters and settings files
+PG_DSN_ENV = "FOLIO_PG_DSN"
 
 
 def default_vector_uri(dest: str) -> str:
@@ -32,7 +36,8 @@ def open_store(
     """The configured store; ``settings.uri`` wins over ``default_uri``.
 
     Raises:
-        ConfigError: an unknown kind, or one not available yet (pgvector).
+        ConfigError: an unknown kind, a URI the kind cannot use, or pgvector without a
+            DSN (``store.uri`` or ``FOLIO_PG_DSN``) or without psycopg installed.
     """
     if settings.kind == "none":
         return NullStore()
@@ -46,5 +51,19 @@ def open_store(
         options = lance_storage_options(s3) if scheme.lower() == "s3" and sep else None
         return LanceDBStore(uri, dim=dim, table=settings.table, storage_options=options)
     if settings.kind == "pgvector":
-        raise ConfigError("store.kind 'pgvector' is not yet available: use 'lancedb' or 'none'")
+        dsn = settings.uri or os.environ.get(PG_DSN_ENV)
+        if not dsn:
+            raise ConfigError(
+                f"store.kind 'pgvector' needs a PostgreSQL DSN: set store.uri "
+                f"(FOLIO_STORE__URI) or {PG_DSN_ENV}, e.g. postgresql://user@host:5432/db"
+            )
+        try:  # psycopg is an extra: CPU-only installs without it must still import folio
+            from folio.stores.pgvector_store import PgVectorStore
+        except ImportError as exc:
+            if exc.name and not exc.name.startswith("psycopg"):
+                raise
+            raise ConfigError(
+                "store.kind 'pgvector' needs psycopg: pip install 'folio[server]'"
+            ) from None
+        return PgVectorStore(dsn, dim=dim, table=settings.table)
     raise ConfigError(f"unknown store.kind {settings.kind!r}")

@@ -1,0 +1,1 @@
+"""Code that creates work pools and deployments (what prefect.yaml cannot say)."""

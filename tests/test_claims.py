@@ -1,0 +1,201 @@
+"""The claim ledger against a real S3 endpoint (moto's server over HTTP) and a folder."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from folio.claims import (
+    ClaimKeeper,
+    ClaimLedger,
+    LedgerStore,
+    LocalLedgerStore,
+    S3LedgerStore,
+    key_hash,
+    list_pdfs,
+    record_lines,
+)
+from folio.io.s3 import ObjectRef, make_client
+
+
+class FakeClock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def obj(key: str, etag: str = '"e1"', size: int = 10, bucket: str = "src") -> ObjectRef:
+    return ObjectRef(bucket=bucket, key=key, size=size, etag=etag)
+
+
+@pytest.fixture(params=["s3", "local"])
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], LedgerStore]:
+    """A factory of stores over one ledger location (each with its own client, like
+    separate processes)."""
+    if request.param == "local":
+        return lambda: LocalLedgerStore(tmp_path / "ledger")
+    server = request.getfixturevalue("s3_server")
+    bucket = server.create_bucket()
+    return lambda: S3LedgerStore(make_client(server.settings), bucket, "out/run")
+
+
+def race(n: int, fn: Callable[[int], Any]) -> list[Any]:
+    """Run ``fn(i)`` in ``n`` threads released at the same instant."""
+    barrier = threading.Barrier(n)
+    results: list[Any] = [None] * n
+
+    def run(i: int) -> None:
+        barrier.wait()
+        results[i] = fn(i)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def test_racing_claimers_exactly_one_wins(make_store: Callable[[], LedgerStore]) -> None:
+    ledgers = [ClaimLedger(make_store(), "cfg") for _ in range(6)]
+    for round_ in range(5):
+        doc = obj(f"in/doc-{round_}.pdf")
+        won = race(6, lambda i, d=doc: ledgers[i].try_claim(d, f"owner-{i}", lease_s=60))
+        winners = [c for c in won if c is not None]
+        assert len(winners) == 1, won
+        assert ledgers[0].current(doc.uri).token == winners[0].token  # type: ignore[union-attr]
+
+
+def test_expired_lease_is_taken_over_by_exactly_one(make_store: Callable[[], LedgerStore]) -> None:
+    clock = FakeClock()
+    first = ClaimLedger(make_store(), "cfg", clock=clock)
+    doc = obj("in/slow.pdf")
+    dead = first.try_claim(doc, "dead-worker", lease_s=30)
+    assert dead is not None
+    clock.now += 10
+    takers = [ClaimLedger(make_store(), "cfg", clock=clock) for _ in range(4)]
+    assert all(t.try_claim(doc, "early", lease_s=30) is None for t in takers)  # still held
+    clock.now += 25  # the lease ran out
+    won = race(4, lambda i: takers[i].try_claim(doc, f"taker-{i}", lease_s=30))
+    winners = [c for c in won if c is not None]
+    assert len(winners) == 1
+    assert winners[0].takeovers == 1 and winners[0].previous_owner == "dead-worker"
+    assert first.renew(dead, 30) is None  # the dead holder cannot come back
+    assert first.release(dead) is False
+    assert first.current(doc.uri).owner == winners[0].owner  # type: ignore[union-attr]
+
+
+def test_renewal_keeps_the_claim_and_records_the_batch(make_store: Callable[[], LedgerStore]) -> None:
+    clock = FakeClock()
+    ledger = ClaimLedger(make_store(), "cfg", clock=clock)
+    other = ClaimLedger(make_store(), "cfg", clock=clock)
+    doc = obj("in/long.pdf")
+    claim = ledger.try_claim(doc, "a", lease_s=30)
+    assert claim is not None
+    for _ in range(5):  # far longer than one lease in total, renewed within each
+        clock.now += 20
+        claim = ledger.renew(claim, 30, batch="b1")  # type: ignore[arg-type]
+        assert claim is not None
+        assert other.try_claim(doc, "b", lease_s=30) is None
+    clock.now += 31
+    taken = other.try_claim(doc, "b", lease_s=30)
+    assert taken is not None and taken.previous_batch == "b1"
+
+
+def test_completed_document_is_skipped_and_a_new_version_is_not(
+    make_store: Callable[[], LedgerStore],
+) -> None:
+    ledger = ClaimLedger(make_store(), "cfg")
+    doc = obj("in/a.pdf")
+    claim = ledger.try_claim(doc, "a", lease_s=60)
+    assert claim is not None
+    ledger.complete(claim, sha256="f" * 64, doc_id="f" * 32, outcome="ok")
+    names = ledger.done_names()
+    assert ledger.is_done(doc, names) and ledger.is_done(doc)
+    assert ledger.done_record(doc).sha256 == "f" * 64  # type: ignore[union-attr]
+    assert not ledger.is_done(obj("in/a.pdf", etag='"e2"'), names)  # the source changed
+    assert not ClaimLedger(ledger.store, "other-config").is_done(doc)  # another config
+    assert ledger.current(doc.uri).released  # type: ignore[union-attr]
+
+
+def test_failed_document_is_retried_and_never_done(make_store: Callable[[], LedgerStore]) -> None:
+    ledger = ClaimLedger(make_store(), "cfg")
+    doc = obj("in/bad.pdf")
+    for attempt in (1, 2, 3):
+        claim = ledger.try_claim(doc, f"sweep-{attempt}", lease_s=60)
+        assert claim is not None  # released by the failure: the next sweep gets it at once
+        failure = ledger.fail(claim, "encrypted: needs a password", retryable=False)
+        assert failure.attempts == attempt
+        assert not ledger.is_done(doc) and not ledger.is_done(doc, ledger.done_names())
+    assert key_hash(doc.uri) in ledger.failed_names()
+    assert ledger.should_retry(doc, max_attempts=4)
+    assert not ledger.should_retry(doc, max_attempts=3)  # bad input: given up...
+    assert ledger.should_retry(obj("in/bad.pdf", etag='"fixed"'), max_attempts=3)  # ...until replaced
+    claim = ledger.try_claim(doc, "sweep-4", lease_s=60)
+    assert claim is not None
+    ledger.fail(claim, "storage: timeout", retryable=True)
+    assert ledger.should_retry(doc, max_attempts=1)  # transient failures: always retried
+    claim = ledger.try_claim(doc, "sweep-5", lease_s=60)
+    ledger.complete(claim, sha256="a" * 64)  # type: ignore[arg-type]
+    assert ledger.is_done(doc) and ledger.failure(doc.uri) is None
+
+
+ODD_KEYS = [
+    "in/Résumé 2024 (final).pdf",
+    "in/../../etc/passwd.pdf",
+    "in/a?b*c|d<e>f:g\"h.pdf",
+    "in/%2F%00 plus+and&=#frag.pdf",
+    "in/日本語/文書.pdf",
+    "in/" + "x" * 900 + ".pdf",
+]
+
+
+@pytest.mark.parametrize("key", ODD_KEYS)
+def test_odd_keys_are_safe(make_store: Callable[[], LedgerStore], key: str) -> None:
+    ledger = ClaimLedger(make_store(), "cfg")
+    doc = obj(key)
+    claim = ledger.try_claim(doc, "a", lease_s=60)
+    assert claim is not None and claim.source == f"s3://src/{key}"
+    assert ledger.claim_path(doc.uri).count("/") == 2  # always {dir}/{cfg}/{hash}.json
+    assert ledger.try_claim(obj(key + "x"), "a", lease_s=60) is not None  # no collision
+    ledger.complete(claim, sha256="b" * 64)
+    assert ledger.is_done(doc, ledger.done_names())
+
+
+def test_keeper_renews_in_the_background_and_reports_loss(s3_server: Any) -> None:
+    bucket = s3_server.create_bucket()
+    ledger = ClaimLedger(S3LedgerStore(s3_server.client, bucket, "out"), "cfg")
+    rival = ClaimLedger(S3LedgerStore(s3_server.client, bucket, "out"), "cfg")
+    kept, stolen = obj("in/kept.pdf"), obj("in/stolen.pdf")
+    with ClaimKeeper(ledger, lease_s=1.5, interval_s=0.3) as keeper:
+        for doc in (kept, stolen):
+            keeper.add(ledger.try_claim(doc, "me", lease_s=1.5))  # type: ignore[arg-type]
+        # a rival overwrites one claim (as a taker would after an expiry)
+        held = rival.current(stolen.uri)
+        assert held is not None
+        rival.store.replace(rival.claim_path(stolen.uri), b'{"bad": 1}', held.etag)
+        threading.Event().wait(2.5)  # longer than the lease: only renewal keeps it
+        assert rival.try_claim(kept, "rival", lease_s=5) is None
+        assert keeper.lost == {stolen.uri} and keeper.held() == [kept.uri]
+        result = record_lines(ledger, keeper, [kept.uri, stolen.uri], {
+            kept.uri: {"source": kept.uri, "outcome": "ok", "sha256": "c" * 64},
+            stolen.uri: {"source": stolen.uri, "outcome": "ok"},
+        })
+    assert result["processed"] == [kept.uri] and result["lost"] == [stolen.uri]
+    assert ledger.is_done(kept) and not ledger.is_done(stolen)
+
+
+def test_list_pdfs_paginates_and_keeps_to_the_folder(s3_server: Any) -> None:
+    bucket = s3_server.create_bucket()
+    keys = [f"in/{i:03d}.pdf" for i in range(7)] + ["in/notes.txt", "inbox/x.pdf", "in/s/d.PDF"]
+    for key in keys:
+        s3_server.client.put_object(Bucket=bucket, Key=key, Body=b"%PDF")
+    found = [o.key for o in list_pdfs(f"s3://{bucket}/in", s3_server.settings, page_size=2)]
+    assert found == [f"in/{i:03d}.pdf" for i in range(7)] + ["in/s/d.PDF"]
+    assert all(o.etag for o in list_pdfs(f"s3://{bucket}/in/", s3_server.settings))

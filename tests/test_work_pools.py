@@ -1,0 +1,53 @@
+"""Work pools from hardware profiles: committed templates are current; --apply works."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from deployments import work_pools as wp
+
+
+def test_committed_templates_match_the_profiles() -> None:
+    for path, template in wp.generate().items():
+        assert path.is_file(), f"{path} missing: run python -m deployments.work_pools --write"
+        assert path.read_text() == wp.dumps(template), f"{path} stale: regenerate it"
+
+
+def test_kubernetes_templates_request_gpus_and_carry_the_env() -> None:
+    gpu = wp.build_template(wp.load_profiles()["h100-80gb"], "kubernetes")
+    pod = gpu["job_configuration"]["job_manifest"]["spec"]["template"]["spec"]
+    assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "{{ gpu_count }}"
+    assert (
+        pod["nodeSelector"] == "{{ node_selector }}" and pod["tolerations"] == "{{ tolerations }}"
+    )
+    props = gpu["variables"]["properties"]
+    assert props["gpu_count"]["default"] == 1
+    assert props["env"]["default"]["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    assert props["env"]["default"]["FOLIO_OCR__PROFILE"] == "h100-80gb"
+    cpu = wp.build_template(wp.load_profiles()["cpu"], "kubernetes")
+    assert "nvidia.com/gpu" not in str(cpu["job_configuration"])
+    proc = wp.build_template(wp.load_profiles()["l4-24gb"], "process")
+    assert proc["variables"]["properties"]["env"]["default"]["FOLIO_OCR__ENGINE"] == "vllm"
+
+
+def test_apply_creates_then_updates_pools_and_gpu_limits(prefect_api: None) -> None:
+    from prefect.client.orchestration import get_client
+
+    first = asyncio.run(wp.apply("process", gpus=2))
+    assert "created work pool folio-h100-80gb (process)" in first
+    assert "created concurrency limit gpu-folio-h100-80gb = 2" in first
+    again = asyncio.run(wp.apply("process", gpus=4))
+    assert "updated concurrency limit gpu-folio-h100-80gb = 4" in again
+
+    async def read() -> tuple[dict[str, str], int]:
+        async with get_client() as client:
+            pool = await client.read_work_pool("folio-l4-24gb")
+            limit = await client.read_global_concurrency_limit_by_name("gpu-folio-l4-24gb")
+            return pool.base_job_template["variables"]["properties"]["env"]["default"], limit.limit
+
+    env, limit = asyncio.run(read())
+    assert env["FOLIO_OCR__PROFILE"] == "l4-24gb" and limit == 4
+    with pytest.raises(SystemExit, match="exists with type process"):
+        asyncio.run(wp.apply("kubernetes", gpus=1))
