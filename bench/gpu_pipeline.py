@@ -76,14 +76,37 @@ def render_all(pdfs: list[Path], render: RenderSettings, work: Path) -> list[Pat
     """Every page as the pipeline would render it (page worker), for the raw phase."""
     from folio.pdf.page_worker import WorkerJob, prepare_pages, probe
 
-    images: list[Path] = []
-    for i, pdf in enumerate(pdfs):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i: int, pdf: Path) -> list[Path]:
         info = probe(pdf, None, 60, 4096)
         job = WorkerJob(pdf=pdf, pages=list(range(info.page_count)), out_dir=work / f"d{i}",
                         render_settings=render, route_settings=RouteSettings(mode="ocr"),
                         render="all", timeout_s=600)
-        images += [Path(p.image_path) for p in prepare_pages(job) if p.image_path]
-    return images
+        return [Path(p.image_path) for p in prepare_pages(job) if p.image_path]
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
+        return [img for imgs in pool.map(one, range(len(pdfs)), pdfs) for img in imgs]
+
+
+class PageTimeline:
+    """When pages finished in the pipeline (folio.progress events), to see ramp-up and tail."""
+
+    def __init__(self) -> None:
+        self.done: list[float] = []
+
+    def __call__(self, event: Any) -> None:
+        if event.kind == "page-done":
+            self.done.append(time.monotonic())
+
+    def summary(self, t0: float, t1: float) -> dict[str, Any]:
+        done = sorted(t - t0 for t in self.done)
+        if not done:
+            return {}
+        at = {f"p{q}": round(done[min(len(done) - 1, int(q / 100 * len(done)))], 1)
+              for q in (1, 10, 50, 90, 99)}
+        return {"first_page_s": round(done[0], 1), "last_page_s": round(done[-1], 1),
+                "after_last_page_s": round((t1 - t0) - done[-1], 1), **at}
 
 
 class MetricsSampler:
@@ -237,7 +260,8 @@ def main() -> None:
     ap.add_argument("--longest-side", type=int, default=1280, help="render budget (reference: 1024x1280)")
     ap.add_argument("--max-pixels", type=int, default=1024 * 1280)
     ap.add_argument("--in-flight", type=int, help="requests in flight (default: the profile's)")
-    ap.add_argument("--documents", type=int, default=32, help="documents in flight in the pipeline")
+    ap.add_argument("--documents", type=int, default=64, help="documents in flight in the pipeline")
+    ap.add_argument("--render-workers", type=int, default=8, help="page workers per document")
     ap.add_argument("--max-model-len", type=int)
     ap.add_argument("--vllm-exe", help="how to run vLLM's CLI (default: vllm, else python -m ...)")
     ap.add_argument("--no-pixel-cap", action="store_true", help="no --mm-processor-kwargs")
@@ -289,6 +313,7 @@ def main() -> None:
         "ocr.max_attempts": 1, "ocr.fallback": [], "ocr.in_flight": in_flight,
         "ocr.profile": profile.name, "render.longest_side_px": args.longest_side,
         "render.max_pixels": args.max_pixels, "limits.document_concurrency": args.documents,
+        "limits.render_workers": args.render_workers,
         "limits.page_timeout_s": 3600.0, "limits.document_timeout_s": 7200.0,
     }
     if not args.full:
@@ -318,6 +343,10 @@ def main() -> None:
         warm = images[: min(4, len(images))]
         asyncio.run(raw_phase(endpoint, model, warm, prompt=preset.prompt, max_tokens=16,
                               in_flight=4, max_pixels=args.max_pixels, image_first=preset.image_first))
+        from folio import progress
+
+        timeline = PageTimeline()
+        progress.add_listener(timeline)
         with MetricsSampler(endpoint) as sampler:
             sub = ingest.with_options(task_runner=ThreadPoolTaskRunner(
                 max_workers=THREADS_PER_DOCUMENT * args.documents))
@@ -336,7 +365,9 @@ def main() -> None:
                 "prompt_tokens_per_page": prompt_tok // max(1, ocr_pages),
                 "completion_tokens_per_page": completion_tok // max(1, ocr_pages),
                 "queue": sampler.summary(t0, t1),
+                "timeline": timeline.summary(t0, t1),
             }
+            progress.remove_listener(timeline)
             if not args.skip_raw:
                 t2 = time.monotonic()
                 out["raw"] = asyncio.run(raw_phase(

@@ -21,6 +21,7 @@ from flows.options import EngineName, RouteMode, build_config
 from folio.models import DocumentResult
 from folio.pipeline import Services
 from folio.report import build_report, markdown_summary
+from folio.validation import preload as preload_validation
 from tasks.discover import discover_sources
 from tasks.load import load
 from tasks.ocr import ocr_pages
@@ -59,6 +60,8 @@ def ingest(
     """
     started = time.monotonic()
     config = build_config(engine=engine, route=route, reprocess=reprocess, settings=settings)
+    if config.validation.enabled:
+        preload_validation()
     services = Services(config, out)
     try:
         refs = discover_sources(sources, config.s3)

@@ -147,6 +147,7 @@ class Sweep:
             lines = report_lines(run_report(run))
             if uri not in lines:
                 return False
+            self.tally["adopted"] += 1
             self.record([uri], lines)
             return True
         self.adopted.setdefault(run.id, []).append(uri)

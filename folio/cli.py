@@ -171,6 +171,7 @@ def _with_vllm_runner(args: argparse.Namespace, settings: dict[str, Any]) -> Any
     settings["render"] = config.render.model_dump()
     # enough documents in flight to keep the GPU's batch full when documents are short
     settings.setdefault("limits.document_concurrency", max(4, config.ocr.in_flight // 8))
+    settings.setdefault("limits.render_workers", max(2, (os.cpu_count() or 2) // 2))
     return ingest.with_options(task_runner=VLLMTaskRunner.from_config(config))
 
 

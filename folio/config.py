@@ -133,6 +133,10 @@ class LimitSettings(BaseModel):
     max_pages: int = Field(20000)
     page_concurrency: int = Field(2, ge=1, description="pages OCR'd at once per document")
     document_concurrency: int = Field(2, ge=1, description="documents processed at once")
+    render_workers: int = Field(
+        2, ge=1, description="page workers preparing one document's pages at once (long "
+        "documents are split into batches so rendering keeps ahead of a GPU)")
+    pages_per_worker: int = Field(16, ge=1, description="pages in one page-worker batch")
 
 
 class PipelineConfig(BaseSettings):

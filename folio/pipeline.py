@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import queue
 import shutil
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,6 +48,7 @@ from folio.route import route_page
 
 if TYPE_CHECKING:
     from folio.embeddings import Embedder
+    from folio.pdf.page_worker import WorkerJob
     from folio.stores.base import VectorStore
 
 log = logging.getLogger(__name__)
@@ -295,22 +298,9 @@ def ocr_document(prep: PreparedDocument | DocumentResult, services: Services) ->
 
 
 def _ocr_pages(prep: PreparedDocument, services: Services) -> list[PageResult]:
-    from folio.pdf.page_worker import WorkerJob, prepare_pages
-
     config = services.config
     doc = prep.result
     deadline = prep.started + config.limits.document_timeout_s
-    job = WorkerJob(
-        pdf=prep.pdf,
-        password=None if doc.repaired else config.password,
-        pages=list(range(doc.page_count)),
-        out_dir=prep.work_dir / "pages",
-        render_settings=config.render,
-        route_settings=config.route,
-        render="untrusted" if config.route.mode == "auto" else "all",
-        memory_mb=config.limits.worker_memory_mb,
-        timeout_s=config.limits.document_timeout_s,
-    )
     results: dict[int, PageResult] = {}
     concurrency = max(config.limits.page_concurrency, 1)
     if config.ocr.engine in ("vllm", "openai"):
@@ -325,8 +315,8 @@ def _ocr_pages(prep: PreparedDocument, services: Services) -> list[PageResult]:
                 kind="page-done", source=doc.source, pages=1, outcome=page_result.outcome))
 
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="folio-page") as pool:
-        pages = prepare_pages(job)
-        try:
+        with PageStream(_worker_jobs(prep, config), config.limits.render_workers,
+                        buffer=2 * concurrency) as pages:
             for page in pages:
                 if time.monotonic() > deadline:
                     _discard_image(page)
@@ -334,19 +324,124 @@ def _ocr_pages(prep: PreparedDocument, services: Services) -> list[PageResult]:
                         page, f"timeout: document exceeded {config.limits.document_timeout_s:.0f} s")
                     continue
                 pending.add(pool.submit(process_page, page, services))
-                if len(pending) >= 2 * concurrency:  # backpressure on the page worker
+                if len(pending) >= 2 * concurrency:  # backpressure on the page workers
                     done, pending = wait(pending, return_when=FIRST_COMPLETED)
                     collect(done)
-        finally:
-            close = getattr(pages, "close", None)
-            if callable(close):
-                close()
         collect(set(wait(pending).done))
-    for index in range(doc.page_count):  # the worker promises every page; never drop one
+    for index in range(doc.page_count):  # the workers promise every page; never drop one
         if index not in results:
             results[index] = PageResult(
                 index=index, width_pt=0, height_pt=0, reason="internal: page never reported")
     return [results[i] for i in range(doc.page_count)]
+
+
+def _worker_jobs(prep: PreparedDocument, config: PipelineConfig) -> list[WorkerJob]:
+    """The document's pages in batches, one page worker each (run a few at a time)."""
+    from folio.pdf.page_worker import WorkerJob
+
+    doc = prep.result
+    size = config.limits.pages_per_worker
+    return [
+        WorkerJob(
+            pdf=prep.pdf,
+            password=None if doc.repaired else config.password,
+            pages=list(range(start, min(start + size, doc.page_count))),
+            out_dir=prep.work_dir / "pages",
+            render_settings=config.render,
+            route_settings=config.route,
+            render="untrusted" if config.route.mode == "auto" else "all",
+            memory_mb=config.limits.worker_memory_mb,
+            timeout_s=config.limits.document_timeout_s,
+        )
+        for start in range(0, doc.page_count, size)
+    ]
+
+
+class PageStream:
+    """Pages from several page-worker batches, merged as they come, ``workers`` at a time.
+
+    A bounded queue carries backpressure to the workers (a full queue blocks the thread,
+    which stops reading the child's pipe, which pauses the child); leaving the ``with``
+    block stops every batch and kills its child.
+    """
+
+    _DONE = object()
+
+    def __init__(self, jobs: list[WorkerJob], workers: int, *, buffer: int) -> None:
+        self._jobs = jobs
+        self._workers = max(1, min(workers, len(jobs)))
+        self._queue: queue.Queue[object] = queue.Queue(maxsize=max(buffer, 1))
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> PageStream:
+        for _ in range(self._workers):
+            thread = threading.Thread(target=self._drive, daemon=True, name="folio-worker")
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        while any(t.is_alive() for t in self._threads):  # unblock producers waiting on put
+            try:
+                item = self._queue.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if isinstance(item, PagePrep):
+                _discard_image(item)
+
+    def __iter__(self) -> Iterator[PagePrep]:
+        finished = 0
+        while finished < self._workers:
+            item = self._queue.get()
+            if item is self._DONE:
+                finished += 1
+            elif isinstance(item, BaseException):
+                raise item
+            else:
+                assert isinstance(item, PagePrep)
+                yield item
+
+    def _take(self) -> WorkerJob | None:
+        with self._lock:
+            if self._next >= len(self._jobs):
+                return None
+            self._next += 1
+            return self._jobs[self._next - 1]
+
+    def _drive(self) -> None:
+        from folio.pdf.page_worker import prepare_pages
+
+        try:
+            while not self._stop.is_set() and (job := self._take()) is not None:
+                pages = prepare_pages(job)
+                try:
+                    for page in pages:
+                        self._put(page)
+                        if self._stop.is_set():
+                            break
+                finally:
+                    close = getattr(pages, "close", None)
+                    if callable(close):
+                        close()  # kills the child if it is still running
+        except BaseException as err:  # surfaced in the consuming thread
+            self._put(err)
+        finally:
+            self._put(self._DONE)
+
+    def _put(self, item: object) -> None:
+        while True:
+            try:
+                self._queue.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                if self._stop.is_set() and item is not self._DONE:
+                    if isinstance(item, PagePrep):
+                        _discard_image(item)
+                    return
 
 
 def _discard_image(page: PagePrep) -> None:

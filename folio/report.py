@@ -65,17 +65,17 @@ def markdown_summary(report: dict[str, Any], *, links: bool = False,
     t = report["totals"]
     out = _link(t["out"], t["out"]) if links else f"`{t['out']}`"
     lines = [
-        f"**{t['documents']} documents, {t['pages']} pages** in {t['seconds']:.1f} s "
-        f"({t['pages_per_s']:.2f} pages/s): {t['ok']} ok, {t['partial']} partial, "
-        f"{t['quarantined']} quarantined, {t['cached']} already done. Outputs: {out}",
+        (f"**{t['documents']} documents, {t['pages']} pages** in {t['seconds']:.1f} s "
+         f"({t['pages_per_s']:.2f} pages/s): {t['ok']} ok, {t['partial']} partial, "
+         f"{t['quarantined']} quarantined, {t['cached']} already done. Outputs: {out}"),
     ]
     if data_docs:
         lines.append(f"Validation results: {_link('Great Expectations Data Docs', data_docs)}")
     extra = " outputs |" if links else ""
     lines += [
         "",
-        "| document | outcome | pages | ok | fallback | quarantined | engine | s | pages/s | "
-        f"reason |{extra}",
+        ("| document | outcome | pages | ok | fallback | quarantined | engine | s | pages/s | "
+         f"reason |{extra}"),
         "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if links else ""),
     ]
     for d in report["documents"]:

@@ -37,6 +37,7 @@ from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
+    from prefect.client.schemas.objects import FlowRun
     from prefect.events.schemas.events import ReceivedEvent
 
     from folio.models import DocumentResult
@@ -205,9 +206,9 @@ def trigger(
     request = IngestRequest(source=source, out=out, engine=engine, route=route,
                             reprocess=reprocess, settings=settings or {}, revision=revision)
     requested_at = datetime.now(UTC)
-    flow_run = run_deployment(deployment, parameters=request.parameters(), timeout=0,
-                              idempotency_key=request.key, as_subflow=False,
-                              tags=["folio-trigger"])
+    flow_run: FlowRun = run_deployment(  # type: ignore[assignment]  # sync call
+        deployment, parameters=request.parameters(), timeout=0, idempotency_key=request.key,
+        as_subflow=False, tags=["folio-trigger"])
     created = flow_run.created or requested_at
     return TriggeredRun(
         flow_run_id=flow_run.id, flow_run_name=flow_run.name, key=request.key,
@@ -241,12 +242,13 @@ def wait_for_run(flow_run_id: uuid.UUID, *, timeout: float = 3600.0,
         result = RunResult(flow_run_id=flow_run_id, state=state.type.value)
         completed = result.state == "COMPLETED"
         since = (flow_run.created or state.timestamp) - timedelta(minutes=5)
-        settle = time.monotonic() + EVENT_SETTLE_S
-        grace = time.monotonic() + 4 * EVENT_SETTLE_S  # a run that wrote no event at all
+        ended = state.timestamp
+        settle = ended + timedelta(seconds=EVENT_SETTLE_S)
+        grace = ended + timedelta(seconds=4 * EVENT_SETTLE_S)  # a run that wrote no event
         while True:
             result.documents = _document_events(
                 client, related=[f"prefect.flow-run.{flow_run_id}"], since=since)
-            now = time.monotonic()
+            now = datetime.now(UTC)
             if now >= grace or (now >= settle and (result.documents or not completed)):
                 return result
             time.sleep(poll_s)

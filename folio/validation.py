@@ -177,6 +177,16 @@ def _box(bbox: Any) -> tuple[float, float, float, float]:
 # --- running GX --------------------------------------------------------------------------------
 
 
+def preload() -> None:
+    """Import Great Expectations in the background (it takes seconds), so the first
+    document to reach validation does not wait for it at the end of a run."""
+
+    def _import() -> None:
+        import great_expectations  # noqa: F401
+
+    threading.Thread(target=_import, daemon=True, name="folio-gx-preload").start()
+
+
 def validate_pages(
     doc_id: str, pages: list[PageResult], settings: ValidationSettings
 ) -> dict[int, list[str]]:
@@ -207,19 +217,66 @@ def run_validation(
         frames["blocks"] = blocks
     specs = suite_definitions(settings)
     with _GX_LOCK:
-        context = _context(data_docs_dir)
+        runner = _runner(specs, data_docs_dir)
         for table, frame in frames.items():
             table_specs = [s for s in specs if s.table == table]
-            result = _validate_table(context, doc_id, table, frame, table_specs)
+            result = runner.run(doc_id, table, frame, table_specs)
             _collect(result, table_specs, report.failures)
         if data_docs_dir is not None:
-            report.data_docs_index = _build_docs(context)
+            report.data_docs_index = _build_docs(runner.context)
     report.failures = {
         page: sorted(set(names), key=[s.name for s in specs].index)
         for page, names in sorted(report.failures.items())
     }
     report.seconds = time.perf_counter() - started
     return report
+
+
+#: validations one GX context serves before it is rebuilt: building a context and its
+#: definitions costs 1-2 s (it was the pipeline's bottleneck on many small documents), while
+#: an ephemeral context's result store grows with every run, so it is renewed now and then
+CONTEXT_RUNS = 200
+
+
+class _Runner:
+    """A GX context with its suites and validation definitions built once, reused for
+    ``CONTEXT_RUNS`` validations. Callers hold ``_GX_LOCK``."""
+
+    def __init__(self, specs: list[ExpectationSpec], data_docs_dir: Path | None) -> None:
+        self.key = _runner_key(specs, data_docs_dir)
+        self.context = _context(data_docs_dir)
+        self.datasource = self.context.data_sources.add_or_update_pandas(_DATASOURCE)
+        self.definitions: dict[str, Any] = {}
+        self.runs = 0
+
+    def run(self, doc_id: str, table: Table, frame: pd.DataFrame,
+            specs: list[ExpectationSpec]) -> Any:
+        from great_expectations.core.run_identifier import RunIdentifier
+
+        self.runs += 1
+        if table not in self.definitions:
+            self.definitions[table] = _definition(self.context, self.datasource, table, specs)
+        return self.definitions[table].run(
+            batch_parameters={"dataframe": frame},
+            result_format=RESULT_FORMAT,
+            run_id=RunIdentifier(run_name=doc_id or "document"),
+        )
+
+
+_RUNNER: _Runner | None = None
+
+
+def _runner_key(specs: list[ExpectationSpec], data_docs_dir: Path | None) -> str:
+    return f"{specs!r}|{data_docs_dir}"
+
+
+def _runner(specs: list[ExpectationSpec], data_docs_dir: Path | None) -> _Runner:
+    """The process's runner, rebuilt when the suite or folder changes or after many runs."""
+    global _RUNNER
+    key = _runner_key(specs, data_docs_dir)
+    if _RUNNER is None or _RUNNER.key != key or _RUNNER.runs >= CONTEXT_RUNS:
+        _RUNNER = _Runner(specs, data_docs_dir)
+    return _RUNNER
 
 
 def _context(data_docs_dir: Path | None) -> Any:
@@ -258,25 +315,16 @@ def build_suite(name: str, specs: list[ExpectationSpec]) -> Any:
     return suite
 
 
-def _validate_table(
-    context: Any, doc_id: str, table: Table, frame: pd.DataFrame, specs: list[ExpectationSpec]
-) -> Any:
-    """One batch for the whole table, through a ValidationDefinition (so results are stored
-    in the context: in memory when ephemeral, on disk for Data Docs)."""
+def _definition(context: Any, datasource: Any, table: Table, specs: list[ExpectationSpec]) -> Any:
+    """The ValidationDefinition of one table: a whole-dataframe batch and its suite (results
+    are stored in the context: in memory when ephemeral, on disk for Data Docs)."""
     import great_expectations as gx
-    from great_expectations.core.run_identifier import RunIdentifier
 
-    datasource = context.data_sources.add_or_update_pandas(_DATASOURCE)
     asset = datasource.add_dataframe_asset(table)
     batch_definition = asset.add_batch_definition_whole_dataframe("whole")
     suite = context.suites.add_or_update(build_suite(f"folio-{table}", specs))
-    definition = context.validation_definitions.add_or_update(
+    return context.validation_definitions.add_or_update(
         gx.ValidationDefinition(name=f"folio-{table}", data=batch_definition, suite=suite)
-    )
-    return definition.run(
-        batch_parameters={"dataframe": frame},
-        result_format=RESULT_FORMAT,
-        run_id=RunIdentifier(run_name=doc_id or "document"),
     )
 
 

@@ -9,6 +9,8 @@ need=()
 command -v gs >/dev/null || need+=(ghostscript)
 command -v tesseract >/dev/null || need+=(tesseract-ocr tesseract-ocr-eng)
 command -v pdftoppm >/dev/null || need+=(poppler-utils)
+# headless browser for tests/test_ui.py (Debian's build; nothing downloaded at test time)
+command -v chromedriver >/dev/null || need+=(chromium chromium-driver)
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "setup: installing system packages: ${need[*]}"
@@ -29,4 +31,8 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "setup: installing Python packages into .venv"
   VIRTUAL_ENV=$PWD/.venv $uv pip install -q -e ".[dev,gpu,server]"
   touch "$stamp"
+fi
+# drives chromium for tests/test_ui.py
+if ! .venv/bin/python -c "import selenium" 2>/dev/null; then
+  VIRTUAL_ENV=$PWD/.venv $uv pip install -q "selenium>=4.20"
 fi

@@ -4,6 +4,7 @@ import logging
 import threading
 import time
 from types import TracebackType
+from typing import Self
 from uuid import UUID
 
 from prefect import task
@@ -54,11 +55,11 @@ class PageProgress:
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="folio-progress", daemon=True)
 
-    def __enter__(self) -> PageProgress:
+    def __enter__(self) -> Self:
         from prefect.artifacts import create_progress_artifact
 
         try:
-            self._artifact = create_progress_artifact(
+            self._artifact = create_progress_artifact(  # type: ignore[assignment]  # sync call
                 0.0, description=f"OCR of {self._name}: 0 of {self.pages} pages")
         except Exception:
             log.warning("no progress artifact for %s", self.source, exc_info=True)

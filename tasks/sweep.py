@@ -86,7 +86,8 @@ def _last_heartbeat(run: FlowRun) -> datetime | None:
 def is_zombie(run: FlowRun, after_s: float) -> bool:
     """A run that can no longer finish: Running (or Cancelling) without a heartbeat, or
     Pending (handed to a worker that died before starting it), for ``after_s``.
-    Scheduled and paused runs wait for a worker and are never zombies."""
+    Scheduled and paused runs wait for a worker and are never zombies. ``after_s`` must
+    be a few heartbeat intervals: a live run declared dead is sent again (twice done)."""
     state = run.state
     if state is None or state.is_final():
         return False
@@ -94,7 +95,12 @@ def is_zombie(run: FlowRun, after_s: float) -> bool:
     if age < after_s:
         return False
     if state.is_running() or state.is_cancelling():
-        return _seconds_since(_last_heartbeat(run)) > after_s
+        last = _last_heartbeat(run)
+        if last is None:  # heartbeats are off (a run sends one as it starts): cannot tell
+            log.warning("run %s sends no heartbeats: set PREFECT_FLOWS_HEARTBEAT_FREQUENCY "
+                        "on its workers, or a dead run is waited for forever", run.name)
+            return False
+        return _seconds_since(last) > after_s
     return bool(state.is_pending())
 
 

@@ -13,7 +13,7 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
 REPO = Path(__file__).resolve().parent.parent
 
-pytest_plugins = ["tests.s3_server", "tests.pg_server"]
+pytest_plugins = ["tests.s3_server", "tests.pg_server", "tests.prefect_stack"]
 
 
 def corpus_dir() -> Path | None:

@@ -1,0 +1,155 @@
+"""A real self-hosted Prefect stack for tests: ``prefect server start`` (own PREFECT_HOME,
+free port, UI included), the document deployment from ``prefect.yaml`` deployed with the
+CLI, and a process worker on the ``folio-cpu`` pool running flows from this checkout.
+
+Why subprocesses and not ``prefect_test_harness``: the proofs are about what a person and a
+RAG job see on a server (UI, deployments, triggers, workers), which the in-process harness
+does not have. One stack serves the whole session because it costs about 30 s to start.
+
+Use from conftest.py::
+
+    pytest_plugins = ["tests.prefect_stack"]
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+__all__ = ["PrefectStack", "prefect_stack"]
+
+REPO = Path(__file__).resolve().parent.parent
+POOL = "folio-cpu"
+DOCUMENT_DEPLOYMENT = "folio-ingest-document/document"
+_STARTUP_S = 120.0
+
+
+@dataclass
+class PrefectStack:
+    api_url: str
+    ui_url: str
+    home: Path
+    env: dict[str, str]  # for subprocesses that talk to this server
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
+    logs: list[Path] = field(default_factory=list, repr=False)
+
+    def run(self, *args: str, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(list(args), cwd=REPO, env=self.env, capture_output=True,
+                              text=True, timeout=timeout, check=False)
+
+    def log_tail(self, chars: int = 3000) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-chars:]}"
+                         for p in self.logs if p.exists())
+
+    def stop(self) -> None:
+        for proc in reversed(self.processes):  # the worker (and its flow runs) first
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(timeout=10)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _spawn(stack: PrefectStack, name: str, *args: str) -> subprocess.Popen[bytes]:
+    log = stack.home / f"{name}.log"
+    stack.logs.append(log)
+    with log.open("wb") as fh:  # the child keeps its own descriptor
+        proc = subprocess.Popen(list(args), cwd=REPO, env=stack.env, stdout=fh,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    stack.processes.append(proc)
+    return proc
+
+
+def _wait_healthy(stack: PrefectStack, server: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + _STARTUP_S
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"prefect server exited:\n{stack.log_tail()}")
+        try:
+            with urllib.request.urlopen(f"{stack.api_url}/health", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"prefect server not healthy after {_STARTUP_S:.0f} s:\n{stack.log_tail()}")
+
+
+def start_prefect_stack(home: Path, deployments: tuple[str, ...] = ("document",)
+                        ) -> PrefectStack:
+    """Server, work pool, ``prefect deploy --name`` of ``deployments`` (names in
+    prefect.yaml), worker; stopped on error."""
+    port = _free_port()
+    api = f"http://127.0.0.1:{port}/api"
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(home),
+        "PREFECT_API_URL": api,
+        "PREFECT_UI_API_URL": api,  # the UI's own calls (default: port 4200)
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_WORKER_QUERY_SECONDS": "1",  # default 10 s between polls of the pool
+        "PREFECT_LOGGING_LEVEL": "INFO",
+        "PWD": str(REPO),  # prefect.yaml's pull step reads {{ $PWD }} at deploy time
+        "OMP_THREAD_LIMIT": "1",
+    }
+    stack = PrefectStack(api_url=api, ui_url=f"http://127.0.0.1:{port}", home=home, env=env)
+    try:
+        server_env = {k: v for k, v in env.items() if k != "PREFECT_API_URL"}
+        log = home / "server.log"
+        stack.logs.append(log)
+        with log.open("wb") as fh:
+            server = subprocess.Popen(
+                [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+                 "--port", str(port)], cwd=home, env=server_env, stdout=fh,
+                stderr=subprocess.STDOUT, start_new_session=True)
+        stack.processes.append(server)
+        _wait_healthy(stack, server)
+        pool = stack.run(sys.executable, "-m", "prefect", "work-pool", "create", POOL,
+                         "--type", "process")
+        assert pool.returncode == 0, pool.stdout + pool.stderr
+        for name in deployments:
+            deploy = stack.run(sys.executable, "-m", "prefect", "--no-prompt", "deploy",
+                               "--name", name)
+            assert deploy.returncode == 0, deploy.stdout[-3000:] + deploy.stderr[-3000:]
+        _spawn(stack, "worker", sys.executable, "-m", "prefect", "worker", "start",
+               "--pool", POOL, "--type", "process")
+    except BaseException:
+        stack.stop()
+        raise
+    return stack
+
+
+@pytest.fixture(scope="session")
+def prefect_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectStack]:
+    """One server + deployment + worker for the session; the test process's Prefect
+    client points at it while it lives."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    if not shutil.which("gs"):
+        pytest.skip("ghostscript absent: the document flow cannot run")
+    stack = start_prefect_stack(tmp_path_factory.mktemp("prefect-home"))
+    try:
+        with temporary_settings({PREFECT_API_URL: stack.api_url}):
+            yield stack
+    finally:
+        stack.stop()
