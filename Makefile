@@ -5,7 +5,7 @@ export PREFECT_HOME ?= $(CURDIR)/.folio/prefect
 CORPUS ?= $(abspath ../shared/corpus)
 export FOLIO_CORPUS_DIR ?= $(CORPUS)
 
-.PHONY: setup demo test lint typecheck bench
+.PHONY: setup demo test bench
 
 setup:
 	@bash scripts/setup.sh
@@ -15,14 +15,11 @@ demo: setup
 	$(PY) -m folio.demo
 
 # Sets everything up and runs the whole test suite.
-test: setup
-	$(PY) -m pytest -q
-
-lint:
-	.venv/bin/ruff check folio tasks flows deployments tests bench
-
-typecheck:
+test:
+	@bash scripts/setup.sh --test
+	.venv/bin/ruff check folio tasks flows deployments bench tests
 	.venv/bin/mypy
+	$(PY) -m pytest -q
 
 bench: setup
 	$(PY) bench/cpu_prep.py

@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _measure import median, save  # noqa: E402
+from _measure import median, save
 
-from folio.config import PipelineConfig  # noqa: E402
-from folio.errors import FolioError  # noqa: E402
-from folio.models import PagePrep  # noqa: E402
-from folio.pdf.page_worker import WorkerJob, prepare_pages, probe  # noqa: E402
-from folio.pipeline import COMPRESS_MIN_BYTES_PER_PAGE, compression_dpi  # noqa: E402
+from folio.config import PipelineConfig
+from folio.errors import FolioError
+from folio.models import PagePrep
+from folio.pdf.page_worker import WorkerJob, prepare_pages, probe
+from folio.pipeline import COMPRESS_MIN_BYTES_PER_PAGE, compression_dpi
 
 TOKEN_PX = 32 * 32
 

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _measure import run_with_peak_rss, save  # noqa: E402
+from _measure import run_with_peak_rss, save
 
 
 def main() -> None:

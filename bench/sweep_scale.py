@@ -304,6 +304,23 @@ def child_runs(env: dict[str, str]) -> dict[str, Any]:
 # --- the run -----------------------------------------------------------------------------
 
 
+def busy_worker(procs: Procs, wait_s: float = 300.0) -> str:
+    """A worker whose flow run is in the middle of a document (a page worker is running
+    under it), so that killing it kills a run mid-way, not one that is just exiting."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        for name in ("worker-1", "worker-2"):
+            for pid in descendants(procs.procs[name].pid):
+                try:
+                    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                if b"folio.pdf.page_worker" in cmdline:
+                    return name
+        time.sleep(0.2)
+    raise RuntimeError("no worker was processing a document to kill")
+
+
 def done_count(client: Any) -> int:
     return len(list_keys(client, "out/_ledger/"))
 
@@ -334,7 +351,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING",
         "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "true",
         "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": str(args.heartbeat_s),
-        "PREFECT_SERVER_API_HOST": "127.0.0.1",
+        "PREFECT_SERVER_API_HOST": "127.0.0.1", "PREFECT_WORKER_QUERY_SECONDS": "2",
         "FOLIO_S3__ENDPOINT_URL": endpoint, "FOLIO_S3__REGION": "us-east-1",
         "FOLIO_S3__ACCESS_KEY_ID": "bench", "FOLIO_S3__SECRET_ACCESS_KEY": "bench",
         "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
@@ -381,12 +398,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 if procs.procs[name].poll() is not None:
                     raise RuntimeError(f"{name} ended early:\n{procs.log_tail(name)}")
             time.sleep(5)
+        victim = busy_worker(procs)
         done_at_kill = done_count(client)
         timings["killed_at_s"] = round(time.monotonic() - t0, 1)
-        killed = procs.kill("worker-1")
+        killed = procs.kill(victim)
         procs.kill("sweep-1")
         time.sleep(args.restart_after_s)
-        procs.start("worker-1", [*worker, "--name", "worker-1b"])
+        procs.start(victim, [*worker, "--name", f"{victim}-restarted"])
         procs.start("sweep-1", sweep)
 
         reports = {}
@@ -423,8 +441,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "audit": found,
         "verification_sweep": verify,
         "sweep_reports": {**reports, "sweep-1 (killed)": None},
-        "killed": {"worker-1": f"SIGKILL to the worker and its {killed - 1} descendant processes "
-                               "(flow run, page workers)",
+        "killed": {victim: f"SIGKILL to the worker and its {killed - 1} descendant processes "
+                           "(its flow run, page workers)",
                    "sweep-1": "SIGKILL", "done_records_at_kill": done_at_kill,
                    "restarted_after_s": args.restart_after_s},
         "child_runs": runs,
@@ -442,7 +460,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--documents", type=int, default=2000)
-    ap.add_argument("--batch-size", type=int, default=25)
+    ap.add_argument("--batch-size", type=int, default=50)
     ap.add_argument("--max-in-flight", type=int, default=2)
     ap.add_argument("--worker-limit", type=int, default=1, help="flow runs per worker at once")
     ap.add_argument("--lease-s", type=float, default=60.0)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections import deque
 import time
+from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import (
@@ -36,7 +36,7 @@ THREADS_PER_DOCUMENT = 4
 @flow(
     name="folio-ingest",
     description="Ingest PDFs from local paths or s3:// prefixes into outputs and a vector store.",
-    task_runner=ThreadPoolTaskRunner(),
+    task_runner=cast(Any, ThreadPoolTaskRunner()),
 )
 def ingest(
     sources: list[str],
@@ -71,9 +71,11 @@ def ingest(
         for ref in refs:  # stage futures chain per document; documents overlap
             if len(window) >= config.limits.document_concurrency:
                 docs.append(window.popleft().result())  # bounded documents in flight
-            prep = prepare_document.submit(ref, services)
-            ocr = ocr_pages.submit(prep, services)
-            window.append(load.submit(validate_pages.submit(ocr, services), services))
+            # Prefect resolves futures passed as arguments; its stubs don't say so (Any)
+            prep: Any = prepare_document.submit(ref, services)
+            ocr: Any = ocr_pages.submit(prep, services)
+            checked: Any = validate_pages.submit(ocr, services)
+            window.append(load.submit(checked, services))
         docs += [f.result() for f in window]
     finally:
         services.close()

@@ -24,7 +24,6 @@ import os
 import socket
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections import Counter
@@ -91,13 +90,11 @@ class Sweep:
         self.tally: Counter[str] = Counter({k: 0 for k in COUNTS})
         self.started = ledger.clock()
         self.pending: list[str] = []
-        self.objects: dict[str, ObjectRef] = {}
         self.running: list[tuple[list[str], PrefectFuture[Any]]] = []
         self.adopted: dict[UUID, list[str]] = {}
         self.waiting: list[tuple[float, int, ObjectRef]] = []
         self.sends: Counter[str] = Counter()
         self._seq = 0
-        self._lock = threading.Lock()
 
     # --- the listing pass -------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -134,7 +131,6 @@ class Sweep:
             return
         self.tally["taken_over"] += bool(claim.takeovers)
         self.keeper.add(claim)
-        self.objects[obj.uri] = obj
         if not (claim.previous_batch and self.adopt(obj.uri, claim.previous_batch)):
             self.pending.append(obj.uri)
 

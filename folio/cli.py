@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 from folio import progress
 
@@ -172,7 +172,7 @@ def _with_vllm_runner(args: argparse.Namespace, settings: dict[str, Any]) -> Any
     # enough documents in flight to keep the GPU's batch full when documents are short
     settings.setdefault("limits.document_concurrency", max(4, config.ocr.in_flight // 8))
     settings.setdefault("limits.render_workers", max(2, (os.cpu_count() or 2) // 2))
-    return ingest.with_options(task_runner=VLLMTaskRunner.from_config(config))
+    return ingest.with_options(task_runner=cast(Any, VLLMTaskRunner.from_config(config)))
 
 
 def cmd_search(args: argparse.Namespace) -> int:

@@ -15,7 +15,8 @@ from pathlib import Path
 def main() -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    from folio.cli import cmd_samples, main as cli_main
+    from folio.cli import cmd_samples
+    from folio.cli import main as cli_main
 
     samples, out = Path("samples"), Path("out")
     print(f"writing sample PDFs to {samples}/ ...")

@@ -305,7 +305,7 @@ def build_suite(name: str, specs: list[ExpectationSpec]) -> Any:
     for spec in specs:
         kwargs = dict(spec.kwargs)
         if spec.only_where_false:
-            conditions: list[Condition] = [Column(c) == False for c in spec.only_where_false]
+            conditions: list[Condition] = [Column(c) == False for c in spec.only_where_false]  # noqa: E712 (GX's row-condition API)
             condition = conditions[0]
             for extra in conditions[1:]:
                 condition = condition & extra

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything folio needs on a fresh Debian/Ubuntu machine: system tools
-# (Ghostscript, tesseract, poppler for the benchmark's pdftoppm), then a virtualenv in .venv
-# with folio and its test dependencies. Safe to run again; it skips what is there.
+# (Ghostscript, tesseract, poppler for the benchmark's pdftoppm; with --test also Debian's
+# chromium + chromedriver for the UI test), then a virtualenv in .venv with folio and its
+# test dependencies. Safe to run again; it skips what is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,7 +11,9 @@ command -v gs >/dev/null || need+=(ghostscript)
 command -v tesseract >/dev/null || need+=(tesseract-ocr tesseract-ocr-eng)
 command -v pdftoppm >/dev/null || need+=(poppler-utils)
 # headless browser for tests/test_ui.py (Debian's build; nothing downloaded at test time)
-command -v chromedriver >/dev/null || need+=(chromium chromium-driver)
+if [ "${1:-}" = "--test" ]; then
+  command -v chromedriver >/dev/null || need+=(chromium chromium-driver)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "setup: installing system packages: ${need[*]}"
@@ -31,8 +34,4 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "setup: installing Python packages into .venv"
   VIRTUAL_ENV=$PWD/.venv $uv pip install -q -e ".[dev,gpu,server]"
   touch "$stamp"
-fi
-# drives chromium for tests/test_ui.py
-if ! .venv/bin/python -c "import selenium" 2>/dev/null; then
-  VIRTUAL_ENV=$PWD/.venv $uv pip install -q "selenium>=4.20"
 fi

@@ -119,7 +119,7 @@ def run_report(run: FlowRun) -> dict[str, Any] | None:
         return None
     try:
         value = state.result(raise_on_failure=False)
-    except Exception as exc:  # noqa: BLE001 (MissingResult, storage, unpickling)
+    except Exception as exc:
         log.warning("run %s: its report cannot be read (%s)", run.name, type(exc).__name__)
         return None
     return value if isinstance(value, dict) else None

@@ -9,7 +9,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from folio.io.sinks import LocalSink
-from folio.models import DocumentOutcome, DocumentResult
+from folio.models import DocumentOutcome, DocumentResult, PageOutcome
 from folio.pipeline import Services, validate_document
 
 log = logging.getLogger(__name__)
@@ -22,12 +22,12 @@ _DOCS_LOCK = threading.Lock()
 def validate_pages(doc: DocumentResult, services: Services) -> DocumentResult:
     """Great Expectations suite over the pages; failing pages are quarantined.
 
-    Data Docs are built only for documents with failed expectations (what a person needs
-    to look at): a file-backed build costs about half a second under the validation lock,
-    which on many clean documents became the run's tail."""
+    Data Docs are built only for documents with quarantined pages (what a person needs to
+    look at): a file-backed build costs about half a second under the validation lock,
+    which on many clean documents became the run's tail on a GPU."""
     before = doc.model_copy(update={"pages": [p.model_copy() for p in doc.pages]})
     doc = validate_document(doc, services)
-    if any(p.reason.startswith("validation:") for p in doc.pages):
+    if any(p.outcome is PageOutcome.QUARANTINED for p in doc.pages):
         build_data_docs(before, services)
     return doc
 

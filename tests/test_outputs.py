@@ -54,7 +54,7 @@ def test_markdown_comment_cannot_be_broken() -> None:
     doc = report_document()
     doc.pages[2].reason = "bad --> <script>\nnext line"
     md = outputs.render_markdown(doc)
-    line = next(l for l in md.splitlines() if l.startswith("<!-- quarantined"))
+    line = next(ln for ln in md.splitlines() if ln.startswith("<!-- quarantined"))
     assert line.count("-->") == 1 and line.endswith("-->")
 
 

@@ -184,3 +184,36 @@ def test_white_rectangle_page_is_blank(tmp_path: Path) -> None:
     page.gen_content()
     assert not is_blank(page, text_chars=0)
     doc.close()
+
+
+def _scan(tmp_path: Path, mark: bool) -> Path:
+    """A grey, noisy 'scanned' page; with ``mark``, only a small page number on it."""
+    import random
+
+    from PIL import Image, ImageDraw, ImageFont
+
+    rnd = random.Random(3)
+    img = Image.new("L", (1200, 1600), 214)
+    px = img.load()
+    assert px is not None
+    for _ in range(20000):  # scanner noise and dust specks
+        px[rnd.randrange(1200), rnd.randrange(1600)] = rnd.randint(190, 235)
+    if mark:
+        font = ImageFont.load_default(size=21)  # 21 px at 150 dpi: a 10-pt page number
+        ImageDraw.Draw(img).text((590, 1520), "7", fill=30, font=font)
+    path = tmp_path / f"scan-{mark}.pdf"
+    img.save(path, "PDF", resolution=150)
+    return path
+
+
+@pytest.mark.parametrize("mark", [False, True])
+def test_blank_scan_is_blank_but_a_page_number_is_not(tmp_path: Path, mark: bool) -> None:
+    from folio.pdf.pdfium_doc import is_blank, open_pdf
+
+    doc = open_pdf(_scan(tmp_path, mark))
+    try:
+        page = doc[0]
+        image = page.render(scale=1000 / 792).to_pil()
+        assert is_blank(page, text_chars=0, image=image) is (not mark)
+    finally:
+        doc.close()

@@ -225,7 +225,7 @@ def _race(write: Callable[[int], None]) -> None:
         try:
             barrier.wait(timeout=10)
             write(i)
-        except BaseException as exc:  # noqa: BLE001 (reported by the main thread)
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]

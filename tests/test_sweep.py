@@ -160,6 +160,16 @@ def test_crashed_sweep_restarted_converges(
     assert run_sweep(corpus, "crash", prefix="in/batch 1")["skipped"] == documents
 
 
+def limit(name: str) -> str:
+    """A Prefect global concurrency limit of one slot (batches hold it while they run)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
+
+    with get_client(sync_client=True) as client:
+        client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=name, limit=1))
+    return name
+
+
 def test_a_failed_document_is_retried_by_the_next_sweep(
     corpus: dict[str, Any], tmp_path: Path,
 ) -> None:
@@ -173,7 +183,7 @@ def test_a_failed_document_is_retried_by_the_next_sweep(
                                     first["config_hash"])
     failure = ledger.failure(f"s3://{bucket}/bad/broken.pdf")
     assert failure is not None and failure.attempts == 1 and not failure.retryable
-    second = run_sweep(corpus, "bad", prefix="bad")
+    second = run_sweep(corpus, "bad", prefix="bad", concurrency_limit=limit("folio-sweep-test"))
     assert second["skipped"] == 1 and second["failed"] == 1  # retried, never marked done
     assert ledger.failure(f"s3://{bucket}/bad/broken.pdf").attempts == 2  # type: ignore[union-attr]
     assert run_sweep(corpus, "bad", prefix="bad", max_attempts=2)["given_up"] == 1

@@ -160,7 +160,7 @@ def test_timeout_kills_the_process_group(tmp_path: Path) -> None:
         "#!/bin/sh\n"
         'case "$1" in\n'
         '  --version) echo "tesseract 9.9.9"; exit 0;;\n'
-        '  --list-langs) printf "List of available languages (1):\\neng\\n"; exit 0;;\n'
+        '  --list-langs) printf "List of available languages (2):\\neng\\nosd\\n"; exit 0;;\n'
         "esac\n"
         f"sleep 60 & echo $! > {pid_file}\n"
         "wait\n"

@@ -13,7 +13,6 @@ from pydantic import BaseModel, Field
 
 from folio.models import Attempt, Block, PagePrep
 
-
 #: Engines that generate text token by token and can loop; only their output is checked for
 #: degenerate repetition (a document's own text layer or tesseract may repeat legitimately:
 #: forms, lists, lorem ipsum).

@@ -246,7 +246,7 @@ class _Child:
 
     def __init__(self, op: Literal["pages", "probe"], request: _Request) -> None:
         # closed in __exit__; a file, not a pipe, so a chatty child never blocks on it
-        self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115
+        self._stderr: IO[bytes] = tempfile.TemporaryFile()
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "folio.pdf.page_worker", op],
             stdin=subprocess.PIPE,

@@ -33,6 +33,8 @@ _MAGIC_WINDOW = 1024
 _SCAN_COVERAGE = 0.5
 #: a render whose channels vary by at most this much is "uniform" (blank)
 _UNIFORM_TOLERANCE = 4
+#: a pixel this much darker than the paper's median is ink (blank scans stay under ~30)
+_INK_CONTRAST = 60
 #: longest side of the thumbnail used to judge blankness when no render is at hand
 _BLANK_PROBE_PX = 128
 
@@ -192,5 +194,22 @@ def is_blank(page: pdfium.PdfPage, *, text_chars: int, image: Image.Image | None
         width, height = page.get_size()
         scale = _BLANK_PROBE_PX / max(width, height, 1.0)
         image = render(page, max(1, round(width * scale)), max(1, round(height * scale)))
-    low, high = cast(tuple[int, int], image.convert("L").getextrema())
-    return high - low <= _UNIFORM_TOLERANCE
+    gray = image.convert("L")
+    low, high = cast(tuple[int, int], gray.getextrema())
+    if high - low <= _UNIFORM_TOLERANCE:
+        return True
+    return _no_ink(gray)
+
+
+def _no_ink(gray: Image.Image) -> bool:
+    """A scanned blank page: paper with noise but no mark much darker than the paper.
+
+    A 3x3 median filter removes isolated specks (dust, scanner noise) but keeps strokes,
+    which span several pixels at any render that can be read; ink is anything darker than
+    the paper's median by ``_INK_CONTRAST``.
+    """
+    from PIL import ImageFilter, ImageStat
+
+    paper = ImageStat.Stat(gray).median[0]
+    darkest, _ = cast(tuple[int, int], gray.filter(ImageFilter.MedianFilter(3)).getextrema())
+    return paper - darkest < _INK_CONTRAST

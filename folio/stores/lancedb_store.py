@@ -179,7 +179,7 @@ class LanceDBStore:
                     # see other workers' commits at once (one cheap version check per call)
                     read_consistency_interval=timedelta(0),
                 )
-            except Exception as exc:  # noqa: BLE001 (Lance raises untyped errors)
+            except Exception as exc:
                 raise StorageError(f"lancedb connect {self.uri}: {self._describe(exc)}") from None
         return self._db
 
@@ -193,7 +193,7 @@ class LanceDBStore:
                 self._table = self._open_or_create(db, create)
             except ConfigError:
                 raise
-            except Exception as exc:  # noqa: BLE001 (Lance raises untyped errors)
+            except Exception as exc:
                 raise StorageError(
                     f"lancedb open {self.uri}/{self._table_name}: {self._describe(exc)}"
                 ) from None
@@ -249,7 +249,7 @@ class LanceDBStore:
                 .when_not_matched_by_source_delete(where)
                 .execute(_rows(chunks, vectors, self._schema))
             )
-        except Exception as exc:  # noqa: BLE001 (Lance raises untyped errors)
+        except Exception as exc:
             raise StorageError(
                 f"lancedb write {doc_id} to {self.uri}: {self._describe(exc)}"
             ) from None
@@ -268,7 +268,7 @@ class LanceDBStore:
                 .limit(k)
                 .to_list()
             )
-        except Exception as exc:  # noqa: BLE001 (Lance raises untyped errors)
+        except Exception as exc:
             raise StorageError(f"lancedb search {self.uri}: {self._describe(exc)}") from None
         for row in rows:
             row["score"] = 1.0 - float(row.pop("_distance"))
@@ -281,5 +281,5 @@ class LanceDBStore:
         where = None if doc_id is None else f"doc_id = {_sql_string(doc_id)}"
         try:
             return int(table.count_rows(where))
-        except Exception as exc:  # noqa: BLE001 (Lance raises untyped errors)
+        except Exception as exc:
             raise StorageError(f"lancedb count {self.uri}: {self._describe(exc)}") from None
