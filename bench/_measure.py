@@ -76,7 +76,7 @@ def median(values: list[float]) -> float:
 
 
 def save(name: str, data: dict[str, Any]) -> Path:
-    data = {"command": " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]), **data}
+    data = {"command": " ".join(shlex.quote(a) for a in [".venv/bin/python", *sys.argv]), **data}
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(data, indent=2) + "\n")

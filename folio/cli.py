@@ -91,7 +91,14 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
                        ("s3.region", args.s3_region)]:
         if value:
             settings[key] = value
-    for item in args.set:
+    settings.update(parse_set(args.set))
+    return settings
+
+
+def parse_set(items: list[str]) -> dict[str, Any]:
+    """``--set KEY=VALUE`` pairs; a value is JSON when it parses as JSON, else a string."""
+    settings: dict[str, Any] = {}
+    for item in items:
         key, sep, raw = item.partition("=")
         if not sep:
             raise SystemExit(f"folio: --set wants KEY=VALUE, got {item!r}")
@@ -207,15 +214,7 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from folio import trigger as trig
 
-    settings: dict[str, Any] = {}
-    for item in args.set:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise SystemExit(f"folio: --set wants KEY=VALUE, got {item!r}")
-        try:
-            settings[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            settings[key] = raw
+    settings = parse_set(args.set)
     request: dict[str, Any] = {"out": args.out, "engine": args.engine, "route": args.route,
                                "reprocess": args.reprocess, "settings": settings,
                                "revision": args.revision}

@@ -199,3 +199,45 @@ def test_list_pdfs_paginates_and_keeps_to_the_folder(s3_server: Any) -> None:
     found = [o.key for o in list_pdfs(f"s3://{bucket}/in", s3_server.settings, page_size=2)]
     assert found == [f"in/{i:03d}.pdf" for i in range(7)] + ["in/s/d.PDF"]
     assert all(o.etag for o in list_pdfs(f"s3://{bucket}/in/", s3_server.settings))
+
+
+def test_outcome_read_back_from_the_outputs_when_a_report_is_missing(
+    s3_server: Any, tmp_path: Path,
+) -> None:
+    """A batch run that completed without a readable report (results not persisted):
+    the pipeline's own done-index and quarantine records say what became of each."""
+    import hashlib
+
+    from folio import outputs
+    from folio.claims import line_from_outputs
+    from folio.io.s3 import head_object
+    from folio.io.sinks import open_sink
+    from folio.models import DocumentOutcome, DocumentResult
+
+    client, bucket = s3_server.client, s3_server.create_bucket()
+    out = f"s3://{bucket}/out"
+    sink = open_sink(out, s3_server.settings)
+    ledger = ClaimLedger.for_output(out, s3_server.settings, "cfg")
+    lines = {}
+    for name, outcome in (("done", DocumentOutcome.OK), ("bad", DocumentOutcome.QUARANTINED),
+                          ("never", None)):
+        body = f"%PDF-1.4 {name}".encode()
+        client.put_object(Bucket=bucket, Key=f"in/{name}.pdf", Body=body)
+        sha = hashlib.sha256(body).hexdigest()
+        doc = DocumentResult(source=f"s3://{bucket}/in/{name}.pdf", sha256=sha, doc_id=sha[:32],
+                             config_hash="cfg", outcome=outcome or DocumentOutcome.OK,
+                             reason="encrypted: no password" if outcome else "")
+        if outcome is DocumentOutcome.OK:
+            outputs.write_document(sink, doc)
+            outputs.mark_done(sink, doc)
+        elif outcome is DocumentOutcome.QUARANTINED:
+            outputs.write_quarantine(sink, doc)
+        ref = head_object(client, bucket, f"in/{name}.pdf")
+        claim = ledger.try_claim(ref, "me", lease_s=60)  # type: ignore[arg-type]
+        lines[name] = line_from_outputs(claim, out=out, s3=s3_server.settings,  # type: ignore[arg-type]
+                                        work_dir=tmp_path)
+    assert lines["done"] is not None and lines["done"]["cached"] and lines["done"]["outcome"] == "ok"
+    assert lines["bad"] is not None and lines["bad"]["outcome"] == "quarantined"
+    assert lines["bad"]["reason"].startswith("encrypted")
+    assert lines["never"] is None
+    assert not list(tmp_path.iterdir())  # downloads are not left behind
