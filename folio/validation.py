@@ -283,7 +283,8 @@ def _context(data_docs_dir: Path | None) -> Any:
     import great_expectations as gx
 
     # GX logs every temporary docs folder at INFO; that is noise on every document.
-    logging.getLogger("great_expectations").setLevel(logging.WARNING)
+    for name in ("great_expectations", "great_expectations.data_context.types.base"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     context: Any
