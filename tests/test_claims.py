@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from folio.claims import (
+    Claim,
     ClaimKeeper,
     ClaimLedger,
     LedgerStore,
@@ -66,7 +67,11 @@ def test_racing_claimers_exactly_one_wins(make_store: Callable[[], LedgerStore])
     ledgers = [ClaimLedger(make_store(), "cfg") for _ in range(6)]
     for round_ in range(5):
         doc = obj(f"in/doc-{round_}.pdf")
-        won = race(6, lambda i, d=doc: ledgers[i].try_claim(d, f"owner-{i}", lease_s=60))
+
+        def claim(i: int, doc: ObjectRef = doc) -> Claim | None:
+            return ledgers[i].try_claim(doc, f"owner-{i}", lease_s=60)
+
+        won = race(6, claim)
         winners = [c for c in won if c is not None]
         assert len(winners) == 1, won
         assert ledgers[0].current(doc.uri).token == winners[0].token  # type: ignore[union-attr]
