@@ -31,7 +31,7 @@ from folio.config import PipelineConfig
 from folio.errors import FolioError
 from folio.models import PagePrep
 from folio.pdf.page_worker import WorkerJob, prepare_pages, probe
-from folio.pipeline import COMPRESS_MIN_BYTES_PER_PAGE, compression_dpi
+from folio.pipeline import COMPRESS_MIN_BYTES_PER_PAGE, COMPRESS_MIN_SAVING, compression_dpi
 
 TOKEN_PX = 32 * 32
 
@@ -72,7 +72,8 @@ def compress(pdf: Path, config: PipelineConfig, work: Path) -> tuple[float, Path
                                     timeout_s=120)
     except FolioError:
         return time.perf_counter() - started, None
-    used = (comp.compressed_bytes or comp.original_bytes) < 0.9 * comp.original_bytes
+    saved = 1 - (comp.compressed_bytes or comp.original_bytes) / max(comp.original_bytes, 1)
+    used = saved >= COMPRESS_MIN_SAVING
     return time.perf_counter() - started, out if used else None
 
 

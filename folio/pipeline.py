@@ -48,7 +48,7 @@ from folio.route import route_page
 
 if TYPE_CHECKING:
     from folio.embeddings import Embedder
-    from folio.pdf.page_worker import WorkerJob
+    from folio.pdf.page_worker import PdfInfo, WorkerJob
     from folio.stores.base import VectorStore
 
 log = logging.getLogger(__name__)
@@ -146,9 +146,8 @@ def quarantine(doc: DocumentResult, err: BaseException) -> DocumentResult:
         doc.retryable = True
     doc.outcome = DocumentOutcome.QUARANTINED
     for page in doc.pages:  # pages already known keep their index; none is dropped
-        if page.outcome is not PageOutcome.QUARANTINED:
-            continue
-        page.reason = page.reason or doc.reason
+        if page.outcome is PageOutcome.QUARANTINED and not page.reason:
+            page.reason = doc.reason
     if doc.page_count and not doc.pages:
         doc.pages = [
             PageResult(index=i, width_pt=0, height_pt=0, reason=doc.reason)
@@ -184,15 +183,17 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
                 shutil.rmtree(work_dir, ignore_errors=True)
                 done.source, done.cached, done.seconds = ref.uri, True, time.monotonic() - started
                 return done
-        pdf = _probe_or_repair(local, doc, work_dir, config)
-        pdf = _maybe_compress(pdf, doc, work_dir, config)
+        pdf, info = _probe_or_repair(local, doc, work_dir, config)
+        pdf = _maybe_compress(pdf, info, doc, work_dir, config)
         return PreparedDocument(result=doc, pdf=pdf, work_dir=work_dir, started=started)
     except Exception as err:  # every failure becomes an outcome
         doc.seconds = time.monotonic() - started
         return quarantine(doc, err)
 
 
-def _probe_or_repair(local: Path, doc: DocumentResult, work_dir: Path, config: PipelineConfig) -> Path:
+def _probe_or_repair(
+    local: Path, doc: DocumentResult, work_dir: Path, config: PipelineConfig
+) -> tuple[Path, PdfInfo]:
     from folio.pdf import ghostscript
     from folio.pdf.page_worker import probe
 
@@ -222,7 +223,7 @@ def _probe_or_repair(local: Path, doc: DocumentResult, work_dir: Path, config: P
         )
     doc.page_count = info.page_count
     progress.emit(progress.ProgressEvent(kind="pages-known", source=doc.source, pages=doc.page_count))
-    return pdf
+    return pdf, info
 
 
 def compression_dpi(max_page_pt: float, config: PipelineConfig) -> float:
@@ -237,7 +238,9 @@ def compression_dpi(max_page_pt: float, config: PipelineConfig) -> float:
     return max(render.min_dpi, min(render.max_dpi, budget))
 
 
-def _maybe_compress(pdf: Path, doc: DocumentResult, work_dir: Path, config: PipelineConfig) -> Path:
+def _maybe_compress(
+    pdf: Path, info: PdfInfo, doc: DocumentResult, work_dir: Path, config: PipelineConfig
+) -> Path:
     if not config.compress or doc.repaired:
         doc.compression.note = "disabled" if not config.compress else "repaired copy used"
         return pdf
@@ -249,7 +252,6 @@ def _maybe_compress(pdf: Path, doc: DocumentResult, work_dir: Path, config: Pipe
     from folio.pdf.page_worker import probe
 
     limits = config.limits
-    info = probe(pdf, config.password, limits.ghostscript_timeout_s, limits.worker_memory_mb)
     out = work_dir / "compressed.pdf"
     try:
         comp = ghostscript.compress(
