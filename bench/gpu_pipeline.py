@@ -132,15 +132,32 @@ class MetricsSampler:
         self._stop.set()
         self._thread.join()
 
-    def summary(self, start: float, end: float) -> dict[str, Any]:
+    def summary(self, start: float, end: float, full: int) -> dict[str, Any]:
+        """Queue depth over [start, end]; when the first request ran, and when ``full``
+        (max_num_seqs) first ran at once: the ramp-up the GPU saw."""
         window = [s for s in self.samples if start <= s[0] <= end]
         if not window:
             return {"samples": 0}
         running = [s[1] for s in window]
         waiting = [s[2] for s in window]
+        first = next((t - start for t, r, _ in window if r > 0), None)
+        at_full = next((t - start for t, r, _ in window if r >= full), None)
         return {"samples": len(window), "running_mean": round(statistics.mean(running), 1),
                 "running_max": max(running), "waiting_mean": round(statistics.mean(waiting), 1),
-                "waiting_max": max(waiting)}
+                "waiting_max": max(waiting),
+                "first_running_s": None if first is None else round(first, 1),
+                "first_full_s": None if at_full is None else round(at_full, 1)}
+
+
+def prefix_cache(base_url: str) -> tuple[float, float]:
+    """vLLM's prefix-cache counters (queried tokens, hit tokens); zeros when absent."""
+    m = read_metrics(base_url)
+    return m.get("vllm:prefix_cache_queries_total", 0.0), m.get("vllm:prefix_cache_hits_total", 0.0)
+
+
+def hit_rate(before: tuple[float, float], after: tuple[float, float]) -> float | None:
+    queries = after[0] - before[0]
+    return round((after[1] - before[1]) / queries, 3) if queries else None
 
 
 async def raw_phase(endpoint: Endpoint, model: str, images: list[Path], *, prompt: str,
@@ -266,6 +283,9 @@ def main() -> None:
     ap.add_argument("--vllm-exe", help="how to run vLLM's CLI (default: vllm, else python -m ...)")
     ap.add_argument("--no-pixel-cap", action="store_true", help="no --mm-processor-kwargs")
     ap.add_argument("--full", action="store_true", help="keep the vector store (default: none)")
+    ap.add_argument("--prefix-caching", choices=("off", "on"), default="off",
+                    help="vLLM prefix caching (off: the phase that runs second would otherwise be "
+                         "served the first phase's cached prefills of the same pages)")
     ap.add_argument("--compress", action="store_true",
                     help="Ghostscript compression (off by default: the GPU image has no gs)")
     ap.add_argument("--skip-raw", action="store_true")
@@ -306,7 +326,9 @@ def main() -> None:
         exe = args.vllm_exe.split() if args.vllm_exe else (
             ["vllm"] if shutil.which("vllm") else [sys.executable, "-m", "vllm.entrypoints.cli.main"])
         runner_options.update(model=args.model, load_format=args.load_format, executable=exe,
-                              pixel_cap=not args.no_pixel_cap, startup_timeout_s=1200.0)
+                              pixel_cap=not args.no_pixel_cap, startup_timeout_s=1200.0,
+                              extra_args=["--no-enable-prefix-caching"]
+                              if args.prefix_caching == "off" else [])
     runner = VLLMTaskRunner(max_workers=8, **runner_options)
     settings = {
         "ocr.preset": preset.name, "ocr.max_tokens": args.max_tokens, "ocr.ignore_eos": True,
@@ -325,7 +347,8 @@ def main() -> None:
         "device": (detect_gpu().model_dump() if detect_gpu() else None),
         "profile": profile.name, "preset": preset.name, "fake": args.fake,
         "documents": len(pdfs), "pages_in_documents": pages,
-        "max_tokens": args.max_tokens, "in_flight": in_flight, "render": render.model_dump(),
+        "max_tokens": args.max_tokens, "in_flight": in_flight, "prefix_caching": args.prefix_caching,
+        "max_num_seqs": profile.vllm.max_num_seqs, "render": render.model_dump(),
         "settings": settings,
     }
 
@@ -345,11 +368,13 @@ def main() -> None:
                               in_flight=4, max_pixels=args.max_pixels, image_first=preset.image_first))
         from folio import progress
 
+        full = min(in_flight, profile.vllm.max_num_seqs or in_flight)
         timeline = PageTimeline()
         progress.add_listener(timeline)
         with MetricsSampler(endpoint) as sampler:
             sub = ingest.with_options(task_runner=ThreadPoolTaskRunner(
                 max_workers=THREADS_PER_DOCUMENT * args.documents))
+            cache0 = prefix_cache(endpoint.base_url)
             t0 = time.monotonic()
             report = sub(sources=[str(p) for p in pdfs], out=str(work / "out"), engine="vllm",
                          route="ocr", reprocess=True, settings=settings)
@@ -364,16 +389,19 @@ def main() -> None:
                 "out_tok_per_s": round(completion_tok / seconds),
                 "prompt_tokens_per_page": prompt_tok // max(1, ocr_pages),
                 "completion_tokens_per_page": completion_tok // max(1, ocr_pages),
-                "queue": sampler.summary(t0, t1),
+                "queue": sampler.summary(t0, t1, full),
                 "timeline": timeline.summary(t0, t1),
+                "prefix_cache_hit_rate": hit_rate(cache0, prefix_cache(endpoint.base_url)),
             }
             progress.remove_listener(timeline)
             if not args.skip_raw:
+                cache2 = prefix_cache(endpoint.base_url)
                 t2 = time.monotonic()
                 out["raw"] = asyncio.run(raw_phase(
                     endpoint, model, images, prompt=preset.prompt, max_tokens=args.max_tokens,
                     in_flight=in_flight, max_pixels=args.max_pixels, image_first=preset.image_first))
-                out["raw"]["queue"] = sampler.summary(t2, time.monotonic())
+                out["raw"]["queue"] = sampler.summary(t2, time.monotonic(), full)
+                out["raw"]["prefix_cache_hit_rate"] = hit_rate(cache2, prefix_cache(endpoint.base_url))
             if args.kill_pages:
                 out["kill"] = kill_phase(endpoint, pdfs, args.kill_pages, work, settings)
         out["restarts"] = getattr(endpoint, "restarts", 0)

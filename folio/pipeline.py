@@ -313,8 +313,11 @@ def _ocr_pages(prep: PreparedDocument, services: Services) -> list[PageResult]:
         for fut in done:
             page_result = fut.result()
             results[page_result.index] = page_result
+
+    def announce(fut: Future[PageResult]) -> None:  # as each page ends, not when collected
+        if not fut.cancelled() and fut.exception() is None:
             progress.emit(progress.ProgressEvent(
-                kind="page-done", source=doc.source, pages=1, outcome=page_result.outcome))
+                kind="page-done", source=doc.source, pages=1, outcome=fut.result().outcome))
 
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="folio-page") as pool:
         with PageStream(_worker_jobs(prep, config), config.limits.render_workers,
@@ -325,7 +328,9 @@ def _ocr_pages(prep: PreparedDocument, services: Services) -> list[PageResult]:
                     results[page.index] = _page_failed(
                         page, f"timeout: document exceeded {config.limits.document_timeout_s:.0f} s")
                     continue
-                pending.add(pool.submit(process_page, page, services))
+                future = pool.submit(process_page, page, services)
+                future.add_done_callback(announce)
+                pending.add(future)
                 if len(pending) >= 2 * concurrency:  # backpressure on the page workers
                     done, pending = wait(pending, return_when=FIRST_COMPLETED)
                     collect(done)

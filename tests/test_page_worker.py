@@ -46,6 +46,13 @@ def pdfs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
+@pytest.fixture(params=["fork", "exec"])
+def worker_start(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Children forked by the zygote (the default) and started as new interpreters."""
+    monkeypatch.setenv("FOLIO_WORKER_START", request.param)
+    return str(request.param)
+
+
 def _job(pdf: Path, out_dir: Path, pages: list[int], **overrides: object) -> WorkerJob:
     fields: dict[str, object] = {
         "pdf": pdf,
@@ -64,7 +71,9 @@ def _indexes(preps: list[PagePrep]) -> list[int]:
     return [prep.index for prep in preps]
 
 
-def test_streams_every_requested_page_once_in_order(tmp_path: Path, pdfs: dict[str, Path]) -> None:
+def test_streams_every_requested_page_once_in_order(
+    tmp_path: Path, pdfs: dict[str, Path], worker_start: str
+) -> None:
     preps = list(prepare_pages(_job(pdfs["six"], tmp_path, [4, 0, 2, 9])))
     assert _indexes(preps) == [4, 0, 2, 9]
     assert preps[3].error == "bad-input: no page 9 in 6 pages"
@@ -154,7 +163,7 @@ def test_missing_file(tmp_path: Path) -> None:
 
 
 def test_crashing_child_is_replaced_and_the_page_isolated(
-    tmp_path: Path, pdfs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, pdfs: dict[str, Path], monkeypatch: pytest.MonkeyPatch, worker_start: str
 ) -> None:
     monkeypatch.setenv("FOLIO_TEST_CRASH_ON_PAGE", "3")
     preps = list(prepare_pages(_job(pdfs["six"], tmp_path, list(range(6)))))
@@ -183,6 +192,7 @@ def test_timeout_kills_the_child(
     pdfs: dict[str, Path],
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
+    worker_start: str,
 ) -> None:
     monkeypatch.setenv("FOLIO_TEST_HANG_ON_PAGE", "1")
     started = time.monotonic()
@@ -198,14 +208,16 @@ def test_timeout_kills_the_child(
         os.kill(pids[0], 0)
 
 
-def test_probe_timeout() -> None:
-    pdf = Path(__file__)  # never opened: the child cannot even start in 10 ms
+def test_probe_timeout(pdfs: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FOLIO_TEST_HANG_ON_PAGE", "probe")
+    started = time.monotonic()
     with pytest.raises(TimeoutExpired):
-        probe(pdf, None, timeout_s=0.01, memory_mb=1024)
+        probe(pdfs["report"], None, timeout_s=1.0, memory_mb=1024)
+    assert time.monotonic() - started < 10
 
 
 def test_memory_limit_fails_the_page_not_the_document(
-    tmp_path: Path, pdfs: dict[str, Path]
+    tmp_path: Path, pdfs: dict[str, Path], worker_start: str
 ) -> None:
     greedy = RenderSettings(longest_side_px=9000, max_dpi=1200, max_pixels=10**9)  # ~180 MB
     job = _job(pdfs["report"], tmp_path, [0, 1], render_settings=greedy, memory_mb=160)

@@ -1,9 +1,10 @@
 """The page worker: pdfium in a child process, one JSON line per page.
 
 pdfium is not thread-safe, can hang or crash on hostile files, and a single render can
-ask for gigabytes. So every document's pages are prepared in a child process
-(``python -m folio.pdf.page_worker``) with an address-space limit (``RLIMIT_AS``), while
-the parent enforces a wall-clock budget. The child streams one line per page; the pipe
+ask for gigabytes. So every document's pages are prepared in a child process (forked by
+:mod:`folio.pdf.zygote`, or ``python -m folio.pdf.page_worker`` with
+``FOLIO_WORKER_START=exec``) with an address-space limit (``RLIMIT_AS``), while the
+parent enforces a wall-clock budget. The child streams one line per page; the pipe
 is the queue, so a slow consumer makes the child wait instead of piling up images.
 
 When the child dies mid-document the parent keeps every page it received, marks the page
@@ -17,7 +18,7 @@ The job arrives on stdin, so the password never appears in a process listing.
 
 Test-only hooks (read by the child; never set them in production):
 ``FOLIO_TEST_CRASH_ON_PAGE=N`` calls ``os.abort()`` before page N;
-``FOLIO_TEST_HANG_ON_PAGE=N`` sleeps forever before page N.
+``FOLIO_TEST_HANG_ON_PAGE=N`` sleeps forever before page N (``probe``: in a probe).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from folio.errors import (
     WorkerCrashedError,
 )
 from folio.models import PagePrep
+from folio.pdf import zygote
 from folio.pdf.pdfium_doc import (
     PDFIUM_LOCK,
     is_blank,
@@ -247,21 +249,26 @@ class _Child:
     def __init__(self, op: Literal["pages", "probe"], request: _Request) -> None:
         # closed in __exit__; a file, not a pipe, so a chatty child never blocks on it
         self._stderr: IO[bytes] = tempfile.TemporaryFile()
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "folio.pdf.page_worker", op],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            start_new_session=True,
-        )
-        log.debug("page worker pid %d started (%s)", self._proc.pid, op)
         payload = request.model_dump_json(context={_REVEAL: True}).encode()
-        assert self._proc.stdin is not None
-        try:
-            self._proc.stdin.write(payload)
-            self._proc.stdin.close()
-        except BrokenPipeError:
-            pass  # it died at once; wait() will say how
+        forked = zygote.spawn(op, payload, self._stderr.fileno())
+        self._proc: subprocess.Popen[bytes] | zygote.ForkedChild
+        if forked is not None:
+            self._proc = forked
+        else:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "folio.pdf.page_worker", op],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+                start_new_session=True,
+            )
+            assert self._proc.stdin is not None
+            try:
+                self._proc.stdin.write(payload)
+                self._proc.stdin.close()
+            except BrokenPipeError:
+                pass  # it died at once; wait() will say how
+        log.debug("page worker pid %d started (%s)", self._proc.pid, op)
 
     def __enter__(self) -> Self:
         return self
@@ -315,11 +322,14 @@ class _Child:
 
 
 def main(argv: list[str]) -> int:
-    """Child entry point: read the request from stdin, answer on stdout."""
+    """Child entry point (exec mode): read the request from stdin, answer on stdout."""
+    return run(argv[0] if argv else "pages", sys.stdin.buffer.read())
+
+
+def run(op: str, raw: bytes) -> int:
+    """Answer one request (``op`` "probe" or "pages") on stdout; the exit code."""
     faulthandler.enable()  # a pdfium crash leaves a Python traceback in the parent's log
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    op = argv[0] if argv else "pages"
-    raw = sys.stdin.buffer.read()
     try:
         if op == "probe":
             request = _Request.model_validate_json(raw)
@@ -362,6 +372,7 @@ def _open(request: _Request) -> pdfium.PdfDocument | _Message:
 
 
 def _probe(request: _Request) -> _Message:
+    _test_hooks("probe")
     doc = _open(request)
     if isinstance(doc, _Message):
         return doc
@@ -404,7 +415,7 @@ def _run_pages(job: WorkerJob) -> None:
             doc.close()
 
 
-def _test_hooks(index: int) -> None:
+def _test_hooks(index: int | str) -> None:
     if os.environ.get(_CRASH_HOOK) == str(index):
         os.abort()
     if os.environ.get(_HANG_HOOK) == str(index):

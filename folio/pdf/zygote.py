@@ -1,0 +1,296 @@
+"""Fork page workers from one pre-imported process instead of starting Python each time.
+
+Starting ``python -m folio.pdf.page_worker`` costs about half a second of CPU (interpreter,
+pydantic, pypdfium2 and PIL imports) for every probe and every page batch. Dozens of
+documents starting at once spend seconds of every core on it, and on a GPU box that is
+what keeps the first pages from the GPU. The zygote is one single-threaded child of the
+parent that imports the page worker once and then forks a fresh child per request: the
+same isolation (a process of its own in a session of its own, ``RLIMIT_AS`` set in the
+child, killed with its group), a few milliseconds to start.
+
+Protocol, over an ``AF_UNIX`` ``SOCK_SEQPACKET`` pair (one send is one message): the parent
+sends a header (op, cwd, environment) and the request with three file descriptors (the
+child's stdout, its stderr and the write end of a status pipe); the zygote forks, answers
+the child's pid, and when it reaps the child writes its exit code to the status pipe.
+When the parent goes away (end of file on the socket) the zygote kills every child it
+started and exits; a child dies with the zygote (``PR_SET_PDEATHSIG``).
+
+``FOLIO_WORKER_START=exec`` turns it off: every child is a new interpreter.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import select
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from typing import IO, NoReturn
+
+log = logging.getLogger(__name__)
+
+MODE_ENV = "FOLIO_WORKER_START"
+_MAX_MESSAGE = 1 << 20
+_PID_BYTES = 8
+_CODE_BYTES = 4
+
+
+class ZygoteUnavailable(Exception):
+    """The zygote could not fork a child (gone, or the request did not fit); use exec."""
+
+
+class ForkedChild:
+    """A child forked by the zygote, with the part of :class:`subprocess.Popen` the page
+    worker uses: ``pid``, ``stdout``, ``poll()``, ``wait()``, ``returncode``."""
+
+    def __init__(self, pid: int, stdout_fd: int, status_fd: int) -> None:
+        self.pid = pid
+        self.stdout: IO[bytes] = os.fdopen(stdout_fd, "rb", buffering=0)
+        self._status = status_fd
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None and select.select([self._status], [], [], 0)[0]:
+            self._read_status()
+        return self.returncode
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            self._read_status()
+        assert self.returncode is not None
+        return self.returncode
+
+    def _read_status(self) -> None:
+        data = b""
+        while len(data) < _CODE_BYTES:
+            chunk = os.read(self._status, _CODE_BYTES - len(data))
+            if not chunk:
+                break
+            data += chunk
+        os.close(self._status)
+        # no status: the zygote died first, and the child with it (PR_SET_PDEATHSIG)
+        self.returncode = (int.from_bytes(data, "big", signed=True) if len(data) == _CODE_BYTES
+                           else -signal.SIGKILL)
+
+
+class Zygote:
+    """The parent's handle on one zygote process."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "folio.pdf.zygote", str(theirs.fileno())],
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                start_new_session=True,  # a Ctrl-C to the parent's group is the parent's to handle
+            )
+        finally:
+            theirs.close()
+        self._sock = ours
+        self._lock = threading.Lock()
+        self._owner = os.getpid()
+
+    def alive(self) -> bool:
+        return self._owner == os.getpid() and self._proc.poll() is None
+
+    def spawn(self, op: str, payload: bytes, stderr_fd: int) -> ForkedChild:
+        """Fork a page worker running ``op`` on ``payload`` (its stdin, in exec mode)."""
+        header = json.dumps({"op": op, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
+        message = len(header).to_bytes(4, "big") + header + payload
+        out_r, out_w = os.pipe()
+        status_r, status_w = os.pipe()
+        try:
+            with self._lock:
+                socket.send_fds(self._sock, [message], [out_w, stderr_fd, status_w])
+                reply = self._sock.recv(_PID_BYTES)
+        except OSError as err:
+            os.close(out_r)
+            os.close(status_r)
+            raise ZygoteUnavailable(str(err)) from err
+        finally:
+            os.close(out_w)
+            os.close(status_w)
+        pid = int.from_bytes(reply, "big", signed=True) if len(reply) == _PID_BYTES else 0
+        if pid <= 0:
+            os.close(out_r)
+            os.close(status_r)
+            raise ZygoteUnavailable("the zygote did not fork" if reply else "the zygote is gone")
+        return ForkedChild(pid, out_r, status_r)
+
+    def close(self) -> None:
+        self._sock.close()  # end of file: the zygote kills its children and exits
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+_zygote: Zygote | None = None
+_broken = False
+_guard = threading.Lock()
+
+
+def spawn(op: str, payload: bytes, stderr_fd: int) -> ForkedChild | None:
+    """A forked page worker, or None when the caller should start an interpreter instead
+    (``FOLIO_WORKER_START=exec``, not Linux, or the zygote failed twice)."""
+    global _zygote, _broken
+    if os.environ.get(MODE_ENV, "fork") == "exec" or sys.platform != "linux" or _broken:
+        return None
+    with _guard:
+        if _zygote is None or not _zygote.alive():
+            try:
+                _zygote = Zygote()
+            except OSError as err:
+                log.warning("page worker zygote did not start (%s); starting interpreters", err)
+                _broken = True
+                return None
+        zygote = _zygote
+    try:
+        return zygote.spawn(op, payload, stderr_fd)
+    except ZygoteUnavailable as err:
+        log.warning("page worker zygote: %s; starting an interpreter for this child", err)
+        with _guard:
+            if _zygote is zygote:
+                zygote.close()
+                _zygote = None
+        return None
+
+
+@atexit.register
+def shutdown() -> None:
+    """Stop this process's zygote (and every child it still has)."""
+    global _zygote
+    with _guard:
+        if _zygote is not None and _zygote.alive():
+            _zygote.close()
+        _zygote = None
+
+
+# --- the zygote process ---------------------------------------------------------------------
+
+
+def serve(fd: int) -> None:
+    """The zygote's loop: fork a child per request, report exits, stop at end of file."""
+    from folio.pdf import page_worker  # the point of the zygote: imported once, here
+
+    sock = socket.socket(fileno=fd)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)  # SIGCHLD wakes the selector
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    status_fds: dict[int, int] = {}
+    with selectors.DefaultSelector() as selector:
+        selector.register(sock, selectors.EVENT_READ)
+        selector.register(wake_r, selectors.EVENT_READ)
+        while True:
+            ready = {key.fileobj for key, _ in selector.select()}
+            if wake_r in ready:
+                os.read(wake_r, 4096)
+                _reap(status_fds)
+            if sock in ready:
+                data, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 3)
+                if not data:
+                    break  # the parent is gone
+                pid = _fork(data, fds, status_fds, [sock.fileno(), wake_r, wake_w], page_worker.run)
+                sock.send(pid.to_bytes(_PID_BYTES, "big", signed=True))
+    for pid in status_fds:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _reap(status_fds: dict[int, int]) -> None:
+    while status_fds:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        fd = status_fds.pop(pid, None)
+        if fd is not None:
+            try:
+                os.write(fd, os.waitstatus_to_exitcode(status).to_bytes(_CODE_BYTES, "big", signed=True))
+            except OSError:
+                pass  # the parent closed its end: nobody is waiting
+            os.close(fd)
+
+
+def _fork(data: bytes, fds: list[int], status_fds: dict[int, int], private: list[int],
+          run: Callable[[str, bytes], int]) -> int:
+    """Fork one child; its pid, or 0 when the request was bad or fork failed."""
+    if len(fds) != 3:
+        for fd in fds:
+            os.close(fd)
+        return 0
+    out_w, err_fd, status_w = fds
+    size = int.from_bytes(data[:4], "big")
+    header, payload = json.loads(data[4:4 + size]), data[4 + size:]
+    try:
+        pid = os.fork()
+    except OSError:
+        pid = -1
+    if pid == 0:  # the child
+        _child(header, payload, out_w, err_fd, [*private, *status_fds.values(), status_w], run)
+    os.close(out_w)
+    os.close(err_fd)
+    if pid > 0:
+        status_fds[pid] = status_w
+        return pid
+    os.close(status_w)
+    return 0
+
+
+def _child(header: dict[str, object], payload: bytes, out_w: int, err_fd: int,
+           close: list[int], run: Callable[[str, bytes], int]) -> NoReturn:
+    """In the forked child: become a page worker, never return."""
+    code = 70
+    try:
+        os.setsid()
+        _die_with_parent()
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in close:
+            os.close(fd)
+        os.dup2(out_w, 1)
+        os.dup2(err_fd, 2)
+        os.close(out_w)
+        os.close(err_fd)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        os.chdir(str(header["cwd"]))
+        env = header["env"]
+        assert isinstance(env, dict)
+        os.environ.clear()
+        os.environ.update({str(k): str(v) for k, v in env.items()})
+        code = run(str(header["op"]), payload)
+        sys.stdout.flush()
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this child when the (single-threaded) zygote dies."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]))

@@ -1,0 +1,171 @@
+"""The page-worker zygote: children are forked from it, and nothing outlives its owner."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from folio import samples
+from folio.config import RenderSettings, RouteSettings
+from folio.pdf import zygote
+from folio.pdf.page_worker import WorkerJob, prepare_pages, probe
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def pdf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("zygote")
+    return samples.write_long_pdf(root / "six.pdf", 6)
+
+
+@pytest.fixture(autouse=True)
+def fork_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(zygote.MODE_ENV, "fork")
+
+
+def _ppid(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("PPid:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no PPid for {pid}")
+
+
+def _gone(pid: int, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        stat = Path(f"/proc/{pid}/stat")
+        if stat.exists() and stat.read_text().split(") ")[1].startswith("Z"):
+            return True  # a zombie: dead, waiting for its parent to reap it
+        time.sleep(0.05)
+    return False
+
+
+def _job(pdf: Path, out: Path, pages: list[int]) -> WorkerJob:
+    return WorkerJob(pdf=pdf, pages=pages, out_dir=out,
+                     render_settings=RenderSettings(longest_side_px=300, min_dpi=20, min_text_px=4),
+                     route_settings=RouteSettings(), timeout_s=60, memory_mb=1024)
+
+
+def test_children_are_forked_by_the_zygote_in_sessions_of_their_own(
+    pdf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert probe(pdf, None, timeout_s=30, memory_mb=1024).page_count == 6
+    monkeypatch.setenv("FOLIO_TEST_HANG_ON_PAGE", "1")
+    pages = prepare_pages(_job(pdf, tmp_path, [0, 1]))
+    first = next(pages)  # page 0 arrived; the child now hangs before page 1
+    assert first.index == 0 and first.error is None
+    worker = zygote._zygote
+    assert worker is not None and worker.alive()
+    children = [int(p) for p in os.listdir("/proc") if p.isdigit() and _is_child_of(int(p), worker._proc.pid)]
+    assert len(children) == 1
+    child = children[0]
+    assert os.getpgid(child) == child and os.getsid(child) == child
+    pages.close()  # the consumer stops: the child is killed with its group
+    assert _gone(child, within_s=5)
+
+
+def _is_child_of(pid: int, parent: int) -> bool:
+    try:
+        return _ppid(pid) == parent
+    except (OSError, AssertionError):
+        return False
+
+
+def test_the_environment_and_directory_of_the_moment_reach_the_child(
+    pdf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    probe(pdf, None, timeout_s=30, memory_mb=1024)  # the zygote exists before the change
+    monkeypatch.setenv("FOLIO_TEST_CRASH_ON_PAGE", "2")
+    monkeypatch.chdir(tmp_path)
+    preps = list(prepare_pages(_job(Path(os.path.relpath(pdf, tmp_path)), Path("out"), [0, 1, 2, 3])))
+    assert [p.index for p in preps] == [0, 1, 2, 3]
+    assert preps[2].error == "worker-crashed: page 2 killed the page worker (signal SIGABRT)"
+    assert (tmp_path / "out" / "p00000.png").exists()
+
+
+def test_a_killed_zygote_is_replaced(pdf: Path) -> None:
+    probe(pdf, None, timeout_s=30, memory_mb=1024)
+    first = zygote._zygote
+    assert first is not None
+    os.kill(first._proc.pid, signal.SIGKILL)
+    first._proc.wait()
+    for _ in range(3):  # every probe still answers, whichever way its child starts
+        assert probe(pdf, None, timeout_s=30, memory_mb=1024).page_count == 6
+    assert zygote._zygote is not None and zygote._zygote is not first and zygote._zygote.alive()
+
+
+def test_exec_mode_starts_no_zygote(pdf: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    zygote.shutdown()
+    monkeypatch.setenv(zygote.MODE_ENV, "exec")
+    assert probe(pdf, None, timeout_s=30, memory_mb=1024).page_count == 6
+    assert zygote._zygote is None
+
+
+def test_when_the_owner_dies_the_zygote_and_its_children_die(pdf: Path, tmp_path: Path) -> None:
+    script = textwrap.dedent(f"""
+        import os, sys, threading
+        sys.path.insert(0, {str(ROOT)!r})
+        os.environ["FOLIO_TEST_HANG_ON_PAGE"] = "0"
+        from pathlib import Path
+        from folio.config import RenderSettings, RouteSettings
+        from folio.pdf import zygote
+        from folio.pdf.page_worker import WorkerJob, prepare_pages
+        job = WorkerJob(pdf=Path({str(pdf)!r}), pages=[0], out_dir=Path({str(tmp_path)!r}),
+                        render_settings=RenderSettings(), route_settings=RouteSettings(),
+                        timeout_s=600)
+        threading.Thread(target=lambda: list(prepare_pages(job)), daemon=True).start()
+        while zygote._zygote is None:
+            pass
+        print(zygote._zygote._proc.pid, flush=True)
+        threading.Event().wait()
+    """)
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, zygote.MODE_ENV: "fork"})
+    try:
+        assert owner.stdout is not None
+        zygote_pid = int(owner.stdout.readline())
+        child = _wait_for_child(zygote_pid)
+        owner.kill()  # SIGKILL: no atexit, no cleanup of any kind
+        owner.wait()
+        assert _gone(zygote_pid, within_s=10)
+        assert _gone(child, within_s=10)
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+
+
+def _wait_for_child(parent: int) -> int:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        children = [int(p) for p in os.listdir("/proc") if p.isdigit() and _is_child_of(int(p), parent)]
+        if children:
+            return children[0]
+        time.sleep(0.05)
+    raise AssertionError("the zygote forked no child")
+
+
+def test_concurrent_spawns_from_many_threads(pdf: Path) -> None:
+    answers: list[int] = []
+
+    def one() -> None:
+        answers.append(probe(pdf, None, timeout_s=30, memory_mb=1024).page_count)
+
+    threads = [threading.Thread(target=one) for _ in range(24)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert answers == [6] * 24
