@@ -12,8 +12,12 @@ One outer Prefect flow runs on a :class:`VLLMTaskRunner` that launches ``vllm se
 4. **raw**: the same page images sent straight to the same server with the async OpenAI
    client, ``in_flight`` at a time (what ../shared/device/bench_server.py measures),
 
-sampling ``/metrics`` (requests running/waiting) throughout, and writes one JSON with
-both throughputs, their ratio, the queue depth, the vLLM command and this command line.
+steps 3 and 4 ``--rounds`` times in ABBA order, sampling ``/metrics`` (requests
+running/waiting, cache hits) and NVML's GPU utilization throughout, and writes one JSON
+with both throughputs (the median round of each), their ratio, the ratio of every round,
+the queue depth, the vLLM command and this command line. vLLM's prefix and multimodal
+processor caches are off by default: with them on, whichever phase runs second is served
+the first one's cached work on the same pages (measured: 98% processor-cache hits).
 
     # GPU box (after staging; see docs/gpu.md):
     python bench/gpu_pipeline.py --model /tmp/synthetic-vlm --load-format dummy \\
@@ -115,14 +119,18 @@ class MetricsSampler:
     def __init__(self, endpoint: Endpoint, interval_s: float = 0.5) -> None:
         self.endpoint, self.interval_s = endpoint, interval_s
         self.samples: list[tuple[float, float, float]] = []
+        self.gpu: list[tuple[float, float]] = []  # (time, NVML utilization %)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
+        utilization = _nvml_utilization()
         while not self._stop.wait(self.interval_s):
             m = read_metrics(self.endpoint.base_url)
             if m:
                 self.samples.append((time.monotonic(), m.get("running", 0.0), m.get("waiting", 0.0)))
+            if utilization is not None:
+                self.gpu.append((time.monotonic(), utilization()))
 
     def __enter__(self) -> Self:
         self._thread.start()
@@ -140,24 +148,46 @@ class MetricsSampler:
             return {"samples": 0}
         running = [s[1] for s in window]
         waiting = [s[2] for s in window]
+        gpu = [u for t, u in self.gpu if start <= t <= end]
         first = next((t - start for t, r, _ in window if r > 0), None)
         at_full = next((t - start for t, r, _ in window if r >= full), None)
         return {"samples": len(window), "running_mean": round(statistics.mean(running), 1),
                 "running_max": max(running), "waiting_mean": round(statistics.mean(waiting), 1),
                 "waiting_max": max(waiting),
                 "first_running_s": None if first is None else round(first, 1),
-                "first_full_s": None if at_full is None else round(at_full, 1)}
+                "first_full_s": None if at_full is None else round(at_full, 1),
+                "gpu_utilization_mean": round(statistics.mean(gpu), 1) if gpu else None}
 
 
-def prefix_cache(base_url: str) -> tuple[float, float]:
-    """vLLM's prefix-cache counters (queried tokens, hit tokens); zeros when absent."""
+def _nvml_utilization() -> Any:
+    """A function returning GPU 0's utilization (%), or None without NVML."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        return lambda: float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+    except Exception:
+        return None
+
+
+CACHES = {"prefix": "vllm:prefix_cache", "mm": "vllm:mm_cache"}
+
+
+def cache_counters(base_url: str) -> dict[str, tuple[float, float]]:
+    """vLLM's (queries, hits) per cache (prefix: tokens; mm: processed images)."""
     m = read_metrics(base_url)
-    return m.get("vllm:prefix_cache_queries_total", 0.0), m.get("vllm:prefix_cache_hits_total", 0.0)
+    return {name: (m.get(f"{metric}_queries_total", 0.0), m.get(f"{metric}_hits_total", 0.0))
+            for name, metric in CACHES.items()}
 
 
-def hit_rate(before: tuple[float, float], after: tuple[float, float]) -> float | None:
-    queries = after[0] - before[0]
-    return round((after[1] - before[1]) / queries, 3) if queries else None
+def hit_rates(before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]
+              ) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for name in CACHES:
+        queries = after[name][0] - before[name][0]
+        out[name] = round((after[name][1] - before[name][1]) / queries, 3) if queries else None
+    return out
 
 
 async def raw_phase(endpoint: Endpoint, model: str, images: list[Path], *, prompt: str,
@@ -254,6 +284,12 @@ def kill_phase(endpoint: Any, pdfs: list[Path], pages: int, work: Path,
             "server_generation": getattr(endpoint, "generation", None)}
 
 
+def _median_phase(phases: list[dict[str, Any]]) -> dict[str, Any]:
+    """The phase with the median throughput (the lower middle one for an even count)."""
+    ordered = sorted(phases, key=lambda p: p["pages_per_s"])
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def page_count(pdf: Path) -> int:
     import pypdfium2
 
@@ -283,9 +319,12 @@ def main() -> None:
     ap.add_argument("--vllm-exe", help="how to run vLLM's CLI (default: vllm, else python -m ...)")
     ap.add_argument("--no-pixel-cap", action="store_true", help="no --mm-processor-kwargs")
     ap.add_argument("--full", action="store_true", help="keep the vector store (default: none)")
-    ap.add_argument("--prefix-caching", choices=("off", "on"), default="off",
-                    help="vLLM prefix caching (off: the phase that runs second would otherwise be "
-                         "served the first phase's cached prefills of the same pages)")
+    ap.add_argument("--caches", choices=("off", "on"), default="off",
+                    help="vLLM's prefix cache and multimodal processor cache (off: a phase would "
+                         "otherwise be served the cached prefills and processed images of the same "
+                         "pages sent by the phase before it; real ingestion never repeats a page)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="pipeline/raw pairs, in ABBA order (pipeline, raw, raw, pipeline, ...)")
     ap.add_argument("--compress", action="store_true",
                     help="Ghostscript compression (off by default: the GPU image has no gs)")
     ap.add_argument("--skip-raw", action="store_true")
@@ -327,8 +366,8 @@ def main() -> None:
             ["vllm"] if shutil.which("vllm") else [sys.executable, "-m", "vllm.entrypoints.cli.main"])
         runner_options.update(model=args.model, load_format=args.load_format, executable=exe,
                               pixel_cap=not args.no_pixel_cap, startup_timeout_s=1200.0,
-                              extra_args=["--no-enable-prefix-caching"]
-                              if args.prefix_caching == "off" else [])
+                              extra_args=["--no-enable-prefix-caching", "--mm-processor-cache-gb", "0"]
+                              if args.caches == "off" else [])
     runner = VLLMTaskRunner(max_workers=8, **runner_options)
     settings = {
         "ocr.preset": preset.name, "ocr.max_tokens": args.max_tokens, "ocr.ignore_eos": True,
@@ -347,7 +386,8 @@ def main() -> None:
         "device": (detect_gpu().model_dump() if detect_gpu() else None),
         "profile": profile.name, "preset": preset.name, "fake": args.fake,
         "documents": len(pdfs), "pages_in_documents": pages,
-        "max_tokens": args.max_tokens, "in_flight": in_flight, "prefix_caching": args.prefix_caching,
+        "max_tokens": args.max_tokens, "in_flight": in_flight, "caches": args.caches,
+        "rounds": args.rounds,
         "max_num_seqs": profile.vllm.max_num_seqs, "render": render.model_dump(),
         "settings": settings,
     }
@@ -366,22 +406,26 @@ def main() -> None:
         warm = images[: min(4, len(images))]
         asyncio.run(raw_phase(endpoint, model, warm, prompt=preset.prompt, max_tokens=16,
                               in_flight=4, max_pixels=args.max_pixels, image_first=preset.image_first))
-        from folio import progress
-
         full = min(in_flight, profile.vllm.max_num_seqs or in_flight)
-        timeline = PageTimeline()
-        progress.add_listener(timeline)
-        with MetricsSampler(endpoint) as sampler:
-            sub = ingest.with_options(task_runner=ThreadPoolTaskRunner(
-                max_workers=THREADS_PER_DOCUMENT * args.documents))
-            cache0 = prefix_cache(endpoint.base_url)
+        sub = ingest.with_options(task_runner=ThreadPoolTaskRunner(
+            max_workers=THREADS_PER_DOCUMENT * args.documents))
+
+        def pipeline(sampler: MetricsSampler, n: int) -> dict[str, Any]:
+            from folio import progress
+
+            timeline = PageTimeline()
+            progress.add_listener(timeline)
+            caches = cache_counters(endpoint.base_url)
             t0 = time.monotonic()
-            report = sub(sources=[str(p) for p in pdfs], out=str(work / "out"), engine="vllm",
-                         route="ocr", reprocess=True, settings=settings)
+            try:
+                report = sub(sources=[str(p) for p in pdfs], out=str(work / f"out-{n}"), engine="vllm",
+                             route="ocr", reprocess=True, settings=settings)
+            finally:
+                progress.remove_listener(timeline)
             t1 = time.monotonic()
-            ocr_pages, prompt_tok, completion_tok = completion_tokens(work / "out")
+            ocr_pages, prompt_tok, completion_tok = completion_tokens(work / f"out-{n}")
             seconds = t1 - t0
-            out["pipeline"] = {
+            return {
                 "pages": report["totals"]["pages"], "pages_ocr": ocr_pages,
                 "pages_ok": report["totals"]["pages_ok"],
                 "pages_quarantined": report["totals"]["pages_quarantined"],
@@ -391,19 +435,38 @@ def main() -> None:
                 "completion_tokens_per_page": completion_tok // max(1, ocr_pages),
                 "queue": sampler.summary(t0, t1, full),
                 "timeline": timeline.summary(t0, t1),
-                "prefix_cache_hit_rate": hit_rate(cache0, prefix_cache(endpoint.base_url)),
+                "cache_hit_rates": hit_rates(caches, cache_counters(endpoint.base_url)),
             }
-            progress.remove_listener(timeline)
-            if not args.skip_raw:
-                cache2 = prefix_cache(endpoint.base_url)
-                t2 = time.monotonic()
-                out["raw"] = asyncio.run(raw_phase(
-                    endpoint, model, images, prompt=preset.prompt, max_tokens=args.max_tokens,
-                    in_flight=in_flight, max_pixels=args.max_pixels, image_first=preset.image_first))
-                out["raw"]["queue"] = sampler.summary(t2, time.monotonic(), full)
-                out["raw"]["prefix_cache_hit_rate"] = hit_rate(cache2, prefix_cache(endpoint.base_url))
+
+        def raw(sampler: MetricsSampler) -> dict[str, Any]:
+            caches = cache_counters(endpoint.base_url)
+            t2 = time.monotonic()
+            phase = asyncio.run(raw_phase(
+                endpoint, model, images, prompt=preset.prompt, max_tokens=args.max_tokens,
+                in_flight=in_flight, max_pixels=args.max_pixels, image_first=preset.image_first))
+            phase["queue"] = sampler.summary(t2, time.monotonic(), full)
+            phase["cache_hit_rates"] = hit_rates(caches, cache_counters(endpoint.base_url))
+            return phase
+
+        rounds: list[dict[str, Any]] = []
+        with MetricsSampler(endpoint) as sampler:
+            for n in range(args.rounds):
+                one: dict[str, Any] = {}
+                order = ("pipeline", "raw") if n % 2 == 0 else ("raw", "pipeline")
+                for phase in order:
+                    if phase == "pipeline":
+                        one["pipeline"] = pipeline(sampler, n)
+                    elif not args.skip_raw:
+                        one["raw"] = raw(sampler)
+                one["order"] = [p for p in order if p in one]
+                rounds.append(one)
+                Path(args.out + ".rounds").write_text(json.dumps(rounds, indent=1))  # if time runs out
             if args.kill_pages:
                 out["kill"] = kill_phase(endpoint, pdfs, args.kill_pages, work, settings)
+        out["rounds"] = rounds
+        out["pipeline"] = _median_phase([r["pipeline"] for r in rounds])
+        if not args.skip_raw:
+            out["raw"] = _median_phase([r["raw"] for r in rounds])
         out["restarts"] = getattr(endpoint, "restarts", 0)
         return out
 
@@ -415,6 +478,8 @@ def main() -> None:
     pipe, raw = result.get("pipeline"), result.get("raw")
     if pipe and raw:
         result["pipeline_over_raw"] = round(pipe["pages_per_s"] / raw["pages_per_s"], 3)
+        result["round_ratios"] = [round(r["pipeline"]["pages_per_s"] / r["raw"]["pages_per_s"], 3)
+                                  for r in result["rounds"] if "raw" in r]
         # the summary keys of the issue, on top
         result = {
             "gpu": (result.get("device") or {}).get("name", "fake" if args.fake else "unknown"),
@@ -424,7 +489,7 @@ def main() -> None:
             "ratio": result["pipeline_over_raw"], **result}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1, default=str) + "\n")
-    sys.stdout.write(json.dumps({k: result.get(k) for k in ("pipeline", "raw", "pipeline_over_raw")},
+    sys.stdout.write(json.dumps({k: result.get(k) for k in ("pipeline", "raw", "pipeline_over_raw", "round_ratios")},
                                 indent=1) + "\n")
 
 

@@ -86,7 +86,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _json(self, code: int, payload: Any) -> None:
+        self._leave()
         self._send(code, json.dumps(payload).encode())
+
+    def _leave(self) -> None:
+        """The request stops counting as in flight just before its last bytes go out: the
+        client may send its next request the moment it has them."""
+        if getattr(self, "_counted", False):
+            self._counted = False
+            with self.server.state.lock:
+                self.server.state.in_flight -= 1
 
     def do_GET(self) -> None:
         state, b = self.server.state, self.server.behaviour
@@ -126,6 +135,7 @@ class _Handler(BaseHTTPRequestHandler):
             number = state.requests
             state.in_flight += 1
             state.max_in_flight = max(state.max_in_flight, state.in_flight)
+            self._counted = True
             state.temperatures.append(float(body.get("temperature", 1.0)))
             state.images += sum(
                 1 for m in body.get("messages", []) for c in (m.get("content") or [])
@@ -135,8 +145,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self._complete(body, number, b)
         finally:
-            with state.lock:
-                state.in_flight -= 1
+            self._leave()
 
     def _complete(self, body: dict[str, Any], number: int, b: Behaviour) -> None:
         if b.die_on is not None and number >= b.die_on and not (
@@ -197,6 +206,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return  # connection closes without [DONE]
             event({**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
         event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+        self._leave()
         event({**base, "choices": [], "usage": usage})
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
