@@ -200,7 +200,7 @@ def serve(fd: int) -> None:
                 data, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 3)
                 if not data:
                     break  # the parent is gone
-                pid = _fork(data, fds, status_fds, [sock.fileno(), wake_r, wake_w], page_worker.run)
+                pid = _fork(data, fds, status_fds, [sock.fileno(), wake_r, wake_w, selector.fileno()], page_worker.run)
                 sock.send(pid.to_bytes(_PID_BYTES, "big", signed=True))
     for pid in status_fds:
         try:
