@@ -11,7 +11,8 @@ child, killed with its group), a few milliseconds to start.
 Protocol, over an ``AF_UNIX`` ``SOCK_SEQPACKET`` pair (one send is one message): the parent
 sends a header (op, cwd, environment) and the request with three file descriptors (the
 child's stdout, its stderr and the write end of a status pipe); the zygote forks, answers
-the child's pid, and when it reaps the child writes its exit code to the status pipe.
+the child's pid once the child is in a session of its own (so the parent can kill it by
+process group at once), and when it reaps the child writes its exit code to the status pipe.
 When the parent goes away (end of file on the socket) the zygote kills every child it
 started and exits; a child dies with the zygote (``PR_SET_PDEATHSIG``).
 
@@ -58,8 +59,11 @@ class ForkedChild:
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
-        if self.returncode is None and select.select([self._status], [], [], 0)[0]:
-            self._read_status()
+        if self.returncode is None:
+            poller = select.poll()  # not select.select: descriptors above 1023 are common here
+            poller.register(self._status, select.POLLIN)
+            if poller.poll(0):
+                self._read_status()
         return self.returncode
 
     def wait(self) -> int:
@@ -200,7 +204,8 @@ def serve(fd: int) -> None:
                 data, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 3)
                 if not data:
                     break  # the parent is gone
-                pid = _fork(data, fds, status_fds, [sock.fileno(), wake_r, wake_w, selector.fileno()], page_worker.run)
+                private = [sock.fileno(), wake_r, wake_w, selector.fileno()]
+                pid = _fork(data, fds, status_fds, private, page_worker.run)
                 sock.send(pid.to_bytes(_PID_BYTES, "big", signed=True))
     for pid in status_fds:
         try:
@@ -236,12 +241,18 @@ def _fork(data: bytes, fds: list[int], status_fds: dict[int, int], private: list
     out_w, err_fd, status_w = fds
     size = int.from_bytes(data[:4], "big")
     header, payload = json.loads(data[4:4 + size]), data[4 + size:]
+    ready_r, ready_w = os.pipe()
     try:
         pid = os.fork()
     except OSError:
         pid = -1
     if pid == 0:  # the child
-        _child(header, payload, out_w, err_fd, [*private, *status_fds.values(), status_w], run)
+        _child(header, payload, out_w, err_fd, ready_w,
+               [*private, *status_fds.values(), status_w, ready_r], run)
+    os.close(ready_w)
+    if pid > 0:
+        os.read(ready_r, 1)  # its own session first: the parent kills it by process group
+    os.close(ready_r)
     os.close(out_w)
     os.close(err_fd)
     if pid > 0:
@@ -251,12 +262,14 @@ def _fork(data: bytes, fds: list[int], status_fds: dict[int, int], private: list
     return 0
 
 
-def _child(header: dict[str, object], payload: bytes, out_w: int, err_fd: int,
+def _child(header: dict[str, object], payload: bytes, out_w: int, err_fd: int, ready_w: int,
            close: list[int], run: Callable[[str, bytes], int]) -> NoReturn:
     """In the forked child: become a page worker, never return."""
     code = 70
     try:
         os.setsid()
+        os.write(ready_w, b"1")
+        os.close(ready_w)
         _die_with_parent()
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
