@@ -17,7 +17,7 @@ running/waiting, cache hits) and NVML's GPU utilization throughout, and writes o
 with both throughputs (the median round of each), their ratio, the ratio of every round,
 the queue depth, the vLLM command and this command line. vLLM's prefix and multimodal
 processor caches are off by default: with them on, whichever phase runs second is served
-the first one's cached work on the same pages (measured: 98% processor-cache hits).
+the first one's cached work on the same pages (measured: nearly every image hit).
 
     # GPU box (after staging; see docs/gpu.md):
     python bench/gpu_pipeline.py --model /tmp/synthetic-vlm --load-format dummy \\
