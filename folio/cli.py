@@ -78,10 +78,27 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _settings(args: argparse.Namespace) -> dict[str, Any]:
-    settings: dict[str, Any] = {}
+def _secrets_to_environment(args: argparse.Namespace) -> None:
+    """Put the PDF password and a PostgreSQL DSN into this process's environment, where the
+    flow's settings read them (FOLIO_PASSWORD, FOLIO_PG_DSN), instead of into flow-run
+    parameters, which Prefect stores in its database and shows in the UI."""
+    from folio.stores import PG_DSN_ENV
+
     if args.password:
-        settings["password"] = args.password
+        os.environ["FOLIO_PASSWORD"] = args.password
+        args.password = None
+    if args.store_uri and _is_postgres_dsn(args.store_uri):
+        os.environ[PG_DSN_ENV] = args.store_uri
+        args.store_uri = None
+
+
+def _is_postgres_dsn(uri: str) -> bool:
+    scheme, sep, _ = uri.partition("://")
+    return scheme.lower() in ("postgresql", "postgres") if sep else "=" in uri
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    settings: dict[str, Any] = {}  # never secrets: see _secrets_to_environment
     if args.no_compress:
         settings["compress"] = False
     for key, value in [("store.kind", args.store), ("store.uri", args.store_uri),
@@ -149,6 +166,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from flows.ingest import ingest
     from folio.report import markdown_summary
 
+    _secrets_to_environment(args)
     settings = _settings(args)
     run = ingest
     if args.engine == "vllm":

@@ -4,6 +4,7 @@ Great Expectations, LanceDB and the packaged embedding model, with local and S3 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from folio.quality import word_recall
-from folio.samples import report_pages, write_text_pdf
+from folio.samples import report_pages, write_encrypted_pdf, write_text_pdf
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 
@@ -159,3 +160,47 @@ def test_cli_rejects_missing_source(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2 and "nope" in proc.stderr
     assert shutil.which("gs")
+
+
+def test_cli_keeps_the_pdf_password_out_of_prefect(tmp_path: Path) -> None:
+    """The password opens the PDF, yet appears nowhere in Prefect's database (flow-run
+    parameters are stored there and shown in the UI)."""
+    secret = "pw-7f3a9c-never-stored"
+    pdf = write_encrypted_pdf(tmp_path / "locked.pdf", secret)
+    home = tmp_path / "prefect-home"
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
+    env.pop("FOLIO_PASSWORD", None)
+    report = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "folio.cli", "ingest", str(pdf), "--out", str(tmp_path / "o"),
+         "--password", secret, "--store", "none", "--report", str(report), "--quiet"],
+        capture_output=True, text=True, timeout=600, env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(report.read_text())["documents"][0]["outcome"] == "ok"
+    stored = [p for p in home.rglob("*") if p.is_file()]
+    assert any(p.name.startswith("prefect.db") for p in stored)
+    assert not [p for p in stored if secret.encode() in p.read_bytes()]
+
+
+@pytest.mark.parametrize(("uri", "to_env"), [
+    ("postgresql://folio:s3cret@db:5432/rag", True),
+    ("host=db dbname=rag user=folio password=s3cret", True),
+    ("s3://bucket/vectors", False),
+    ("/srv/vectors", False),
+])
+def test_cli_sends_dsns_through_the_environment(
+    uri: str, to_env: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from folio import cli
+    from folio.stores import PG_DSN_ENV
+
+    monkeypatch.delenv(PG_DSN_ENV, raising=False)
+    monkeypatch.delenv("FOLIO_PASSWORD", raising=False)
+    args = cli._parser().parse_args(["ingest", "x.pdf", "--out", "o", "--store-uri", uri,
+                                     "--password", "pdf-pw"])
+    cli._secrets_to_environment(args)
+    settings = cli._settings(args)
+    assert os.environ["FOLIO_PASSWORD"] == "pdf-pw" and "password" not in settings
+    assert (os.environ.get(PG_DSN_ENV) == uri) is to_env
+    assert ("store.uri" in settings) is not to_env
