@@ -107,7 +107,7 @@ class Zygote:
 
     def spawn(self, op: str, payload: bytes, stderr_fd: int) -> ForkedChild:
         """Fork a page worker running ``op`` on ``payload`` (its stdin, in exec mode)."""
-        header = json.dumps({"op": op, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
+        header = json.dumps({"op": op, "cwd": os.getcwd(), "env": _environment()}).encode()
         message = len(header).to_bytes(4, "big") + header + payload
         out_r, out_w = os.pipe()
         status_r, status_w = os.pipe()
@@ -136,6 +136,15 @@ class Zygote:
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
+
+
+def _environment() -> dict[str, str]:
+    """A copy of os.environ; another thread changing it mid-copy makes the copy retry."""
+    while True:
+        try:
+            return dict(os.environ)
+        except RuntimeError:  # "dictionary changed size during iteration"
+            continue
 
 
 _zygote: Zygote | None = None
