@@ -1,5 +1,6 @@
 """One Prefect work pool per hardware profile, with base job templates made from the
-profiles, plus a global concurrency limit per pool that keeps one vLLM server per GPU.
+profiles, plus a global concurrency limit per pool that keeps one vLLM server per GPU, and
+``folio-control`` for the sweep, which only orchestrates (see :data:`CONTROL_POOL`).
 
     python -m deployments.work_pools                  # print what would be created
     python -m deployments.work_pools --write          # regenerate infra/work-pools/*.json
@@ -29,6 +30,9 @@ from typing import Any
 from folio.gpu.profiles import HardwareProfile, load_profiles
 
 TYPES = ("process", "kubernetes")
+#: the pool of flows that only orchestrate others (the sweep): a sweep waits for its batches,
+#: so on the batches' own pool it would hold the very slot they need (a deadlock at limit 1)
+CONTROL_POOL = "folio-control"
 OUT_DIR = Path(__file__).resolve().parent.parent / "infra" / "work-pools"
 
 
@@ -119,6 +123,13 @@ async def apply(pool_type: str, gpus: int) -> list[str]:
 
     done: list[str] = []
     async with get_client() as client:
+        try:
+            pool = await client.read_work_pool(CONTROL_POOL)
+            done.append(f"kept work pool {CONTROL_POOL} ({pool.type})")
+        except ObjectNotFound:
+            await client.create_work_pool(WorkPoolCreate(
+                name=CONTROL_POOL, type=pool_type, base_job_template=default_template(pool_type)))
+            done.append(f"created work pool {CONTROL_POOL} ({pool_type})")
         for profile in load_profiles().values():
             name, template = pool_name(profile), build_template(profile, pool_type)
             try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -37,9 +38,11 @@ def test_apply_creates_then_updates_pools_and_gpu_limits(prefect_api: None) -> N
 
     first = asyncio.run(wp.apply("process", gpus=2))
     assert "created work pool folio-h100-80gb (process)" in first
+    assert "created work pool folio-control (process)" in first
     assert "created concurrency limit gpu-folio-h100-80gb = 2" in first
     again = asyncio.run(wp.apply("process", gpus=4))
     assert "updated concurrency limit gpu-folio-h100-80gb = 4" in again
+    assert "kept work pool folio-control (process)" in again
 
     async def read() -> tuple[dict[str, str], int]:
         async with get_client() as client:
@@ -51,3 +54,20 @@ def test_apply_creates_then_updates_pools_and_gpu_limits(prefect_api: None) -> N
     assert env["FOLIO_OCR__PROFILE"] == "l4-24gb" and limit == 4
     with pytest.raises(SystemExit, match="exists with type process"):
         asyncio.run(wp.apply("kubernetes", gpus=1))
+
+
+def test_the_sweep_never_shares_a_pool_with_the_batches_it_waits_for() -> None:
+    import yaml
+
+    spec = yaml.safe_load((Path(__file__).resolve().parent.parent / "prefect.yaml").read_text())
+    flows = {"flows/ingest.py:ingest": "folio-ingest", "flows/ingest.py:ingest_document":
+             "folio-ingest-document", "flows/sweep.py:sweep": "folio-sweep",
+             "flows/reindex.py:reindex": "folio-reindex"}
+    pools = {f"{flows[d['entrypoint']]}/{d['name']}": d["work_pool"]["name"]
+             for d in spec["deployments"]}
+    sweeps = [d for d in spec["deployments"] if d["entrypoint"] == "flows/sweep.py:sweep"]
+    assert sweeps
+    for sweep in sweeps:
+        target = sweep["parameters"]["document_deployment"]
+        assert target in pools, f"{target} is not deployed by prefect.yaml"
+        assert sweep["work_pool"]["name"] == wp.CONTROL_POOL != pools[target]
