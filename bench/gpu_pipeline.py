@@ -462,7 +462,8 @@ def main() -> None:
                 rounds.append(one)
                 Path(args.out + ".rounds").write_text(json.dumps(rounds, indent=1))  # if time runs out
             if args.kill_pages:
-                out["kill"] = kill_phase(endpoint, pdfs, args.kill_pages, work, settings)
+                kill_pdfs, _ = select_pdfs(Path(args.pdfs), args.kill_pages)  # not just --min-pages
+                out["kill"] = kill_phase(endpoint, kill_pdfs, args.kill_pages, work, settings)
         out["rounds"] = rounds
         out["pipeline"] = _median_phase([r["pipeline"] for r in rounds])
         if not args.skip_raw:
