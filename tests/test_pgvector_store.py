@@ -1,5 +1,6 @@
-"""pgvector store on a real PostgreSQL (pgserver): the LanceDB store's behaviour, plus what
-a server adds: concurrent writers, dropped connections, secrets in DSNs, the real flow."""
+"""pgvector store on a real PostgreSQL (pgserver): what a server adds to the contract every
+store keeps (test_vector_store_contract.py): concurrent writers, dropped connections,
+secrets in DSNs, the real flow."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
 import psycopg
 import pytest
 from psycopg import sql
@@ -19,37 +19,13 @@ from psycopg.conninfo import make_conninfo
 
 from folio.config import S3Settings, StoreSettings
 from folio.errors import ConfigError, StorageError
-from folio.models import BBox, Chunk
 from folio.stores import open_store
 from folio.stores.base import VectorStore
 from folio.stores.lancedb_store import LanceDBStore
 from folio.stores.pgvector_store import PgVectorStore, redact_dsn
+from tests.store_data import DIM, chunks, vectors
 
-DIM = 8
 SECRET = "s3cret-pw/never+shown"
-
-
-def _chunks(doc_id: str, n: int, tag: str = "", id_tag: str = "") -> list[Chunk]:
-    return [
-        Chunk(
-            id=f"{doc_id}-{id_tag}{i:04d}",
-            doc_id=doc_id,
-            source=f"s3://b/{doc_id}.pdf",
-            index=i,
-            text=f"{tag}{doc_id} chunk {i}",
-            page_start=i,
-            page_end=i + 1,
-            headings=["Intro", f"Part {i}"],
-            boxes=[(i, BBox(x0=1, y0=2, x1=3, y1=4.5))],
-        )
-        for i in range(n)
-    ]
-
-
-def _vectors(n: int, seed: int, dim: int = DIM) -> npt.NDArray[np.float32]:
-    rng = np.random.default_rng(seed)
-    v = rng.normal(size=(n, dim)).astype(np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
 def _table_exists(dsn: str, table: str) -> bool:
@@ -76,51 +52,23 @@ def store(pg_dsn: str, table: str) -> Iterator[PgVectorStore]:
     s.close()
 
 
-def test_empty_store_reads_without_creating(store: PgVectorStore, pg_dsn: str) -> None:
-    assert store.count() == 0 and store.count("a") == 0
-    assert store.search(_vectors(1, 0)[0]) == []
+def test_an_empty_document_creates_no_table(store: PgVectorStore, pg_dsn: str) -> None:
     store.replace_document("a", [], np.zeros((0, DIM), np.float32))
     assert not _table_exists(pg_dsn, store.table)
     assert store.name.startswith("pgvector:") and store.table.startswith("t_")
 
 
-def test_reprocessing_replaces_never_duplicates(store: PgVectorStore) -> None:
-    store.replace_document("a", _chunks("a", 5), _vectors(5, 1))
-    store.replace_document("b", _chunks("b", 3), _vectors(3, 2))
-    assert (store.count(), store.count("a"), store.count("b")) == (8, 5, 3)
+def test_search_rows_match_lancedb(store: PgVectorStore, tmp_path: Path) -> None:
+    """The same keys, scores and citations as the LanceDB store for the same chunks."""
+    vs = vectors(6, 5)
+    doc_chunks = chunks("doc", 6)
+    store.replace_document("doc", doc_chunks, vs)
+    query = vs[4] + 0.05 * vectors(1, 6)[0]
+    best = store.search(query, k=3)[0]
+    assert (best["chunk_index"], best["kind"], best["id"]) == (4, "text", "doc-0004")
 
-    store.replace_document("a", _chunks("a", 5, "v2 "), _vectors(5, 3))
-    assert (store.count(), store.count("a")) == (8, 5)
-
-    store.replace_document("a", _chunks("a", 2, "v3 "), _vectors(2, 4))  # fewer: no stale rows
-    assert (store.count(), store.count("a"), store.count("b")) == (5, 2, 3)
-    texts = {hit["text"] for hit in store.search(_vectors(1, 9)[0], k=10)}
-    assert texts == {"v3 a chunk 0", "v3 a chunk 1", "b chunk 0", "b chunk 1", "b chunk 2"}
-
-    store.replace_document("a", [], np.zeros((0, DIM), np.float32))
-    assert (store.count(), store.count("a")) == (3, 0)
-
-
-def test_search_ranks_the_right_chunk_first_with_citations(
-    store: PgVectorStore, tmp_path: Path
-) -> None:
-    vectors = _vectors(6, 5)
-    chunks = _chunks("doc", 6)
-    store.replace_document("doc", chunks, vectors)
-    query = vectors[4] + 0.05 * _vectors(1, 6)[0]
-    hits = store.search(query, k=3)
-    assert len(hits) == 3
-    best = hits[0]
-    assert best["text"] == "doc chunk 4" and best["score"] > 0.9
-    assert hits[0]["score"] >= hits[1]["score"] >= hits[2]["score"]
-    assert best["doc_id"] == "doc" and best["source"] == "s3://b/doc.pdf"
-    assert (best["page_start"], best["page_end"], best["chunk_index"]) == (4, 5, 4)
-    assert best["kind"] == "text" and best["id"] == "doc-0004"
-    assert list(best["headings"]) == ["Intro", "Part 4"]
-    assert json.loads(best["boxes"]) == [[4, [1, 2, 3, 4.5]]]
-
-    lance = LanceDBStore(str(tmp_path / "v"), dim=DIM)  # same keys and scores as LanceDB
-    lance.replace_document("doc", chunks, vectors)
+    lance = LanceDBStore(str(tmp_path / "v"), dim=DIM)
+    lance.replace_document("doc", doc_chunks, vs)
     lance_best = lance.search(query, k=3)[0]
     assert set(best) == set(lance_best)
     assert best["score"] == pytest.approx(lance_best["score"], abs=1e-5)
@@ -128,26 +76,15 @@ def test_search_ranks_the_right_chunk_first_with_citations(
 
 
 def test_search_beyond_hnsw_ef_search_returns_k_rows(store: PgVectorStore) -> None:
-    store.replace_document("big", _chunks("big", 120), _vectors(120, 11))
-    assert len(store.search(_vectors(1, 12)[0], k=100)) == 100
+    store.replace_document("big", chunks("big", 120), vectors(120, 11))
+    assert len(store.search(vectors(1, 12)[0], k=100)) == 100
 
 
-def test_quotes_in_doc_id_are_plain_data(store: PgVectorStore) -> None:
-    doc = "it's'); DROP TABLE chunks; --"
-    store.replace_document(doc, _chunks(doc, 2), _vectors(2, 7))
-    store.replace_document(doc, _chunks(doc, 1), _vectors(1, 8))
-    assert store.count(doc) == 1 and store.count() == 1
-
-
-def test_mismatched_or_non_finite_input_is_refused(store: PgVectorStore) -> None:
-    with pytest.raises(ValueError, match="shape"):
-        store.replace_document("a", _chunks("a", 2), _vectors(3, 0))
-    with pytest.raises(ValueError, match="other documents"):
-        store.replace_document("a", _chunks("b", 2), _vectors(2, 0))
-    bad = _vectors(2, 0)
+def test_non_finite_vectors_and_wrong_query_sizes_are_refused(store: PgVectorStore) -> None:
+    bad = vectors(2, 0)
     bad[1, 3] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        store.replace_document("a", _chunks("a", 2), bad)
+        store.replace_document("a", chunks("a", 2), bad)
     assert store.count() == 0
     with pytest.raises(ValueError, match="query vector has 384 values"):
         store.search(np.ones(384, np.float32))
@@ -155,13 +92,13 @@ def test_mismatched_or_non_finite_input_is_refused(store: PgVectorStore) -> None
 
 def test_dimension_change_is_a_config_error(pg_dsn: str, table: str) -> None:
     PgVectorStore(pg_dsn, dim=DIM, table=table).replace_document(
-        "a", _chunks("a", 1), _vectors(1, 0)
+        "a", chunks("a", 1), vectors(1, 0)
     )
     with pytest.raises(ConfigError, match="8-dim"):
         PgVectorStore(pg_dsn, dim=384, table=table).count()
     with pytest.raises(ConfigError, match="8-dim"):
         PgVectorStore(pg_dsn, dim=384, table=table).replace_document(
-            "a", _chunks("a", 1), _vectors(1, 0, dim=384)
+            "a", chunks("a", 1), vectors(1, 0, dim=384)
         )
 
 
@@ -185,7 +122,7 @@ def test_connection_errors_are_transient_and_never_show_the_password(dsn: str) -
     assert SECRET not in repr(store) and SECRET not in store.name
     assert "password" not in store.name and "127.0.0.1" in store.name
     with pytest.raises(StorageError) as info:
-        store.replace_document("a", _chunks("a", 1), _vectors(1, 0))
+        store.replace_document("a", chunks("a", 1), vectors(1, 0))
     shown = "".join(traceback.format_exception(info.value))
     assert "connect" in str(info.value) and "127.0.0.1" in str(info.value)
     for form in (SECRET, SECRET.replace("/", "%2F")):
@@ -209,7 +146,7 @@ def test_malformed_or_missing_dsn_is_a_config_error(monkeypatch: pytest.MonkeyPa
 
 
 def test_a_dropped_connection_is_replaced(store: PgVectorStore, pg_dsn: str) -> None:
-    store.replace_document("a", _chunks("a", 2), _vectors(2, 1))
+    store.replace_document("a", chunks("a", 2), vectors(2, 1))
     with psycopg.connect(pg_dsn, autocommit=True) as admin:  # as a server restart would
         admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                       " WHERE application_name = 'folio' AND pid <> pg_backend_pid()")
@@ -244,13 +181,13 @@ def test_concurrent_replaces_of_one_document_leave_one_copy(
     stores = [PgVectorStore(pg_dsn, dim=DIM, table=table) for _ in range(2)]
     if shared:
         stores = [stores[0], stores[0]]
-    stores[0].replace_document("seed", _chunks("seed", 1), _vectors(1, 0))  # creates the table
-    versions = [(_chunks("doc", 40, "A ", "a"), _vectors(40, 1)),
-                (_chunks("doc", 25, "B ", "b"), _vectors(25, 2))]
+    stores[0].replace_document("seed", chunks("seed", 1), vectors(1, 0))  # creates the table
+    versions = [(chunks("doc", 40, "A ", "a"), vectors(40, 1)),
+                (chunks("doc", 25, "B ", "b"), vectors(25, 2))]
     for _ in range(10):
         _race(lambda i: stores[i].replace_document("doc", *versions[i]))
         count = stores[0].count("doc")
-        texts = {h["text"][:2] for h in stores[0].search(_vectors(1, 3)[0], k=100)} - {"se"}
+        texts = {h["text"][:2] for h in stores[0].search(vectors(1, 3)[0], k=100)} - {"se"}
         assert (count, texts) in ((40, {"A "}), (25, {"B "})), (count, texts)
     for s in stores:
         s.close()
@@ -258,7 +195,7 @@ def test_concurrent_replaces_of_one_document_leave_one_copy(
 
 def test_two_writers_may_create_the_table_at_once(pg_dsn: str, table: str) -> None:
     stores = [PgVectorStore(pg_dsn, dim=DIM, table=table) for _ in range(2)]
-    _race(lambda i: stores[i].replace_document(f"d{i}", _chunks(f"d{i}", 3), _vectors(3, i)))
+    _race(lambda i: stores[i].replace_document(f"d{i}", chunks(f"d{i}", 3), vectors(3, i)))
     assert (stores[0].count(), stores[1].count("d0")) == (6, 3)
     for s in stores:
         s.close()
@@ -272,7 +209,7 @@ def test_missing_rights_are_a_config_error(pg_dsn: str, table: str) -> None:
         dsn = make_conninfo(pg_dsn, user=role)
         with pytest.raises(ConfigError, match="allowed to use the table"):
             PgVectorStore(dsn, dim=DIM, table=table).replace_document(
-                "a", _chunks("a", 1), _vectors(1, 0)
+                "a", chunks("a", 1), vectors(1, 0)
             )
     finally:
         with psycopg.connect(pg_dsn, autocommit=True) as admin:
