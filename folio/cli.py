@@ -92,9 +92,17 @@ def _secrets_to_environment(args: argparse.Namespace) -> None:
         args.store_uri = None
 
 
+#: libpq keywords a ``key=value`` DSN starts with (a folder may contain "=" too)
+_LIBPQ_KEYWORDS = {"host", "hostaddr", "port", "dbname", "user", "password", "passfile",
+                   "service", "sslmode", "connect_timeout", "application_name", "options"}
+
+
 def _is_postgres_dsn(uri: str) -> bool:
     scheme, sep, _ = uri.partition("://")
-    return scheme.lower() in ("postgresql", "postgres") if sep else "=" in uri
+    if sep:
+        return scheme.lower() in ("postgresql", "postgres")
+    first = uri.split(None, 1)[0] if uri.strip() else ""
+    return first.partition("=")[0] in _LIBPQ_KEYWORDS and "=" in first
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:

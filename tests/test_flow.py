@@ -188,6 +188,7 @@ def test_cli_keeps_the_pdf_password_out_of_prefect(tmp_path: Path) -> None:
     ("host=db dbname=rag user=folio password=s3cret", True),
     ("s3://bucket/vectors", False),
     ("/srv/vectors", False),
+    ("/srv/run=1/vectors", False),
 ])
 def test_cli_sends_dsns_through_the_environment(
     uri: str, to_env: bool, monkeypatch: pytest.MonkeyPatch
