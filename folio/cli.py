@@ -78,18 +78,16 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _secrets_to_environment(args: argparse.Namespace) -> None:
-    """Put the PDF password and a PostgreSQL DSN into this process's environment, where the
-    flow's settings read them (FOLIO_PASSWORD, FOLIO_PG_DSN), instead of into flow-run
-    parameters, which Prefect stores in its database and shows in the UI."""
+def _secret_environment(args: argparse.Namespace) -> dict[str, str]:
+    """The PDF password and a PostgreSQL DSN as the environment variables the flow's
+    settings read (FOLIO_PASSWORD, FOLIO_PG_DSN): never flow-run parameters, which Prefect
+    stores in its database and shows in the UI."""
     from folio.stores import PG_DSN_ENV
 
-    if args.password:
-        os.environ["FOLIO_PASSWORD"] = args.password
-        args.password = None
+    env = {"FOLIO_PASSWORD": args.password} if args.password else {}
     if args.store_uri and _is_postgres_dsn(args.store_uri):
-        os.environ[PG_DSN_ENV] = args.store_uri
-        args.store_uri = None
+        env[PG_DSN_ENV] = args.store_uri
+    return env
 
 
 #: libpq keywords a ``key=value`` DSN starts with (a folder may contain "=" too)
@@ -106,10 +104,12 @@ def _is_postgres_dsn(uri: str) -> bool:
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
-    settings: dict[str, Any] = {}  # never secrets: see _secrets_to_environment
+    """Flow parameters from the options; never secrets (see _secret_environment)."""
+    settings: dict[str, Any] = {}
     if args.no_compress:
         settings["compress"] = False
-    for key, value in [("store.kind", args.store), ("store.uri", args.store_uri),
+    store_uri = None if args.store_uri and _is_postgres_dsn(args.store_uri) else args.store_uri
+    for key, value in [("store.kind", args.store), ("store.uri", store_uri),
                        ("ocr.endpoint", args.endpoint), ("ocr.model", args.model),
                        ("ocr.profile", args.profile), ("ocr.preset", args.preset),
                        ("s3.endpoint_url", args.s3_endpoint_url),
@@ -174,7 +174,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from flows.ingest import ingest
     from folio.report import markdown_summary
 
-    _secrets_to_environment(args)
+    os.environ.update(_secret_environment(args))
     settings = _settings(args)
     run = ingest
     if args.engine == "vllm":

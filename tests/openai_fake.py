@@ -74,6 +74,7 @@ class _State:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
+    _counted = False  # the current request counts as in flight
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
@@ -92,7 +93,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _leave(self) -> None:
         """The request stops counting as in flight just before its last bytes go out: the
         client may send its next request the moment it has them."""
-        if getattr(self, "_counted", False):
+        if self._counted:
             self._counted = False
             with self.server.state.lock:
                 self.server.state.in_flight -= 1

@@ -190,18 +190,14 @@ def test_cli_keeps_the_pdf_password_out_of_prefect(tmp_path: Path) -> None:
     ("/srv/vectors", False),
     ("/srv/run=1/vectors", False),
 ])
-def test_cli_sends_dsns_through_the_environment(
-    uri: str, to_env: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_cli_sends_dsns_through_the_environment(uri: str, to_env: bool) -> None:
     from folio import cli
     from folio.stores import PG_DSN_ENV
 
-    monkeypatch.delenv(PG_DSN_ENV, raising=False)
-    monkeypatch.delenv("FOLIO_PASSWORD", raising=False)
     args = cli._parser().parse_args(["ingest", "x.pdf", "--out", "o", "--store-uri", uri,
                                      "--password", "pdf-pw"])
-    cli._secrets_to_environment(args)
+    env = cli._secret_environment(args)
     settings = cli._settings(args)
-    assert os.environ["FOLIO_PASSWORD"] == "pdf-pw" and "password" not in settings
-    assert (os.environ.get(PG_DSN_ENV) == uri) is to_env
+    assert env["FOLIO_PASSWORD"] == "pdf-pw" and "password" not in settings
+    assert (env.get(PG_DSN_ENV) == uri) is to_env
     assert ("store.uri" in settings) is not to_env

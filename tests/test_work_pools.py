@@ -56,14 +56,16 @@ def test_apply_creates_then_updates_pools_and_gpu_limits(prefect_api: None) -> N
         asyncio.run(wp.apply("kubernetes", gpus=1))
 
 
-def test_the_sweep_never_shares_a_pool_with_the_batches_it_waits_for() -> None:
+def test_the_sweep_never_shares_a_pool_with_the_batches_it_waits_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import yaml
+    from prefect.flows import load_flow_from_entrypoint
 
-    spec = yaml.safe_load((Path(__file__).resolve().parent.parent / "prefect.yaml").read_text())
-    flows = {"flows/ingest.py:ingest": "folio-ingest", "flows/ingest.py:ingest_document":
-             "folio-ingest-document", "flows/sweep.py:sweep": "folio-sweep",
-             "flows/reindex.py:reindex": "folio-reindex"}
-    pools = {f"{flows[d['entrypoint']]}/{d['name']}": d["work_pool"]["name"]
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.chdir(root)  # entrypoints are relative to the project root
+    spec = yaml.safe_load((root / "prefect.yaml").read_text())
+    pools = {f"{load_flow_from_entrypoint(d['entrypoint']).name}/{d['name']}": d["work_pool"]["name"]
              for d in spec["deployments"]}
     sweeps = [d for d in spec["deployments"] if d["entrypoint"] == "flows/sweep.py:sweep"]
     assert sweeps

@@ -154,7 +154,8 @@ _guard = threading.Lock()
 
 def spawn(op: str, payload: bytes, stderr_fd: int) -> ForkedChild | None:
     """A forked page worker, or None when the caller should start an interpreter instead
-    (``FOLIO_WORKER_START=exec``, not Linux, or the zygote failed twice)."""
+    (``FOLIO_WORKER_START=exec``, not Linux, the zygote could not be started, or it failed
+    this request: the next request starts a new one)."""
     global _zygote, _broken
     if os.environ.get(MODE_ENV, "fork") == "exec" or sys.platform != "linux" or _broken:
         return None
@@ -258,17 +259,16 @@ def _fork(data: bytes, fds: list[int], status_fds: dict[int, int], private: list
     if pid == 0:  # the child
         _child(header, payload, out_w, err_fd, ready_w,
                [*private, *status_fds.values(), status_w, ready_r], run)
-    os.close(ready_w)
-    if pid > 0:
-        os.read(ready_r, 1)  # its own session first: the parent kills it by process group
+    for fd in (ready_w, out_w, err_fd):
+        os.close(fd)
+    if pid < 0:
+        os.close(ready_r)
+        os.close(status_w)
+        return 0
+    os.read(ready_r, 1)  # its own session first: the parent kills it by process group
     os.close(ready_r)
-    os.close(out_w)
-    os.close(err_fd)
-    if pid > 0:
-        status_fds[pid] = status_w
-        return pid
-    os.close(status_w)
-    return 0
+    status_fds[pid] = status_w
+    return pid
 
 
 def _child(header: dict[str, object], payload: bytes, out_w: int, err_fd: int, ready_w: int,
