@@ -27,10 +27,13 @@ from pathlib import Path
 
 import pytest
 
+from deployments.work_pools import CONTROL_POOL
+
 __all__ = ["PrefectStack", "prefect_stack"]
 
 REPO = Path(__file__).resolve().parent.parent
 POOL = "folio-cpu"
+SWEEP_DEPLOYMENT = "folio-sweep/sweep-example"
 DOCUMENT_DEPLOYMENT = "folio-ingest-document/document"
 _STARTUP_S = 120.0
 
@@ -124,9 +127,10 @@ def start_prefect_stack(home: Path, deployments: tuple[str, ...] = ("document",)
                 stderr=subprocess.STDOUT, start_new_session=True)
         stack.processes.append(server)
         _wait_healthy(stack, server)
-        pool = stack.run(sys.executable, "-m", "prefect", "work-pool", "create", POOL,
-                         "--type", "process")
-        assert pool.returncode == 0, pool.stdout + pool.stderr
+        for name in (POOL, CONTROL_POOL):
+            pool = stack.run(sys.executable, "-m", "prefect", "work-pool", "create", name,
+                             "--type", "process")
+            assert pool.returncode == 0, pool.stdout + pool.stderr
         for name in deployments:
             deploy = stack.run(sys.executable, "-m", "prefect", "--no-prompt", "deploy",
                                "--name", name)
@@ -147,7 +151,8 @@ def prefect_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectS
 
     if not shutil.which("gs"):
         pytest.skip("ghostscript absent: the document flow cannot run")
-    stack = start_prefect_stack(tmp_path_factory.mktemp("prefect-home"))
+    stack = start_prefect_stack(tmp_path_factory.mktemp("prefect-home"),
+                                deployments=("document", "sweep-example"))
     try:
         with temporary_settings({PREFECT_API_URL: stack.api_url}):
             yield stack

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from deployments import work_pools as wp
+from tests.prefect_stack import SWEEP_DEPLOYMENT, PrefectStack
 
 
 def test_committed_templates_match_the_profiles() -> None:
@@ -73,3 +74,11 @@ def test_the_sweep_never_shares_a_pool_with_the_batches_it_waits_for(
         target = sweep["parameters"]["document_deployment"]
         assert target in pools, f"{target} is not deployed by prefect.yaml"
         assert sweep["work_pool"]["name"] == wp.CONTROL_POOL != pools[target]
+
+
+def test_prefect_deploy_puts_the_sweep_on_the_control_pool(prefect_stack: PrefectStack) -> None:
+    import httpx
+
+    resp = httpx.get(f"{prefect_stack.api_url}/deployments/name/{SWEEP_DEPLOYMENT}", timeout=30)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["work_pool_name"] == wp.CONTROL_POOL
