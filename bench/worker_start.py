@@ -26,9 +26,10 @@ MODES = ("fork", "exec")
 
 
 def probe_ms(pdf: Path, mode: str, n: int) -> list[float]:
+    from folio.pdf import zygote
     from folio.pdf.page_worker import probe
 
-    os.environ["FOLIO_WORKER_START"] = mode
+    os.environ[zygote.MODE_ENV] = mode
     probe(pdf, None, 60, 1024)  # the zygote (fork mode) starts outside the timing
     times = []
     for _ in range(n):
@@ -45,6 +46,7 @@ def main() -> None:
     ap.add_argument("--probes", type=int, default=10, help="probes per mode per round")
     args = ap.parse_args()
     from folio import samples
+    from folio.pdf import zygote
 
     env = dict(os.environ, PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_LOGGING_LEVEL="WARNING")
     with tempfile.TemporaryDirectory(prefix="folio-start-") as tmp:
@@ -65,7 +67,7 @@ def main() -> None:
                 out = Path(tmp) / f"out-{mode}-{r}"
                 cmd = [sys.executable, "-m", "folio.cli", "ingest", str(folder), "--out", str(out),
                        "--route", "text-layer", "--store", "none", "--quiet"]
-                result = run_with_peak_rss(cmd, env={**env, "FOLIO_WORKER_START": mode})
+                result = run_with_peak_rss(cmd, env={**env, zygote.MODE_ENV: mode})
                 if result["returncode"] != 0:
                     raise SystemExit(f"ingest ({mode}) failed:\n{result['output_tail']}")
                 ingest[mode].append({"seconds": round(result["seconds"], 2),

@@ -24,7 +24,7 @@ from folio.errors import (
     TimeoutExpired,
 )
 from folio.models import PagePrep
-from folio.pdf import page_worker
+from folio.pdf import page_worker, zygote
 from folio.pdf.page_worker import WorkerJob, prepare_pages, probe
 
 SMALL = RenderSettings(longest_side_px=300, min_dpi=20, min_text_px=4)
@@ -49,7 +49,7 @@ def pdfs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(params=["fork", "exec"])
 def worker_start(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Children forked by the zygote (the default) and started as new interpreters."""
-    monkeypatch.setenv("FOLIO_WORKER_START", request.param)
+    monkeypatch.setenv(zygote.MODE_ENV, request.param)
     return str(request.param)
 
 
