@@ -1,6 +1,7 @@
 """A real self-hosted Prefect stack for tests: ``prefect server start`` (own PREFECT_HOME,
-free port, UI included), the document deployment from ``prefect.yaml`` deployed with the
-CLI, and a process worker on the ``folio-cpu`` pool running flows from this checkout.
+free port, UI included), the pools ``folio-cpu`` and ``folio-control``, the document and
+sweep deployments from ``prefect.yaml`` deployed with the CLI, and a process worker on
+``folio-cpu`` running flows from this checkout.
 
 Why subprocesses and not ``prefect_test_harness``: the proofs are about what a person and a
 RAG job see on a server (UI, deployments, triggers, workers), which the in-process harness
@@ -29,7 +30,7 @@ import pytest
 
 from deployments.work_pools import CONTROL_POOL
 
-__all__ = ["PrefectStack", "prefect_stack"]
+__all__ = ["PrefectStack", "prefect_stack", "prefect_stack_server"]
 
 REPO = Path(__file__).resolve().parent.parent
 POOL = "folio-cpu"
@@ -144,17 +145,23 @@ def start_prefect_stack(home: Path, deployments: tuple[str, ...] = ("document",)
 
 
 @pytest.fixture(scope="session")
-def prefect_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectStack]:
-    """One server + deployment + worker for the session; the test process's Prefect
-    client points at it while it lives."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
+def prefect_stack_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectStack]:
+    """One server + deployments + worker for the session."""
     if not shutil.which("gs"):
         pytest.skip("ghostscript absent: the document flow cannot run")
     stack = start_prefect_stack(tmp_path_factory.mktemp("prefect-home"),
                                 deployments=("document", "sweep-example"))
     try:
-        with temporary_settings({PREFECT_API_URL: stack.api_url}):
-            yield stack
+        yield stack
     finally:
         stack.stop()
+
+
+@pytest.fixture()
+def prefect_stack(prefect_stack_server: PrefectStack) -> Iterator[PrefectStack]:
+    """The session's stack; the test process's Prefect client points at it for this test
+    only, so tests on ``prefect_api``'s temporary server never talk to it by accident."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: prefect_stack_server.api_url}):
+        yield prefect_stack_server
