@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -159,6 +159,13 @@ class PipelineConfig(BaseSettings):
     password: SecretStr | None = Field(None, description="password for encrypted PDFs")
     reprocess: bool = Field(False, description="ignore earlier results and OCR again")
     work_dir: Path = Field(Path(".folio/work"), description="scratch space for renders")
+
+    @field_validator("work_dir")
+    @classmethod
+    def _absolute_work_dir(cls, value: Path) -> Path:
+        """Absolute from the start: child processes (Ghostscript, page workers) run with
+        other working directories, where a relative path names another folder."""
+        return value.expanduser().absolute()
 
     def config_hash(self) -> str:
         """Hash of the settings that change outputs (not timeouts, paths or secrets)."""

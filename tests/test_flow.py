@@ -45,7 +45,7 @@ def test_every_sample_ends_in_a_typed_outcome(first_run: dict[str, Any]) -> None
     enc = docs["encrypted.pdf"]
     assert enc["outcome"] == "quarantined" and enc["reason"].startswith("encrypted")
     bad = docs["truncated.pdf"]
-    assert bad["outcome"] == "quarantined" or bad["repaired"], bad
+    assert bad["outcome"] == "ok" and bad["repaired"], bad
 
 
 def test_scanned_page_is_ocrd_and_born_digital_page_is_not(first_run: dict[str, Any]) -> None:
@@ -151,6 +151,28 @@ def test_cli_ingest_writes_report(tmp_path: Path) -> None:
                 "pages_quarantined", "engine", "seconds"):
         assert key in doc
     assert data["totals"]["documents"] == 1 and "ok" in proc.stdout
+
+
+def test_cli_defaults_repair_from_another_folder(tmp_path: Path) -> None:
+    """With no settings at all (the relative default work dir), run from a folder that is
+    not the repo: Ghostscript repairs the truncated PDF and the document ends ok."""
+    from folio.samples import write_malformed_pdf
+
+    (tmp_path / "in").mkdir()
+    pdf = write_malformed_pdf(tmp_path / "in" / "truncated.pdf",
+                              write_text_pdf(tmp_path / "src.pdf", report_pages(seed=4, n=2)))
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FOLIO_")}
+    report = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "folio.cli", "ingest", str(pdf.parent), "--out", "out",
+         "--report", str(report), "--quiet"],
+        capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    doc = json.loads(report.read_text())["documents"][0]
+    assert doc["outcome"] == "ok" and doc["repaired"], doc
+    assert (cwd / "out").is_dir() and (cwd / ".folio" / "work").is_dir()
 
 
 def test_cli_rejects_missing_source(tmp_path: Path) -> None:

@@ -132,6 +132,18 @@ def test_odd_paths_are_not_options_or_templates(tmp_path: Path, pdfs: dict[str, 
     assert _pages(dst) == 2
 
 
+def test_relative_paths_work_from_any_directory(
+    tmp_path: Path, pdfs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gs runs inside its own temp dir: a relative output path (the default work dir is
+    relative) must still land where the caller meant, not inside that temp dir."""
+    monkeypatch.chdir(tmp_path)
+    fixed = ghostscript.repair(pdfs["malformed"], Path("work/sub/fixed.pdf"), timeout_s=60)
+    assert _pages(tmp_path / "work" / "sub" / "fixed.pdf") >= 1
+    assert fixed.resolve() == (tmp_path / "work" / "sub" / "fixed.pdf").resolve()
+    assert _no_temp_dirs_left(tmp_path / "work" / "sub")
+
+
 def test_timeout_kills_the_process_group(
     tmp_path: Path, pdfs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -113,7 +113,12 @@ def _downsample_args(kind: str, method: str, dpi: str) -> list[str]:
 def _run_pdfwrite(
     src: Path, dst: Path, options: list[str], *, timeout_s: float, password: str | None
 ) -> None:
-    """Run gs into a private temp dir beside ``dst``; move the output in when it is valid."""
+    """Run gs into a private temp dir beside ``dst``; move the output in when it is valid.
+
+    gs runs with that temp dir as its working directory, so every path it is given is
+    made absolute first (a relative one would be looked up inside the temp dir).
+    """
+    dst = dst.absolute()
     dst.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".folio-gs-", dir=dst.parent) as tmp:
         out = Path(tmp) / "out.pdf"
