@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from folio.config import S3Settings, StoreSettings
 from folio.errors import ConfigError
 from folio.stores import NullStore, default_vector_uri, open_store
-from folio.stores.base import VectorStore
+from folio.stores.base import DocumentVectors, VectorStore
 from folio.stores.lancedb_store import LanceDBStore, lance_storage_options
 from tests.store_data import DIM, chunks, vectors
 
@@ -22,12 +23,46 @@ def test_dimension_change_is_a_config_error(tmp_path: Path) -> None:
         LanceDBStore(str(tmp_path / "v"), dim=384).count()
 
 
+def test_a_batch_of_documents_is_one_table_version(tmp_path: Path) -> None:
+    """The point of batching: N documents add one version (one commit), not N."""
+    import lancedb
+
+    store = LanceDBStore(str(tmp_path / "v"), dim=DIM)
+    store.replace_document("seed", chunks("seed", 1), vectors(1, 0))  # creates the table
+    table = lancedb.connect(str(tmp_path / "v")).open_table("chunks")
+
+    def version() -> int:
+        table.checkout_latest()
+        return int(table.version)
+
+    batch = [DocumentVectors(f"d{i}", chunks(f"d{i}", 3), vectors(3, i)) for i in range(6)]
+    before = version()
+    store.replace_documents(batch)
+    assert version() == before + 1 and store.count() == 19
+
+    # rewriting some, emptying one and adding one is still a single commit
+    before = version()
+    store.replace_documents(
+        [
+            DocumentVectors("d0", chunks("d0", 1, "v2 "), vectors(1, 7)),
+            DocumentVectors("d1", [], np.zeros((0, DIM), np.float32)),
+            DocumentVectors("d9", chunks("d9", 2), vectors(2, 8)),
+        ]
+    )
+    assert version() == before + 1
+    assert (store.count("d0"), store.count("d1"), store.count("d9"), store.count()) == (1, 0, 2, 16)
+    before = version()
+    store.replace_documents([DocumentVectors("d2", [], np.zeros((0, DIM), np.float32))])
+    assert version() == before + 1 and store.count() == 13
+
+
 def test_open_store_kinds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     none = open_store(StoreSettings(kind="none"), default_uri="x", s3=S3Settings(), dim=DIM)
     assert (
         isinstance(none, NullStore) and none.count() == 0 and none.search(vectors(1, 0)[0]) == []
     )
     none.replace_document("a", chunks("a", 1), vectors(1, 0))
+    none.replace_documents([DocumentVectors("a", chunks("a", 1), vectors(1, 0))])
     assert none.count("a") == 0
     monkeypatch.delenv("FOLIO_PG_DSN", raising=False)
     with pytest.raises(ConfigError, match="needs a PostgreSQL DSN"):

@@ -20,7 +20,7 @@ from psycopg.conninfo import make_conninfo
 from folio.config import S3Settings, StoreSettings
 from folio.errors import ConfigError, StorageError
 from folio.stores import open_store
-from folio.stores.base import VectorStore
+from folio.stores.base import DocumentVectors, VectorStore
 from folio.stores.lancedb_store import LanceDBStore
 from folio.stores.pgvector_store import PgVectorStore, redact_dsn
 from tests.store_data import DIM, chunks, vectors
@@ -189,6 +189,25 @@ def test_concurrent_replaces_of_one_document_leave_one_copy(
         count = stores[0].count("doc")
         texts = {h["text"][:2] for h in stores[0].search(vectors(1, 3)[0], k=100)} - {"se"}
         assert (count, texts) in ((40, {"A "}), (25, {"B "})), (count, texts)
+    for s in stores:
+        s.close()
+
+
+def test_batches_sharing_documents_in_opposite_order_do_not_deadlock(
+    pg_dsn: str, table: str
+) -> None:
+    """Each batch locks its documents in key order, whatever order it lists them in."""
+    stores = [PgVectorStore(pg_dsn, dim=DIM, table=table) for _ in range(2)]
+    stores[0].replace_document("seed", chunks("seed", 1), vectors(1, 0))  # creates the table
+    names = [f"doc{i}" for i in range(12)]
+    batches = [
+        [DocumentVectors(d, chunks(d, 4, "A "), vectors(4, 1)) for d in names],
+        [DocumentVectors(d, chunks(d, 2, "B "), vectors(2, 2)) for d in reversed(names)],
+    ]
+    for _ in range(5):
+        _race(lambda i: stores[i].replace_documents(batches[i]))
+        counts = {stores[0].count(d) for d in names}
+        assert counts in ({4}, {2}), counts  # one batch won whole, never a mix
     for s in stores:
         s.close()
 

@@ -13,7 +13,7 @@ import pytest
 
 from folio.config import S3Settings, StoreSettings
 from folio.stores import default_vector_uri, open_store
-from folio.stores.base import VectorStore
+from folio.stores.base import DocumentVectors, VectorStore
 from tests.s3_server import S3Server
 from tests.store_data import DIM, chunks, vectors
 
@@ -88,3 +88,71 @@ def test_mismatched_input_is_refused(store: VectorStore) -> None:
     with pytest.raises(ValueError, match="other documents"):
         store.replace_document("a", chunks("b", 2), vectors(2, 0))
     assert store.count() == 0
+
+
+def _doc(doc_id: str, n: int, seed: int, tag: str = "") -> DocumentVectors:
+    return DocumentVectors(doc_id, chunks(doc_id, n, tag), vectors(n, seed))
+
+
+def _texts(store: VectorStore) -> set[str]:
+    return {hit["text"] for hit in store.search(vectors(1, 99)[0], k=50)}
+
+
+def test_a_batch_replaces_each_listed_document_and_no_other(store: VectorStore) -> None:
+    store.replace_documents([_doc("a", 5, 1), _doc("b", 3, 2), _doc("c", 4, 3)])
+    assert [store.count(d) for d in ("a", "b", "c")] == [5, 3, 4] and store.count() == 12
+
+    # a shrinks, b empties, c is left out; d is new and e was never stored
+    empty = np.zeros((0, DIM), np.float32)
+    store.replace_documents(
+        [
+            _doc("a", 2, 4, "v2 "),
+            DocumentVectors("b", [], empty),
+            _doc("d", 1, 5),
+            DocumentVectors("e", [], empty),
+        ]
+    )
+    assert [store.count(d) for d in ("a", "b", "c", "d", "e")] == [2, 0, 4, 1, 0]
+    assert store.count() == 7
+    assert _texts(store) == {
+        "v2 a chunk 0", "v2 a chunk 1", "c chunk 0", "c chunk 1", "c chunk 2", "c chunk 3",
+        "d chunk 0",
+    }  # fmt: skip
+
+    store.replace_documents([])  # nothing to do
+    store.replace_documents([DocumentVectors("a", [], empty), DocumentVectors("c", [], empty)])
+    assert (store.count(), store.count("d")) == (1, 1)
+
+
+def test_a_batch_of_only_empty_documents_on_an_empty_store(store: VectorStore) -> None:
+    store.replace_documents([DocumentVectors("a", [], np.zeros((0, DIM), np.float32))])
+    assert store.count() == 0 and store.search(vectors(1, 0)[0]) == []
+
+
+def test_a_document_twice_in_one_batch_writes_nothing(store: VectorStore) -> None:
+    store.replace_documents([_doc("a", 2, 1)])
+    with pytest.raises(ValueError, match="twice"):
+        store.replace_documents([_doc("b", 3, 2), _doc("a", 1, 3, "v2 "), _doc("a", 4, 4)])
+    assert (store.count(), store.count("b")) == (2, 0)
+    assert _texts(store) == {"a chunk 0", "a chunk 1"}
+
+
+def test_a_chunk_id_in_two_documents_of_a_batch_is_refused(store: VectorStore) -> None:
+    theirs = [c.model_copy(update={"doc_id": "b"}) for c in chunks("a", 2)]  # a's ids
+    with pytest.raises(ValueError, match="chunk ids of another document"):
+        store.replace_documents([_doc("a", 2, 1), DocumentVectors("b", theirs, vectors(2, 2))])
+    assert store.count() == 0
+
+
+def test_a_mismatched_entry_refuses_the_whole_batch_before_writing(store: VectorStore) -> None:
+    store.replace_documents([_doc("a", 2, 1)])
+    with pytest.raises(ValueError, match="shape"):
+        store.replace_documents(
+            [_doc("a", 1, 2, "v2 "), DocumentVectors("b", chunks("b", 2), vectors(3, 3))]
+        )
+    with pytest.raises(ValueError, match="other documents"):
+        store.replace_documents(
+            [_doc("a", 1, 2, "v2 "), DocumentVectors("b", chunks("c", 2), vectors(2, 3))]
+        )
+    assert (store.count(), store.count("b"), store.count("c")) == (2, 0, 0)
+    assert _texts(store) == {"a chunk 0", "a chunk 1"}

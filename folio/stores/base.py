@@ -3,10 +3,17 @@
 ``replace_document`` rather than ``add``: reprocessing a document (new OCR engine, a
 retry after quarantine) must leave exactly its new chunks, never duplicates or stale
 rows. Chunk ids are deterministic, so a store can upsert by id and drop the rest.
+
+``replace_documents`` does the same for a batch in one commit: every write has a fixed
+cost (a LanceDB commit adds a fragment and a manifest version that later reads and
+compaction pay for; a PostgreSQL transaction pays a round trip and a WAL flush), so a
+pipeline that batches documents writes far fewer, larger commits.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -14,7 +21,27 @@ import numpy.typing as npt
 
 from folio.models import Chunk
 
-__all__ = ["NullStore", "VectorStore", "check_vectors"]
+__all__ = [
+    "DocumentVectors",
+    "NullStore",
+    "VectorStore",
+    "batch_label",
+    "check_batch",
+    "check_vectors",
+]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class DocumentVectors:
+    """One document's complete new content: its chunks and their vectors, row for row.
+
+    ``eq=False``: comparing numpy arrays field-wise has no single truth value, so
+    equality is identity.
+    """
+
+    doc_id: str
+    chunks: list[Chunk]
+    vectors: npt.NDArray[np.float32]
 
 
 @runtime_checkable
@@ -32,7 +59,20 @@ class VectorStore(Protocol):
     def replace_document(
         self, doc_id: str, chunks: list[Chunk], vectors: npt.NDArray[np.float32]
     ) -> None:
-        """Afterwards the store holds exactly ``chunks`` for ``doc_id``."""
+        """Afterwards the store holds exactly ``chunks`` for ``doc_id``; the same as
+        ``replace_documents([DocumentVectors(doc_id, chunks, vectors)])``."""
+        ...
+
+    def replace_documents(self, batch: Sequence[DocumentVectors]) -> None:
+        """Afterwards the store holds exactly each listed document's chunks (none for an
+        empty list); documents not in ``batch`` are untouched. One commit or transaction
+        where the store allows it, so readers see all of the batch or none of it.
+
+        Raises:
+            ValueError: an entry fails :func:`check_vectors`, a doc_id is listed twice
+                or a chunk id appears in two documents; nothing is written.
+            StorageError: the store could not be reached or the write failed.
+        """
         ...
 
     def search(self, vector: npt.NDArray[np.float32], k: int = 5) -> list[dict[str, Any]]:
@@ -63,6 +103,38 @@ def check_vectors(
         raise ValueError(f"{doc_id}: duplicate chunk ids")
 
 
+def check_batch(batch: Sequence[DocumentVectors], dim: int) -> None:
+    """:func:`check_vectors` on every entry, and refuse a document listed twice (which of
+    its two contents should win?) or a chunk id shared by two documents (an upsert by id
+    would keep only one row), all before a store writes anything.
+
+    Raises:
+        ValueError: as :func:`check_vectors`, or a repeated doc_id or chunk id.
+    """
+    seen_docs: set[str] = set()
+    seen_ids: set[str] = set()
+    for entry in batch:
+        if entry.doc_id in seen_docs:
+            raise ValueError(f"{entry.doc_id}: listed twice in one batch")
+        seen_docs.add(entry.doc_id)
+        check_vectors(entry.doc_id, entry.chunks, entry.vectors, dim)
+        ids = {c.id for c in entry.chunks}
+        shared = sorted(ids & seen_ids)[:3]
+        if shared:
+            raise ValueError(f"{entry.doc_id}: chunk ids of another document {shared}")
+        seen_ids |= ids
+
+
+def batch_label(batch: Sequence[DocumentVectors], limit: int = 3) -> str:
+    """The batch's doc ids for an error message: ``a`` for one, ``3 documents (a, b, c)``,
+    ``12 documents (a, b, c, ...)``."""
+    ids = [entry.doc_id for entry in batch]
+    if len(ids) == 1:
+        return ids[0]
+    shown = ", ".join(ids[:limit]) + (", ..." if len(ids) > limit else "")
+    return f"{len(ids)} documents ({shown})"
+
+
 class NullStore:
     """``store.kind = "none"``: outputs only, no vectors (keeps nothing, counts 0)."""
 
@@ -72,6 +144,9 @@ class NullStore:
     def replace_document(
         self, doc_id: str, chunks: list[Chunk], vectors: npt.NDArray[np.float32]
     ) -> None:
+        self.replace_documents([DocumentVectors(doc_id, chunks, vectors)])
+
+    def replace_documents(self, batch: Sequence[DocumentVectors]) -> None:
         return None
 
     def search(self, vector: npt.NDArray[np.float32], k: int = 5) -> list[dict[str, Any]]:

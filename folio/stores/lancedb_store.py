@@ -1,9 +1,11 @@
 """LanceDB: an embedded vector store in a local folder or on S3, no server to run.
 
-One table; each document is replaced in a single ``merge_insert`` commit (upsert on the
-deterministic chunk id, delete the document's rows that are not in the new set), so a
-reader never sees a half-replaced document and concurrent writers of different
-documents retry on conflict instead of losing rows.
+One table; a batch of documents is replaced in a single ``merge_insert`` commit (upsert on
+the deterministic chunk id, delete the batch's documents' rows that are not in the new
+set), so a reader never sees a half-replaced document and concurrent writers of
+different documents retry on conflict instead of losing rows. One commit per batch
+rather than per document: each commit adds a data fragment and a table version, and a
+table of many small fragments is slow to write, read and compact.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -21,7 +24,7 @@ import pyarrow as pa
 from folio.config import S3Settings
 from folio.errors import ConfigError, StorageError
 from folio.models import Chunk
-from folio.stores.base import check_vectors
+from folio.stores.base import DocumentVectors, batch_label, check_batch
 
 __all__ = ["LanceDBStore", "chunk_schema", "lance_storage_options"]
 
@@ -233,8 +236,24 @@ class LanceDBStore:
         self, doc_id: str, chunks: list[Chunk], vectors: npt.NDArray[np.float32]
     ) -> None:
         """Upsert ``chunks`` by id and drop the document's other rows, in one commit."""
-        check_vectors(doc_id, chunks, vectors, self.dim)
-        where = f"doc_id = {_sql_string(doc_id)}"
+        self.replace_documents([DocumentVectors(doc_id, chunks, vectors)])
+
+    def replace_documents(self, batch: Sequence[DocumentVectors]) -> None:
+        """Upsert every entry's chunks by id and drop the listed documents' other rows, in
+        one commit (one new table version) for the whole batch.
+
+        Raises:
+            ValueError: mismatched input (see :func:`~folio.stores.base.check_batch`);
+                nothing is written.
+            ConfigError: the table holds vectors of another dimension.
+            StorageError: the location is unreachable or the write failed.
+        """
+        check_batch(batch, self.dim)
+        if not batch:
+            return
+        ids = ", ".join(_sql_string(entry.doc_id) for entry in batch)
+        where = f"doc_id IN ({ids})"
+        chunks = [c for entry in batch for c in entry.chunks]
         table = self._open(create=bool(chunks))
         if table is None:
             return  # nothing stored yet and nothing to store
@@ -242,6 +261,7 @@ class LanceDBStore:
             if not chunks:
                 table.delete(where)
                 return
+            vectors = np.concatenate([entry.vectors for entry in batch], axis=0)
             (
                 table.merge_insert("id")
                 .when_matched_update_all()
@@ -251,7 +271,7 @@ class LanceDBStore:
             )
         except Exception as exc:
             raise StorageError(
-                f"lancedb write {doc_id} to {self.uri}: {self._describe(exc)}"
+                f"lancedb write {batch_label(batch)} to {self.uri}: {self._describe(exc)}"
             ) from None
 
     def search(self, vector: npt.NDArray[np.float32], k: int = 5) -> list[dict[str, Any]]:

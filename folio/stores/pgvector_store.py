@@ -1,11 +1,12 @@
 """PostgreSQL + pgvector: the server-grade store, for many writers on many machines.
 
-Same contract as :class:`~folio.stores.lancedb_store.LanceDBStore`: each document is
-replaced in one transaction (upsert on the deterministic chunk id, delete the document's
-rows that are not in the new set), so readers never see a half-replaced document. A
-transaction-scoped advisory lock on (table, doc_id) serialises two writers of the same
-document; without it, each writer's delete could miss the other's uncommitted new ids
-and both sets would survive.
+Same contract as :class:`~folio.stores.lancedb_store.LanceDBStore`: a batch of documents
+is replaced in one transaction (upsert on the deterministic chunk id, delete the batch's
+documents' rows that are not in the new set), so readers never see a half-replaced
+document. A transaction-scoped advisory lock on (table, doc_id) per document serialises
+two writers of the same document; without it, each writer's delete could miss the
+other's uncommitted new ids and both sets would survive. A batch takes its locks in
+ascending key order, so two batches sharing documents wait instead of deadlocking.
 
 The DSN usually holds a password: it is kept private, and every name, repr and error
 message is built from a redacted copy or scrubbed of it.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import quote, quote_plus
 
@@ -30,7 +31,7 @@ from psycopg.types.json import Jsonb
 
 from folio.errors import ConfigError, StorageError
 from folio.models import Chunk
-from folio.stores.base import check_vectors
+from folio.stores.base import DocumentVectors, batch_label, check_batch
 
 __all__ = ["PgVectorStore", "redact_dsn"]
 
@@ -109,6 +110,7 @@ class PgVectorStore:
     Example:
         >>> store = PgVectorStore("postgresql://folio@db/rag", dim=384)  # doctest: +SKIP
         >>> store.replace_document(doc_id, chunks, vectors)  # doctest: +SKIP
+        >>> store.replace_documents([DocumentVectors(doc_id, chunks, vectors)])  # doctest: +SKIP
     """
 
     def __init__(
@@ -289,22 +291,37 @@ class PgVectorStore:
     def replace_document(
         self, doc_id: str, chunks: list[Chunk], vectors: npt.NDArray[np.float32]
     ) -> None:
-        """Upsert ``chunks`` by id and drop the document's other rows, in one transaction.
+        """Upsert ``chunks`` by id and drop the document's other rows, in one transaction
+        (see :meth:`replace_documents`)."""
+        self.replace_documents([DocumentVectors(doc_id, chunks, vectors)])
+
+    def replace_documents(self, batch: Sequence[DocumentVectors]) -> None:
+        """Upsert every entry's chunks by id and drop the listed documents' other rows, in
+        one transaction for the whole batch.
 
         Raises:
-            ValueError: mismatched input, or vectors that are not finite (pgvector refuses
-                NaN and infinity).
+            ValueError: mismatched input (see :func:`~folio.stores.base.check_batch`), or
+                vectors that are not finite (pgvector refuses NaN and infinity); nothing
+                is written.
             ConfigError: the table holds vectors of another dimension.
             StorageError: the server is unreachable or the write failed (retry later).
         """
-        check_vectors(doc_id, chunks, vectors, self.dim)
-        if not np.isfinite(vectors).all():
-            raise ValueError(f"{doc_id}: vectors hold NaN or infinity")
+        check_batch(batch, self.dim)
+        for entry in batch:
+            if not np.isfinite(entry.vectors).all():
+                raise ValueError(f"{entry.doc_id}: vectors hold NaN or infinity")
+        if not batch:
+            return
         t = sql.Identifier(self._table_name)
-        lock = sql.SQL("SELECT pg_advisory_xact_lock(hashtext({name}), hashtext(%s))").format(
-            name=sql.Literal(self._table_name)
-        )
-        delete = sql.SQL("DELETE FROM {t} WHERE doc_id = %s AND NOT (id = ANY(%s))").format(t=t)
+        # every document's lock in one statement, in the order of the lock keys themselves
+        # (not of the doc ids, which two hash collisions could invert): batches sharing
+        # documents then wait for each other instead of deadlocking
+        lock = sql.SQL(
+            "SELECT pg_advisory_xact_lock(hashtext({name}), k) FROM"
+            " (SELECT DISTINCT hashtext(d) AS k FROM unnest(%s::text[]) AS d ORDER BY k) AS keys"
+        ).format(name=sql.Literal(self._table_name))
+        stale = "DELETE FROM {t} WHERE doc_id = ANY(%s) AND NOT (id = ANY(%s))"
+        delete = sql.SQL(stale).format(t=t)
         upsert = sql.SQL(
             "INSERT INTO {t} ({cols}) VALUES ({vals}) ON CONFLICT (id) DO UPDATE SET {sets}"
         ).format(
@@ -318,22 +335,27 @@ class PgVectorStore:
                 for c in _UPSERT_COLUMNS[1:]
             ),
         )
+        doc_ids = [entry.doc_id for entry in batch]
+        new_ids = [c.id for entry in batch for c in entry.chunks]
         rows = [
             (
                 c.id, c.doc_id, c.source, c.index, c.kind, c.text, c.page_start, c.page_end,
                 Jsonb(c.headings), Jsonb(_boxes(c)), _vector_text(v),
             )
-            for c, v in zip(chunks, np.asarray(vectors, dtype=np.float32), strict=True)
+            for entry in batch
+            for c, v in zip(
+                entry.chunks, np.asarray(entry.vectors, dtype=np.float32), strict=True
+            )
         ]  # fmt: skip
 
         def work(conn: psycopg.Connection[Any]) -> None:
             with conn.transaction(), conn.cursor() as cur:
-                cur.execute(lock, (doc_id,))
-                cur.execute(delete, (doc_id, [c.id for c in chunks]))
+                cur.execute(lock, (doc_ids,))
+                cur.execute(delete, (doc_ids, new_ids))
                 if rows:
                     cur.executemany(upsert, rows)
 
-        self._run(f"write {doc_id}", work, create=bool(chunks))
+        self._run(f"write {batch_label(batch)}", work, create=bool(rows))
 
     def search(self, vector: npt.NDArray[np.float32], k: int = 5) -> list[dict[str, Any]]:
         """Nearest chunks by cosine similarity, best first (``score`` = 1 - distance), with
