@@ -1,42 +1,56 @@
-"""The ingestion flows: a batch of sources, or one document (for UI runs and triggers)."""
+"""The ingestion flows: a batch of sources, or one document (for UI runs and triggers).
+
+Both run the same path: sources are discovered, then :class:`folio.pipeline.PageScheduler`
+feeds the OCR engine from the pages of every admitted document while finished documents
+are validated and loaded beside it, in this flow's task runner. Prefect stays at the
+edges: a task per document for preparing it and one for finishing it (validation,
+outputs, vectors), a progress artifact per document, never a task per page.
+"""
 
 from __future__ import annotations
 
+import contextvars
 import json
+import os
 import time
-from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
-from prefect import flow, get_run_logger
+from prefect import flow, get_run_logger, task
 from prefect.artifacts import (
     create_link_artifact,
     create_markdown_artifact,
     create_table_artifact,
 )
+from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows.options import EngineName, RouteMode, build_config
+from folio.io.sources import SourceRef
 from folio.models import DocumentResult
-from folio.pipeline import Services
+from folio.pipeline import PageScheduler, PreparedDocument, Services
 from folio.report import build_report, markdown_summary
+from folio.run_config import IngestRequest, resolve_config
 from folio.validation import preload as preload_validation
+from folio.vocabulary import EngineName, RouteMode
 from tasks.discover import discover_sources
 from tasks.load import load
-from tasks.ocr import ocr_pages
 from tasks.prepare import prepare_document
+from tasks.progress import PageProgress
 from tasks.validate import data_docs_dir, data_docs_index, validate_pages
 
-#: each document holds up to four threads (one per stage; later stages wait on earlier ones);
-#: documents in flight are bounded by ``limits.document_concurrency``, not by the pool
-THREADS_PER_DOCUMENT = 4
+T = TypeVar("T")
+
+#: threads that validate and load finished documents beside the OCR (the scheduler has
+#: its own threads for preparing, rendering and OCR)
+FINISH_THREADS = max(4, os.cpu_count() or 4)
 
 
 @flow(
     name="folio-ingest",
     description="Ingest PDFs from local paths or s3:// prefixes into outputs and a vector store.",
-    task_runner=cast(Any, ThreadPoolTaskRunner()),
+    task_runner=cast(Any, ThreadPoolTaskRunner(max_workers=FINISH_THREADS)),
 )
 def ingest(
     sources: list[str],
@@ -58,32 +72,13 @@ def ingest(
         report: also write the JSON run report to this local path.
         settings: overrides of any PipelineConfig field, as dotted keys ("render.max_dpi").
     """
-    started = time.monotonic()
-    config = build_config(engine=engine, route=route, reprocess=reprocess, settings=settings)
-    if config.validation.enabled:
-        preload_validation()
-    services = Services(config, out)
-    try:
-        refs = discover_sources(sources, config.s3)
-        get_run_logger().info("%d PDF(s) to ingest into %s", len(refs), out)
-        window: deque[PrefectFuture[DocumentResult]] = deque()
-        docs: list[DocumentResult] = []
-        for ref in refs:  # stage futures chain per document; documents overlap
-            if len(window) >= config.limits.document_concurrency:
-                docs.append(window.popleft().result())  # bounded documents in flight
-            # Prefect resolves futures passed as arguments; its stubs don't say so (Any)
-            prep: Any = prepare_document.submit(ref, services)
-            ocr: Any = ocr_pages.submit(prep, services)
-            checked: Any = validate_pages.submit(ocr, services)
-            window.append(load.submit(checked, services))
-        docs += [f.result() for f in window]
-    finally:
-        services.close()
-    return finish_run(docs, started=started, out=out, report=report,
-                      data_docs=data_docs_dir(services))
+    request = IngestRequest(sources=sources, out=out, engine=engine, route=route,
+                            reprocess=reprocess, settings=settings or {})
+    return run_request(request, report=report)
 
 
-@flow(name="folio-ingest-document", description="Ingest one PDF (UI runs and triggers).")
+@flow(name="folio-ingest-document", description="Ingest one PDF (UI runs and triggers).",
+      task_runner=cast(Any, ThreadPoolTaskRunner(max_workers=FINISH_THREADS)))
 def ingest_document(
     source: str,
     out: str = "folio-out",
@@ -103,35 +98,111 @@ def ingest_document(
         reprocess: OCR again even when the document is already done with this configuration.
         settings: overrides of any PipelineConfig field, as dotted keys ("render.max_dpi").
     """
+    request = IngestRequest(sources=[source], out=out, engine=engine, route=route,
+                            reprocess=reprocess, settings=settings or {})
+    return run_request(request, report=None)
+
+
+def run_request(request: IngestRequest, *, report: str | None) -> dict[str, Any]:
+    """The body both flows share: resolve the settings, discover, schedule, finish."""
     started = time.monotonic()
-    config = build_config(engine=engine, route=route, reprocess=reprocess, settings=settings)
-    services = Services(config, out)
+    config = resolve_config(engine=request.engine, route=request.route,
+                            reprocess=request.reprocess, settings=request.settings)
+    if config.validation.enabled:
+        preload_validation()
+    services = Services(config, request.out)
     try:
-        refs = discover_sources([source], config.s3)
-        docs = [load(validate_pages(ocr_pages(prepare_document(r, services), services), services),
-                     services) for r in refs]
+        refs = discover_sources(request.sources, config.s3)
+        get_run_logger().info("%d PDF(s) to ingest into %s", len(refs), request.out)
+        docs, scheduler = ingest_documents(refs, services)
     finally:
         services.close()
-    return finish_run(docs, started=started, out=out, report=None,
-                      data_docs=data_docs_dir(services))
+    summary = finish_run(docs, started=started, out=request.out, report=None,
+                         data_docs=data_docs_dir(services), config=config.public_dump())
+    summary["timing"] = run_timing(started, scheduler)
+    if report:
+        write_report(summary, report)
+    return summary
+
+
+def run_timing(started: float, scheduler: PageScheduler) -> dict[str, float | None]:
+    """When pages first and last ended, and how long the run went on after its last page
+    (validation and loading beside the OCR keep that short), in seconds from the start."""
+    now = time.monotonic()
+
+    def since(at: float | None) -> float | None:
+        return None if at is None else round(at - started, 3)
+
+    last = scheduler.last_page_at
+    return {"first_page_s": since(scheduler.first_page_at), "last_page_s": since(last),
+            "after_last_page_s": None if last is None else round(now - last, 3),
+            "seconds": round(now - started, 3)}
+
+
+def ingest_documents(refs: list[SourceRef], services: Services
+                     ) -> tuple[list[DocumentResult], PageScheduler]:
+    """Pages of all documents through one scheduler; each finished document validated
+    and loaded by a task in this flow's runner while the OCR goes on."""
+    progress_bars: dict[str, PageProgress] = {}
+
+    def prepare(ref: SourceRef) -> PreparedDocument | DocumentResult:
+        prep = prepare_document(ref, services)
+        if isinstance(prep, PreparedDocument):
+            bar = PageProgress(prep.result.source, prep.result.page_count)
+            progress_bars[prep.result.source] = bar.__enter__()
+        return prep
+
+    scheduler = PageScheduler(services, prepare=_in_this_context(prepare))
+    finishing: list[PrefectFuture[DocumentResult]] = []
+    for doc in scheduler.run(refs):
+        bar = progress_bars.pop(doc.source, None)
+        if bar is not None:
+            bar.__exit__(None, None, None)
+        finishing.append(finish_document.submit(doc, services))
+    return [future.result() for future in finishing], scheduler
+
+
+@task(name="finish-document", cache_policy=NO_CACHE, task_run_name="finish {doc.source}")
+def finish_document(doc: DocumentResult, services: Services) -> DocumentResult:
+    """Validation, then outputs, vectors (batched with other documents) and the done
+    marker: two tasks in one thread, so a waiting load never holds a thread its own
+    validation needs."""
+    return load(validate_pages(doc, services), services)
+
+
+def _in_this_context(fn: Callable[[SourceRef], T]) -> Callable[[SourceRef], T]:
+    """``fn`` run in a copy of the caller's context (the flow run's), from any thread:
+    the scheduler's threads call task functions, which need the flow run to attach to."""
+    base = contextvars.copy_context()
+
+    def call(ref: SourceRef) -> T:
+        return base.copy().run(fn, ref)
+
+    return call
 
 
 def finish_run(
     docs: list[DocumentResult], *, started: float, out: str, report: str | None,
-    data_docs: Path | None = None,
+    data_docs: Path | None = None, config: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Check the accounting, publish the artifacts a person reads, write the report."""
     for doc in docs:
         if doc.page_count and doc.pages:
             doc.check_accounting()
     summary = build_report(docs, seconds=time.monotonic() - started, out=out)
+    if config is not None:
+        summary["config"] = config
     index = data_docs_index(data_docs) if data_docs else None
     publish_artifacts(docs, summary, data_docs=index if index and index.is_file() else None)
     if report:
-        path = Path(report)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(summary, indent=2))
+        write_report(summary, report)
     return summary
+
+
+def write_report(summary: dict[str, Any], report: str) -> None:
+    path = Path(report)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=2))
 
 
 def publish_artifacts(docs: list[DocumentResult], summary: dict[str, Any],

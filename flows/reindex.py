@@ -8,7 +8,7 @@ from typing import Any
 from prefect import flow
 
 from flows.ingest import ingest
-from flows.options import EngineName, RouteMode
+from folio.vocabulary import EngineName, RouteMode
 
 
 @flow(name="folio-reindex",

@@ -39,7 +39,6 @@ from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel
 
-from flows.options import EngineName, RouteMode, build_config
 from folio.claims import (
     ClaimKeeper,
     ClaimLedger,
@@ -51,6 +50,8 @@ from folio.claims import (
 )
 from folio.config import S3Settings
 from folio.io.s3 import ObjectRef
+from folio.run_config import resolve_config
+from folio.vocabulary import EngineName, RouteMode
 from tasks.sweep import crash_run, find_batch_run, is_zombie, read_run, run_report, send_batch
 
 log = logging.getLogger(__name__)
@@ -325,7 +326,7 @@ def sweep(
         poll_s: how often run states and waited-for claims are checked.
     """
     started = time.monotonic()
-    config = build_config(engine=engine, route=route, reprocess=False, settings=settings)
+    config = resolve_config(engine=engine, route=route, reprocess=False, settings=settings)
     ledger = ClaimLedger.for_output(out, config.s3, config.config_hash())
     opts = SweepOptions(
         prefix=prefix, out=out, batch_size=max(1, batch_size), max_in_flight=max(1, max_in_flight),

@@ -12,8 +12,7 @@ from contextlib import contextmanager
 from typing import Any, cast
 
 from folio import progress
-
-ENGINES = ["tesseract", "text-layer", "vllm", "openai"]
+from folio.vocabulary import ENGINES, ROUTE_MODES
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,7 +24,7 @@ def _parser() -> argparse.ArgumentParser:
     ing.add_argument("--out", required=True, help="output folder or s3://bucket/prefix")
     ing.add_argument("--report", help="write the JSON run report to this file")
     ing.add_argument("--engine", choices=ENGINES, default="tesseract")
-    ing.add_argument("--route", choices=["auto", "ocr", "text-layer"], default="auto",
+    ing.add_argument("--route", choices=ROUTE_MODES, default="auto",
                      help="auto: trust good text layers and OCR the rest (default)")
     ing.add_argument("--reprocess", action="store_true", help="OCR again even if already done")
     ing.add_argument("--password", help="password for encrypted PDFs (or FOLIO_PASSWORD)")
@@ -62,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("source", help="a PDF, folder or s3://bucket/prefix the worker can read")
     tr.add_argument("--out", default="folio-out", help="output folder or s3://bucket/prefix")
     tr.add_argument("--engine", choices=ENGINES, default="tesseract")
-    tr.add_argument("--route", choices=["auto", "ocr", "text-layer"], default="auto")
+    tr.add_argument("--route", choices=ROUTE_MODES, default="auto")
     tr.add_argument("--reprocess", action="store_true", help="OCR again even if already done")
     tr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="any setting, e.g. --set render.max_dpi=200 (value parsed as JSON)")
@@ -192,19 +191,15 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def _with_vllm_runner(args: argparse.Namespace, settings: dict[str, Any]) -> Any:
-    """The ingest flow on a VLLMTaskRunner that owns (or attaches to) the vLLM server, with
-    the hardware profile's pixel budget and request concurrency copied into the settings."""
+    """The ingest flow on a VLLMTaskRunner that starts (or shares, or attaches to) the
+    vLLM server. The flow resolves its settings itself, the same way as here and as a
+    deployment on a GPU pool does (folio.run_config), so nothing is copied over."""
     from flows.ingest import ingest
-    from flows.options import build_config
-    from tasks.vllm_runner import VLLMTaskRunner, apply_profile
+    from folio.run_config import resolve_config
+    from tasks.vllm_runner import VLLMTaskRunner
 
-    config = apply_profile(build_config(engine="vllm", route=args.route, reprocess=args.reprocess,
-                                        settings=settings))
-    settings["ocr.in_flight"] = config.ocr.in_flight
-    settings["render"] = config.render.model_dump()
-    # enough documents in flight to keep the GPU's batch full when documents are short
-    settings.setdefault("limits.document_concurrency", max(4, config.ocr.in_flight // 8))
-    settings.setdefault("limits.render_workers", max(2, (os.cpu_count() or 2) // 2))
+    config = resolve_config(engine="vllm", route=args.route, reprocess=args.reprocess,
+                            settings=settings)
     return ingest.with_options(task_runner=cast(Any, VLLMTaskRunner.from_config(config)))
 
 

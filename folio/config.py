@@ -11,10 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from folio.vocabulary import EngineName, RouteMode
 
 
 class RenderSettings(BaseModel):
@@ -36,7 +38,7 @@ class RenderSettings(BaseModel):
 class RouteSettings(BaseModel):
     """Which pages may skip OCR because their own text layer is trustworthy."""
 
-    mode: Literal["auto", "ocr", "text-layer"] = Field(
+    mode: RouteMode = Field(
         "auto",
         description="auto: trust good text layers, OCR the rest; ocr: OCR every page; "
         "text-layer: never OCR (pages without a usable layer are quarantined)",
@@ -45,7 +47,7 @@ class RouteSettings(BaseModel):
 
 
 class OcrSettings(BaseModel):
-    engine: Literal["tesseract", "rapidocr", "vllm", "openai", "text-layer"] = "tesseract"
+    engine: EngineName = "tesseract"
     languages: str = Field("eng", description="tesseract language packs, e.g. eng+deu")
     fallback: list[str] = Field(
         default_factory=lambda: ["text-layer"],
@@ -72,6 +74,30 @@ class OcrSettings(BaseModel):
         description="benchmarks only: generate exactly max_tokens (vLLM ignore_eos) and accept "
         "the length-limited output",
     )
+
+
+class ServerSettings(BaseModel):
+    """How a GPU worker runs its vLLM server (``--engine vllm``). Operational only: none
+    of it changes what a page turns into, so none of it enters the config hash."""
+
+    shared: bool = Field(
+        True, description="the server outlives the flow run: later runs on this host attach "
+        "to it (start-up costs minutes); it stops after idle_timeout_s without runs or when "
+        "the worker stops")
+    idle_timeout_s: float = Field(600.0, gt=0, description="stop a shared server unused this long")
+    startup_timeout_s: float = Field(900.0, gt=0)
+    max_restarts: int = Field(2, ge=0, description="restarts of a server that dies")
+    state_dir: str | None = Field(
+        None, description="where shared servers keep their state and locks (a local "
+        "folder; default $FOLIO_SERVER_STATE_DIR or /tmp/folio-servers-<uid>)")
+    command: list[str] | None = Field(
+        None, description="run this instead of vllm serve ({host} and {port} filled in)")
+    executable: list[str] | None = Field(
+        None, description="how to call vLLM's CLI (default: vllm, else python -m ...)")
+    load_format: str | None = Field(None, description="dummy: random weights (benchmarks)")
+    max_model_len: int | None = None
+    extra_args: list[str] = Field(default_factory=list, description="more vllm serve options")
+    log_dir: str | None = None
 
 
 class ValidationSettings(BaseModel):
@@ -107,12 +133,18 @@ class EmbeddingSettings(BaseModel):
     batch_size: int = 32
     max_tokens: int = 256
     threads: int = Field(default=1, ge=1, description="onnxruntime intra-op threads per embedder")
+    parallel_batches: int = Field(
+        0, ge=0, description="batches embedded at once, across documents (0: one per core); a "
+        "long document's chunks spread over the cores instead of one")
 
 
 class StoreSettings(BaseModel):
     kind: Literal["lancedb", "pgvector", "none"] = "lancedb"
     uri: str | None = Field(None, description="LanceDB folder/s3 URI or PostgreSQL DSN")
     table: str = "chunks"
+    batch_documents: int = Field(32, ge=1, description="documents in one vector-store write")
+    batch_wait_s: float = Field(
+        0.5, ge=0, description="the longest a document waits for others to share its write")
 
 
 class S3Settings(BaseModel):
@@ -131,12 +163,18 @@ class LimitSettings(BaseModel):
     worker_memory_mb: int = Field(4096, description="address-space cap of a page worker")
     max_bytes: int = Field(2 * 1024**3, description="larger inputs are rejected")
     max_pages: int = Field(20000)
-    page_concurrency: int = Field(2, ge=1, description="pages OCR'd at once per document")
-    document_concurrency: int = Field(2, ge=1, description="documents processed at once")
+    page_concurrency: int = Field(
+        2, ge=1, description="pages in a CPU engine at once, across all documents (GPU "
+        "engines use ocr.in_flight)")
+    document_concurrency: int = Field(
+        2, ge=1, description="documents being fetched, probed and compressed at once")
     render_workers: int = Field(
-        2, ge=1, description="page workers preparing one document's pages at once (long "
-        "documents are split into batches so rendering keeps ahead of a GPU)")
+        2, ge=1, description="page-worker children rendering at once, across all documents "
+        "(long documents are split into batches taken in turn with the others)")
     pages_per_worker: int = Field(16, ge=1, description="pages in one page-worker batch")
+    prepared_image_mb: int = Field(
+        512, ge=1, description="rendered page images waiting for OCR, in MiB; rendering "
+        "pauses above it")
 
 
 class PipelineConfig(BaseSettings):
@@ -155,6 +193,7 @@ class PipelineConfig(BaseSettings):
     store: StoreSettings = Field(default_factory=lambda: StoreSettings())
     s3: S3Settings = Field(default_factory=lambda: S3Settings())
     limits: LimitSettings = Field(default_factory=lambda: LimitSettings())
+    server: ServerSettings = Field(default_factory=lambda: ServerSettings())
     compress: bool = Field(True, description="try Ghostscript compression before rendering")
     password: SecretStr | None = Field(None, description="password for encrypted PDFs")
     reprocess: bool = Field(False, description="ignore earlier results and OCR again")
@@ -166,6 +205,12 @@ class PipelineConfig(BaseSettings):
         """Absolute from the start: child processes (Ghostscript, page workers) run with
         other working directories, where a relative path names another folder."""
         return value.expanduser().absolute()
+
+    def public_dump(self) -> dict[str, Any]:
+        """The settings as JSON for reports and logs: secrets and credentials left out."""
+        return self.model_dump(mode="json", exclude={
+            "password": True, "ocr": {"api_key"},
+            "s3": {"access_key_id", "secret_access_key", "session_token"}})
 
     def config_hash(self) -> str:
         """Hash of the settings that change outputs (not timeouts, paths or secrets)."""

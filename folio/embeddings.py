@@ -13,8 +13,10 @@ the cosine similarity.
 from __future__ import annotations
 
 import importlib.util
+import os
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +92,7 @@ class Embedder:
         self._tokenizer: Any = None
         self._inputs: frozenset[str] = frozenset()
         self._dim = 0
+        self._pool: ThreadPoolExecutor | None = None
 
     @property
     def model_id(self) -> str:
@@ -175,10 +178,24 @@ class Embedder:
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.empty((len(texts), self._dim), dtype=np.float32)
         size = self.settings.batch_size
-        for start in range(0, len(order), size):
-            batch = order[start : start + size]
-            out[batch] = self._run(self._session, [texts[i] for i in batch])
+        batches = [order[start : start + size] for start in range(0, len(order), size)]
+
+        def run(batch: list[int]) -> npt.NDArray[np.float32]:
+            return self._run(self._session, [texts[i] for i in batch])
+
+        # onnxruntime releases the GIL: a long document's batches run on several cores, so
+        # the last document of a run does not embed on one core while the others idle
+        vectors = map(run, batches) if len(batches) == 1 else self._batch_pool().map(run, batches)
+        for batch, result in zip(batches, vectors, strict=True):
+            out[batch] = result
         return out
+
+    def _batch_pool(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                workers = self.settings.parallel_batches or os.cpu_count() or 1
+                self._pool = ThreadPoolExecutor(workers, thread_name_prefix="folio-embed")
+            return self._pool
 
     def embed_one(self, text: str) -> npt.NDArray[np.float32]:
         """One text (a search query) as a (dim,) vector."""

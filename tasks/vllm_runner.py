@@ -1,8 +1,14 @@
-"""``VLLMTaskRunner``: a Prefect task runner that owns a vLLM server for a flow run.
+"""``VLLMTaskRunner``: a Prefect task runner that gives a flow run a vLLM server.
 
-For the run's duration it starts ``vllm serve`` on this worker's GPU(s), configured from a
-hardware profile (after a preflight memory check that fails in seconds), or attaches to
-an existing OpenAI-compatible endpoint. Tasks run in threads (it is a
+By default the server is the host's *shared* server (:mod:`folio.gpu.shared_server`):
+the first run on a worker starts ``vllm serve`` on its GPU(s), configured from a hardware
+profile (after a preflight memory check that fails in seconds), and later runs, in this
+process or in other flow-run processes of the same worker, attach to it, so a one-page UI
+run or a trigger does not pay minutes of start-up. A supervisor process restarts it when
+it dies and stops it after ``server.idle_timeout_s`` without runs or when the worker
+(the process that started the flow run) is gone; requests in flight are bounded across
+all runs of the host by the profile's budget. With ``server.shared = false`` the run owns
+its server, as before; with ``ocr.endpoint`` it attaches to a fleet endpoint. Tasks run in threads (it is a
 ThreadPoolTaskRunner), so rendering and parsing overlap the GPU's work; OCR requests are
 bounded per endpoint by the engine's semaphore. The endpoint is published through
 :data:`CURRENT_ENDPOINT` (subflows reuse it instead of starting a second server on the
@@ -25,6 +31,9 @@ duplicates the flow's runner for every run, and may pickle it to another process
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import sys
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from contextvars import ContextVar, Token
@@ -38,6 +47,14 @@ from folio.config import PipelineConfig
 from folio.errors import ConfigError, EngineUnavailableError
 from folio.gpu.preflight import PreflightResult, load_model_shape, preflight, require_fit
 from folio.gpu.profiles import HardwareProfile, load_profile, load_profiles, vllm_command
+from folio.gpu.shared_server import (
+    ServerFiles,
+    SharedEndpoint,
+    SharedServerSpec,
+    acquire,
+    default_state_dir,
+    read_state,
+)
 from folio.gpu.vllm_server import (
     Endpoint,
     RemoteEndpoint,
@@ -60,15 +77,14 @@ def current_endpoint() -> Endpoint | None:
     return CURRENT_ENDPOINT.get() or active_endpoint()
 
 
-def apply_profile(config: PipelineConfig, profile: HardwareProfile | None = None) -> PipelineConfig:
-    """``config`` with the profile's request concurrency and the smaller of the preset's
-    and the profile's pixel budgets (what a GPU run should use; the pipeline sizes its
-    page threads from ``ocr.in_flight``)."""
-    profile = profile or load_profile(config.ocr.profile)
-    preset = get_preset(config.ocr.preset)
-    render = profile.render_settings(preset.render_settings(config.render))
-    ocr = config.ocr.model_copy(update={"in_flight": profile.in_flight})
-    return config.model_copy(update={"render": render, "ocr": ocr})
+def flow_run_owner() -> int:
+    """The process whose end should stop a shared server: the worker that started this
+    flow run (its parent; workers put PREFECT__FLOW_RUN_ID in the run's environment), else
+    this process (``folio ingest`` runs the flow in-process)."""
+    override = os.environ.get("FOLIO_SERVER_OWNER_PID")
+    if override and override.isdigit():
+        return int(override)
+    return os.getppid() if os.environ.get("PREFECT__FLOW_RUN_ID") else os.getpid()
 
 
 class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
@@ -101,6 +117,9 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
         log_dir: str | None = None,
         concurrency_limit: str | None = None,
         gpu_slots: int | None = None,
+        shared: bool = True,
+        idle_timeout_s: float = 600.0,
+        state_dir: str | None = None,
     ) -> None:
         """Configuration only; nothing starts before ``__enter__``.
 
@@ -118,8 +137,12 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
             in_flight: requests in flight to the server (default: the profile's).
             run_preflight: check the memory plan before starting (needs config.json).
             concurrency_limit: a Prefect global concurrency limit held (``gpu_slots``
-                slots, default the profile's GPU count) while the server lives, so one
-                GPU never gets two servers.
+                slots, default the profile's GPU count) while a server of this run's own
+                lives (``shared=False``), so one GPU never gets two servers; a shared
+                server is one per host by construction (a lock in ``state_dir``).
+            shared: use the host's shared server (see the module doc).
+            idle_timeout_s: a shared server stops after this long without runs.
+            state_dir: the shared servers' state folder (default: see shared_server).
         """
         super().__init__(max_workers=max_workers)
         self._options: dict[str, Any] = {
@@ -132,27 +155,48 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
             "run_preflight": run_preflight, "startup_timeout_s": startup_timeout_s,
             "max_restarts": max_restarts, "health_interval_s": health_interval_s, "log_dir": log_dir,
             "concurrency_limit": concurrency_limit, "gpu_slots": gpu_slots,
+            "shared": shared, "idle_timeout_s": idle_timeout_s, "state_dir": state_dir,
         }
         self._reset_runtime()
 
     def _reset_runtime(self) -> None:
         self._endpoint: Endpoint | None = None
         self._server: VLLMServer | None = None
+        self._shared: SharedEndpoint | None = None
         self._token: Token[Endpoint | None] | None = None
         self._stack: ExitStack | None = None
         self.preflight_result: PreflightResult | None = None
 
     @classmethod
     def from_config(cls, config: PipelineConfig, **overrides: Any) -> VLLMTaskRunner:
-        """A runner for ``config.ocr``: attach when ``ocr.endpoint`` is set, else start
-        ``vllm serve ocr.model`` with ``ocr.profile``."""
-        ocr = config.ocr
+        """A runner for a resolved config (:func:`folio.run_config.resolve_config`):
+        attach when ``ocr.endpoint`` is set, else start or share ``vllm serve ocr.model``
+        with ``ocr.profile`` and the ``server`` settings."""
+        ocr, server = config.ocr, config.server
         options: dict[str, Any] = {
-            "profile": ocr.profile, "model": ocr.model, "preset": ocr.preset, "endpoint": ocr.endpoint,
-            "max_tokens": ocr.max_tokens,
+            "profile": ocr.profile, "model": ocr.model, "preset": ocr.preset,
+            "endpoint": ocr.endpoint, "max_tokens": ocr.max_tokens, "in_flight": ocr.in_flight,
+            "server_command": server.command, "load_format": server.load_format,
+            "max_model_len": server.max_model_len, "extra_args": server.extra_args,
+            "startup_timeout_s": server.startup_timeout_s, "max_restarts": server.max_restarts,
+            "log_dir": server.log_dir, "shared": server.shared,
+            "idle_timeout_s": server.idle_timeout_s, "state_dir": server.state_dir,
         }
+        if server.executable:
+            options["executable"] = server.executable
+        elif not shutil.which("vllm"):  # a venv whose scripts are not on PATH
+            options["executable"] = [sys.executable, "-m", "vllm.entrypoints.cli.main"]
         options.update(overrides)
         return cls(**options)
+
+    @classmethod
+    def from_environment(cls, **overrides: Any) -> VLLMTaskRunner:
+        """The runner a GPU pool's flow run uses: the settings its environment resolves
+        to (``FOLIO_OCR__PROFILE``, ``FOLIO_OCR__MODEL``, ``FOLIO_SERVER__*``...), the same
+        as ``folio ingest --engine vllm`` with those options."""
+        from folio.run_config import resolve_config
+
+        return cls.from_config(resolve_config(engine="vllm", route="auto"), **overrides)
 
     @property
     def options(self) -> dict[str, Any]:
@@ -182,7 +226,7 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
-        for key in ("_endpoint", "_server", "_token", "_stack", "preflight_result"):
+        for key in ("_endpoint", "_server", "_shared", "_token", "_stack", "preflight_result"):
             state[key] = None
         return state
 
@@ -225,26 +269,44 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
             return remote
         return self._start_server()
 
-    def _start_server(self) -> VLLMServer:
+    def _command(self, profile: HardwareProfile, port: int | str) -> list[str]:
+        opts = self._options
+        if opts["server_command"]:
+            return list(opts["server_command"])
+        if not opts["model"]:
+            raise ConfigError("VLLMTaskRunner needs a model (--model PATH_OR_ID) to start vLLM")
+        preset = get_preset(opts["preset"])
+        return vllm_command(
+            profile, opts["model"], host=opts["host"], port=port,
+            served_model_name=opts["served_model_name"], load_format=opts["load_format"],
+            mm_processor_kwargs=preset.mm_processor_kwargs(
+                min(preset.max_pixels, profile.render.max_pixels)) if opts["pixel_cap"] else None,
+            max_model_len=opts["max_model_len"], extra=tuple(opts["extra_args"]),
+            executable=tuple(opts["executable"]),
+        )
+
+    def spec(self) -> SharedServerSpec:
+        """The shared server this runner asks for (its key names it on the host)."""
         opts = self._options
         profile = load_profile(opts["profile"])
-        preset = get_preset(opts["preset"])
+        return SharedServerSpec(
+            command=self._command(profile, opts["port"] or "{port}"),
+            env={**profile.env, **opts["env"]}, host=opts["host"],
+            served_model_name=opts["served_model_name"],
+            in_flight=opts["in_flight"] or profile.in_flight,
+            startup_timeout_s=opts["startup_timeout_s"], max_restarts=opts["max_restarts"],
+            health_interval_s=opts["health_interval_s"], idle_timeout_s=opts["idle_timeout_s"],
+            log_dir=opts["log_dir"])
+
+    def _start_server(self) -> Endpoint:
+        opts = self._options
+        profile = load_profile(opts["profile"])
+        if opts["shared"]:
+            return self._share_server(profile)
         port = opts["port"] or free_port(opts["host"])
-        if opts["server_command"]:
-            command = list(opts["server_command"])
-        else:
-            if not opts["model"]:
-                raise ConfigError("VLLMTaskRunner needs a model (--model PATH_OR_ID) to start vLLM")
-            if opts["run_preflight"]:
-                self._preflight(profile)
-            command = vllm_command(
-                profile, opts["model"], host=opts["host"], port=port,
-                served_model_name=opts["served_model_name"], load_format=opts["load_format"],
-                mm_processor_kwargs=preset.mm_processor_kwargs(
-                    min(preset.max_pixels, profile.render.max_pixels)) if opts["pixel_cap"] else None,
-                max_model_len=opts["max_model_len"], extra=tuple(opts["extra_args"]),
-                executable=tuple(opts["executable"]),
-            )
+        command = self._command(profile, port)
+        if opts["run_preflight"] and not opts["server_command"]:
+            self._preflight(profile)
         self._stack = ExitStack()
         if opts["concurrency_limit"]:
             from prefect.concurrency.sync import concurrency
@@ -265,6 +327,21 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
         self._server = server.start()
         return server
 
+    def _share_server(self, profile: HardwareProfile) -> SharedEndpoint:
+        """Attach to this host's server for this configuration, starting it (after the
+        preflight) when none runs; the lease is dropped when the run ends, the server
+        stays for the next run."""
+        opts = self._options
+        spec = self.spec()
+        state_dir = Path(opts["state_dir"]) if opts["state_dir"] else default_state_dir()
+        running = read_state(ServerFiles(state_dir, spec.key()).state)
+        if opts["run_preflight"] and not opts["server_command"] and running is None:
+            self._preflight(profile)
+        log.info("sharing %s (profile %s, state in %s)", " ".join(spec.command), profile.name,
+                 state_dir)
+        self._shared = acquire(spec, state_dir=state_dir, owner_pid=flow_run_owner())
+        return self._shared
+
     def _preflight(self, profile: HardwareProfile) -> None:
         opts = self._options
         try:
@@ -280,7 +357,10 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
 
     def _release(self) -> None:
         endpoint, server, token, stack = self._endpoint, self._server, self._token, self._stack
+        shared = self._shared
         self._reset_runtime()
+        if shared is not None:
+            shared.release()  # the lease only: the server serves the next run
         if endpoint is not None:
             unregister_endpoint(endpoint)
         if token is not None:

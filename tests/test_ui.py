@@ -129,7 +129,7 @@ def test_progress_artifact_follows_pages_and_is_throttled(
     import prefect.artifacts
 
     from folio import progress
-    from tasks.ocr import PageProgress
+    from tasks.progress import PageProgress
 
     calls: list[tuple[float, str]] = []
 

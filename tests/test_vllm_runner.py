@@ -27,7 +27,7 @@ from folio.errors import ConfigError, EngineUnavailableError
 from folio.gpu.preflight import QWEN3_VL_8B_CONFIG
 from folio.gpu.vllm_server import VLLMServer, active_endpoint, probe
 from folio.models import PagePrep
-from tasks.vllm_runner import VLLMTaskRunner, apply_profile, current_endpoint
+from tasks.vllm_runner import VLLMTaskRunner, current_endpoint
 from tests.openai_fake import FakeServer
 
 FAKE = str(Path(__file__).parent / "openai_fake.py")
@@ -158,7 +158,7 @@ def test_runner_owns_the_server_for_the_flow_run(prefect: None, page: PagePrep) 
         return {"pid": endpoint.pid, "blocks": len(out.blocks)}
 
     @flow(task_runner=VLLMTaskRunner(max_workers=4, profile="cpu", server_command=fake_cmd(),
-                                     health_interval_s=0.2))
+                                     health_interval_s=0.2, shared=False))
     def run() -> list[dict[str, Any]]:
         return [f.result() for f in [ocr.submit(i) for i in range(6)]]
 
@@ -184,8 +184,9 @@ def test_crash_mid_run_restarts_and_no_page_is_lost(prefect: None, page: PagePre
         return {"ok": sum(1 for o in outs if o.blocks), "restarts": endpoint.restarts,
                 "generation": endpoint.generation, "pid": endpoint.pid}
 
-    runner = VLLMTaskRunner(profile="cpu", health_interval_s=0.1, server_command=fake_cmd(
-        "--delay", "0.1", "--die-on", "6", "--die-marker", str(marker)))
+    runner = VLLMTaskRunner(profile="cpu", health_interval_s=0.1, shared=False,
+                            server_command=fake_cmd("--delay", "0.1", "--die-on", "6",
+                                                    "--die-marker", str(marker)))
 
     @flow(task_runner=runner)
     def run() -> dict[str, Any]:
@@ -227,7 +228,8 @@ def test_nested_subflow_reuses_the_server(prefect: None) -> None:
         endpoint = current_endpoint()
         return id(endpoint), getattr(endpoint, "pid", None)
 
-    runner = VLLMTaskRunner(profile="cpu", server_command=fake_cmd(), health_interval_s=0.2)
+    runner = VLLMTaskRunner(profile="cpu", server_command=fake_cmd(), health_interval_s=0.2,
+                            shared=False)
 
     @flow(task_runner=runner)
     def child() -> tuple[int, int | None]:
@@ -251,7 +253,8 @@ def test_failing_flow_still_stops_the_server(prefect: None) -> None:
         Path(os.environ["FOLIO_TEST_PID_FILE"]).write_text(str(endpoint.pid))
         raise RuntimeError("task failed")
 
-    @flow(task_runner=VLLMTaskRunner(profile="cpu", server_command=fake_cmd(), health_interval_s=0.2))
+    @flow(task_runner=VLLMTaskRunner(profile="cpu", server_command=fake_cmd(),
+                                     health_interval_s=0.2, shared=False))
     def run() -> None:
         boom.submit().result()
 
@@ -285,14 +288,6 @@ def test_duplicate_rebuilds_from_config_and_pickles() -> None:
     assert VLLMTaskRunner.from_config(config).options["model"] == "/m"
 
 
-def test_apply_profile_sets_in_flight_and_pixel_budget() -> None:
-    config = config_for_runner()
-    config.ocr.profile, config.ocr.preset = "rtx-4090-24gb", "olmocr2"
-    applied = apply_profile(config)
-    assert applied.ocr.in_flight == 16 and applied.render.longest_side_px == 1288
-    assert applied.render.max_pixels == 1288 * 1288
-
-
 def test_vllm_command_from_profile_preset_and_options(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -311,6 +306,7 @@ def test_vllm_command_from_profile_preset_and_options(
         port=8123,
         load_format="dummy",
         executable=[sys.executable, "-m", "vllm.entrypoints.cli.main"],
+        shared=False,
     )
     with pytest.raises(EngineUnavailableError):
         runner.__enter__()
@@ -358,6 +354,7 @@ def test_gpu_concurrency_slot_is_held_while_the_server_runs(prefect: None) -> No
             server_command=fake_cmd(),
             health_interval_s=0.2,
             concurrency_limit="gpu-test-runner",
+            shared=False,
         )
     )
     def run() -> int:
@@ -365,3 +362,71 @@ def test_gpu_concurrency_slot_is_held_while_the_server_runs(prefect: None) -> No
 
     assert run() == 1, "one slot held during the run"
     assert asyncio.run(limit(False)) == 0, "released after it"
+
+
+# --- the host's shared server ----------------------------------------------------------------
+
+
+def test_flow_runs_share_one_server_that_outlives_them(
+    prefect: None, page: PagePrep, tmp_path: Path
+) -> None:
+    """A second run attaches to the first run's server (no second start-up); the server
+    stays up between runs and stops by itself after the idle timeout."""
+    from prefect import flow, task
+
+    @task
+    def ocr() -> tuple[int | None, int]:
+        endpoint = current_endpoint()
+        assert endpoint is not None
+        out = OpenAIEngine.from_config(config_for_runner()).recognize(page, 0)
+        return endpoint.pid, len(out.blocks)
+
+    runner = VLLMTaskRunner(profile="cpu", server_command=fake_cmd(), health_interval_s=0.2,
+                            idle_timeout_s=2.0, state_dir=str(tmp_path / "servers"))
+
+    @flow(task_runner=runner)
+    def run() -> tuple[int | None, int]:
+        return ocr.submit().result()
+
+    first_pid, blocks = run()
+    assert blocks and alive(first_pid), "the server outlives the run"
+    second_pid, _ = run()
+    assert second_pid == first_pid, "the second run attached instead of starting another"
+    assert wait_gone(first_pid, timeout=15), "stopped after the idle timeout"
+
+
+def test_shared_server_bounds_requests_across_runs(
+    prefect: None, page: PagePrep, tmp_path: Path
+) -> None:
+    """Two runs at once on one shared server never exceed the budget together."""
+    from prefect import flow, task
+
+    cmd = fake_cmd("--delay", "0.2")
+
+    @task
+    def burst() -> int:
+        engine = OpenAIEngine.from_config(config_for_runner())
+        with ThreadPoolExecutor(8) as pool:
+            return sum(1 for o in pool.map(lambda _: engine.recognize(page, 0), range(12))
+                       if o.blocks)
+
+    def make() -> Any:
+        runner = VLLMTaskRunner(profile="cpu", server_command=cmd, in_flight=3,
+                                health_interval_s=0.2, idle_timeout_s=1.0,
+                                state_dir=str(tmp_path / "servers"))
+
+        @flow(task_runner=runner)
+        def run() -> tuple[int, str]:
+            endpoint = current_endpoint()
+            assert endpoint is not None
+            return burst.submit().result(), endpoint.base_url
+
+        return run
+
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda f: f(), [make(), make()]))
+    assert [r[0] for r in results] == [12, 12]
+    assert results[0][1] == results[1][1], "one server for both runs"
+    stats = json.loads(__import__("httpx").get(results[0][1].removesuffix("/v1") + "/stats",
+                                               timeout=5).text)
+    assert 0 < stats["max_in_flight"] <= 3, stats

@@ -12,11 +12,12 @@ from typing import Protocol, runtime_checkable
 from pydantic import BaseModel, Field
 
 from folio.models import Attempt, Block, PagePrep
+from folio.vocabulary import GENERATIVE_ENGINES
 
-#: Engines that generate text token by token and can loop; only their output is checked for
-#: degenerate repetition (a document's own text layer or tesseract may repeat legitimately:
-#: forms, lists, lorem ipsum).
-GENERATIVE_ENGINES: frozenset[str] = frozenset({"vllm", "openai"})
+# Engines that generate text token by token can loop; only their output is checked for
+# degenerate repetition (a document's own text layer or tesseract may repeat legitimately:
+# forms, lists, lorem ipsum).
+__all__ = ["GENERATIVE_ENGINES", "EngineOutput", "OcrEngine"]
 
 
 class EngineOutput(BaseModel):

@@ -41,17 +41,9 @@ from folio.errors import (
 from folio.gpu.vllm_server import Endpoint, RemoteEndpoint, active_endpoint
 from folio.models import Attempt, PagePrep
 from folio.presets import ModelPreset, get_preset
+from folio.quality import repeat_ratio
 
 log = logging.getLogger(__name__)
-
-try:  # the shared measure; a local copy keeps the engine usable without it
-    from folio.quality import repeat_ratio
-except ImportError:  # pragma: no cover - folio.quality ships with folio
-
-    def repeat_ratio(text: str, n: int = 4) -> float:
-        words = text.split()
-        grams = [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
-        return 0.0 if len(grams) < 2 else 1.0 - len(set(grams)) / len(grams)
 
 
 class EngineBadOutputError(BadOutputError):
@@ -160,7 +152,10 @@ class OpenAIEngine:
         self.max_repeat_ratio = max_repeat_ratio
         self.restart_wait_s = restart_wait_s
         self.extra_body = dict(extra_body or {})
-        self._semaphore = endpoint_semaphore(endpoint.base_url, endpoint.in_flight)
+        # a server shared by the runs on this host bounds requests across processes
+        shared = getattr(endpoint, "semaphore", None)
+        self._semaphore: Any = (shared() if callable(shared)
+                                else endpoint_semaphore(endpoint.base_url, endpoint.in_flight))
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(
             headers=headers,

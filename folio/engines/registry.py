@@ -12,9 +12,10 @@ from typing import cast
 from folio.config import PipelineConfig
 from folio.engines.base import OcrEngine
 from folio.errors import ConfigError
+from folio.vocabulary import ENGINES
 
 #: every name build_engine accepts; the OpenAI-protocol ones need the ``gpu`` extra
-KNOWN_ENGINES: tuple[str, ...] = ("tesseract", "text-layer", "vllm", "openai")
+KNOWN_ENGINES: tuple[str, ...] = ENGINES
 
 
 def build_engine(name: str, config: PipelineConfig) -> OcrEngine:

@@ -261,7 +261,7 @@ def vllm_command(
     model: str,
     *,
     host: str = "127.0.0.1",
-    port: int = 8000,
+    port: int | str = 8000,
     served_model_name: str | None = None,
     load_format: str | None = None,
     mm_processor_kwargs: dict[str, Any] | None = None,
@@ -269,7 +269,8 @@ def vllm_command(
     executable: tuple[str, ...] = ("vllm",),
     extra: tuple[str, ...] = (),
 ) -> list[str]:
-    """The full argument list: ``vllm serve MODEL --host ... --port ... <profile args>``."""
+    """The full argument list: ``vllm serve MODEL --host ... --port ... <profile args>``
+    (``port`` may be the ``"{port}"`` placeholder a supervisor fills in)."""
     if profile.device == "cpu":
         log.info("profile %s runs vLLM's CPU backend: slow, for checks only", profile.name)
     cmd = [*executable, "serve", model, "--host", host, "--port", str(port)]

@@ -1,3 +1,5 @@
+"""Per-document progress artifacts in the Prefect UI, fed by folio.progress events."""
+
 from __future__ import annotations
 
 import logging
@@ -7,33 +9,13 @@ from types import TracebackType
 from typing import Self
 from uuid import UUID
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
-
 from folio import progress
-from folio.models import DocumentResult
-from folio.pipeline import PreparedDocument, Services, ocr_document
 
 log = logging.getLogger(__name__)
 
 #: the progress artifact is updated at most this often, or when another step is crossed
 UPDATE_EVERY_S = 2.0
 UPDATE_STEP = 0.05
-
-
-def _name(parameters: dict[str, object]) -> str:
-    prep = parameters["prep"]
-    doc = prep.result if isinstance(prep, PreparedDocument) else prep
-    return f"ocr {getattr(doc, 'source', '?').rsplit('/', 1)[-1]}"
-
-
-@task(name="ocr-pages", cache_policy=NO_CACHE, task_run_name=_name)  # type: ignore[arg-type]
-def ocr_pages(prep: PreparedDocument | DocumentResult, services: Services) -> DocumentResult:
-    """Render, route and OCR every page of one document (one task per document)."""
-    if isinstance(prep, DocumentResult):
-        return ocr_document(prep, services)
-    with PageProgress(prep.result.source, prep.result.page_count):
-        return ocr_document(prep, services)
 
 
 class PageProgress:

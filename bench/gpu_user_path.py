@@ -1,0 +1,607 @@
+"""folio on a GPU as users run it, against the raw engine on the same pages.
+
+The pipeline phase is ``folio ingest --engine vllm --model M --preset P`` itself (the
+CLI's own code path, in this process so pages and GPU utilization can be timed), with the
+defaults a user gets: route auto, Ghostscript compression on, validation, outputs,
+chunks, embeddings and the LanceDB vector store, the hardware profile picked from the
+GPU. The benchmark changes only what synthetic weights need and what keeps phases
+independent, each listed in the result with its reason (:data:`SETTINGS`).
+
+The raw phase sends the same pages (those the route sends to the engine, rendered by
+folio's page worker exactly as the pipeline renders them) straight to a vLLM server of
+the same configuration with the async OpenAI client, the profile's requests in flight.
+
+Documents: the PDFs under ``--pdfs`` repeated as byte-distinct copies (a PDF comment after
+``%%EOF``, so no two have the same hash) until ``--min-pages`` and ``--min-docs``; round
+1 ingests the longest documents first, round 2 last.
+
+Steps (each its own command, so a 10-minute limit per command fits; state in ``--work``;
+servers are the host's shared servers, kept alive across commands by ``--owner-pid``):
+
+    python bench/gpu_user_path.py corpus --pdfs .corpus-carry --work /tmp/gub
+    python bench/gpu_user_path.py pipeline --gpu 0 --round 1 --work /tmp/gub --model M
+    python bench/gpu_user_path.py raw --gpu 1 --round 1 --work /tmp/gub --model M
+    python bench/gpu_user_path.py deployment --gpu 0 --work /tmp/gub --model M
+    python bench/gpu_user_path.py report --work /tmp/gub --out bench/results
+
+With two GPUs, a round's pipeline and raw phases run at once on different GPUs (one
+server each, the same configuration) and the next round swaps them; with one GPU they
+run one after the other on the same server. Here, against the fake server:
+
+    .venv/bin/python bench/gpu_user_path.py smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Self
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+# imported here, not in the sampler's thread: importing beside Prefect's own imports in
+# another thread can deadlock on a module lock
+from folio.gpu.vllm_server import read_metrics
+
+#: every setting the benchmark gives beyond the user's defaults, and why
+SETTINGS: dict[str, tuple[Any, str]] = {
+    "ocr.ignore_eos": (True, "synthetic weights emit noise: generate a fixed token count"),
+    "ocr.max_tokens": (768, "the fixed token count (real OCR pages: 500-1500 tokens)"),
+    "ocr.max_attempts": (1, "noise would fail the output checks and be retried: one attempt"),
+    "server.load_format": ("dummy", "random weights (no model weights can be downloaded)"),
+    "server.extra_args": (["--no-enable-prefix-caching", "--mm-processor-cache-gb", "0"],
+                          "caches off: the phase run second would be served the first one's "
+                          "cached prefills and images of the same pages"),
+}
+
+
+def user_settings() -> dict[str, Any]:
+    return {key: value for key, (value, _) in SETTINGS.items()}
+
+
+# --- documents ------------------------------------------------------------------------------
+
+
+def build_corpus(pdfs: Path, work: Path, min_pages: int, min_docs: int) -> dict[str, Any]:
+    """Byte-distinct copies of the PDFs until both minimums are met; pages per document."""
+    import pypdfium2
+
+    originals: list[tuple[Path, int]] = []
+    for pdf in sorted(pdfs.rglob("*.pdf")):
+        try:
+            doc = pypdfium2.PdfDocument(str(pdf))
+            count = len(doc)
+            doc.close()
+        except Exception as exc:
+            print(f"skipping {pdf.name}: {exc}", file=sys.stderr)
+            continue
+        if count:
+            originals.append((pdf, count))
+    if not originals:
+        raise SystemExit(f"no readable PDFs under {pdfs}")
+    docs_dir = work / "docs"
+    docs_dir.mkdir(parents=True, exist_ok=True)
+    docs: list[dict[str, Any]] = []
+    copy = 0
+    while sum(d["pages"] for d in docs) < min_pages or len(docs) < min_docs:
+        for pdf, count in originals:
+            target = docs_dir / f"c{copy:02d}-{pdf.name}"
+            target.write_bytes(pdf.read_bytes() + f"\n% folio benchmark copy {copy}\n".encode())
+            docs.append({"path": str(target), "pages": count})
+        copy += 1
+    meta = {"documents": docs, "copies": copy, "originals": len(originals),
+            "pages": sum(d["pages"] for d in docs)}
+    (work / "corpus.json").write_text(json.dumps(meta, indent=1))
+    return meta
+
+
+def round_sources(work: Path, round_no: int) -> Path:
+    """A folder of hard links to the documents, named so that sorted order (folio's
+    discovery order) is longest first in odd rounds and longest last in even ones."""
+    meta = json.loads((work / "corpus.json").read_text())
+    docs = sorted(meta["documents"], key=lambda d: (-d["pages"], d["path"]))
+    if round_no % 2 == 0:
+        docs.reverse()
+    folder = work / f"round{round_no}"
+    folder.mkdir(exist_ok=True)
+    for rank, doc in enumerate(docs):
+        link = folder / f"{rank:05d}-{Path(doc['path']).name}"
+        if not link.exists():
+            os.link(doc["path"], link)  # folio does not follow symbolic links
+    return folder
+
+
+# --- the raw engine's pages -------------------------------------------------------------------
+
+
+def engine_pages(work: Path, config: Any) -> list[Path]:
+    """Every page the route sends to the engine, rendered as the pipeline renders it
+    (cached in ``work``; the same for every round)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from folio.pdf.page_worker import WorkerJob, prepare_pages, probe
+    from folio.route import route_page
+
+    listing = work / "engine-pages.json"
+    if listing.exists():
+        return [Path(p) for p in json.loads(listing.read_text())]
+    meta = json.loads((work / "corpus.json").read_text())
+
+    def one(i: int, doc: dict[str, Any]) -> list[str]:
+        pdf = Path(doc["path"])
+        info = probe(pdf, None, 120, 4096)
+        job = WorkerJob(pdf=pdf, pages=list(range(info.page_count)), out_dir=work / "raw" / f"d{i}",
+                        render_settings=config.render, route_settings=config.route,
+                        render="untrusted", timeout_s=900)
+        kept = []
+        for page in prepare_pages(job):
+            if route_page(page, config.route).kind == "ocr" and page.image_path:
+                kept.append(page.image_path)
+            elif page.image_path:
+                Path(page.image_path).unlink(missing_ok=True)
+        return kept
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
+        images = [p for ps in pool.map(one, range(len(meta["documents"])), meta["documents"])
+                  for p in ps]
+    listing.write_text(json.dumps(images))
+    return [Path(p) for p in images]
+
+
+async def send_raw(base_url: str, model: str, images: list[Path], *, prompt: str,
+                   image_first: bool, max_tokens: int, in_flight: int, max_pixels: int
+                   ) -> dict[str, Any]:
+    from openai import AsyncOpenAI
+
+    from folio.engines.openai_engine import encode_image
+
+    client = AsyncOpenAI(base_url=base_url, api_key="x", timeout=3600, max_retries=0)
+    urls = [encode_image(p, max_pixels)[0] for p in images]
+    sem = asyncio.Semaphore(in_flight)
+    tokens = {"prompt": 0, "completion": 0}
+
+    async def one(url: str) -> None:
+        image = {"type": "image_url", "image_url": {"url": url}}
+        text = {"type": "text", "text": prompt}
+        messages: Any = [{"role": "user", "content": [image, text] if image_first else [text, image]}]
+        async with sem:
+            r = await client.chat.completions.create(
+                model=model, max_tokens=max_tokens, temperature=0.0,
+                extra_body={"ignore_eos": True}, messages=messages)
+        if r.usage:
+            tokens["prompt"] += r.usage.prompt_tokens
+            tokens["completion"] += r.usage.completion_tokens
+
+    started = time.perf_counter()
+    await asyncio.gather(*[one(u) for u in urls])
+    seconds = time.perf_counter() - started
+    await client.close()
+    return {"pages": len(urls), "seconds": round(seconds, 2),
+            "pages_per_s": round(len(urls) / seconds, 3),
+            "prompt_tokens_per_page": tokens["prompt"] // max(1, len(urls)),
+            "completion_tokens_per_page": tokens["completion"] // max(1, len(urls))}
+
+
+# --- sampling ---------------------------------------------------------------------------------
+
+
+class Sampler:
+    """NVML utilization of one GPU and vLLM's queue (/metrics), every half second."""
+
+    def __init__(self, gpu: int, base_url: str | None | Any) -> None:
+        """``base_url``: the server's URL, or a function that finds it once it runs."""
+        self.gpu, self.base_url = gpu, base_url
+        self.samples: list[tuple[float, float | None, float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        util = nvml_utilization(self.gpu)
+        while not self._stop.wait(0.5):
+            url = self.base_url() if callable(self.base_url) else self.base_url
+            m = read_metrics(url) if url else {}
+            self.samples.append((time.monotonic(), util() if util else None,
+                                 m.get("running", 0.0), m.get("waiting", 0.0)))
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def summary(self, start: float, end: float) -> dict[str, Any]:
+        window = [s for s in self.samples if start <= s[0] <= end]
+        gpu = [s[1] for s in window if s[1] is not None]
+        return {"samples": len(window),
+                "gpu_utilization_mean": round(statistics.mean(gpu), 1) if gpu else None,
+                "running_mean": round(statistics.mean(s[2] for s in window), 1) if window else None,
+                "waiting_mean": round(statistics.mean(s[3] for s in window), 1) if window else None}
+
+
+def nvml_utilization(index: int) -> Any:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        return lambda: float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+    except Exception:
+        return None
+
+
+# --- phases -----------------------------------------------------------------------------------
+
+
+def use_gpu(args: argparse.Namespace) -> None:
+    """This process (and the servers it starts) on one GPU, with that GPU's shared-server
+    state, kept alive past this command by the owner process."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(args.gpu)
+    os.environ["FOLIO_SERVER__STATE_DIR"] = str(Path(args.work) / f"servers-gpu{args.gpu}")
+    if args.owner_pid:
+        os.environ["FOLIO_SERVER_OWNER_PID"] = str(args.owner_pid)
+
+
+def cli_args(args: argparse.Namespace, sources: Path, out: Path, report: Path) -> list[str]:
+    """The user's command line: sources, outputs, the model; the benchmark's settings."""
+    argv = ["ingest", str(sources), "--out", str(out), "--report", str(report), "--quiet",
+            "--engine", "vllm", "--model", args.model, "--preset", args.preset]
+    for key, value in user_settings().items():
+        argv += ["--set", f"{key}={json.dumps(value)}"]
+    if args.fake:
+        argv += ["--set", f"server.command={json.dumps(fake_command())}", "--profile", "cpu"]
+    return argv
+
+
+def fake_command() -> list[str]:
+    return [sys.executable, str(ROOT / "tests" / "openai_fake.py"), "--port", "{port}",
+            "--delay", "0.05", "--output", "chandra1_page.html"]
+
+
+def resolved(args: argparse.Namespace) -> Any:
+    """The configuration the CLI resolves for these options (same function, same inputs)."""
+    from folio.run_config import resolve_config
+
+    settings = {"ocr.model": args.model, "ocr.preset": args.preset, **user_settings()}
+    if args.fake:
+        settings.update({"server.command": fake_command(), "ocr.profile": "cpu"})
+    return resolve_config(engine="vllm", route="auto", settings=settings)
+
+
+def ocr_pages_in(out: Path) -> tuple[int, int]:
+    """(pages with a completed engine attempt, completion tokens) from the outputs."""
+    pages = tokens = 0
+    for path in out.rglob("document.json"):
+        for page in json.loads(path.read_text()).get("pages", []):
+            done = [a for a in page.get("attempts", []) if a.get("completion_tokens")]
+            if done:
+                pages += 1
+                tokens += sum(a["completion_tokens"] for a in done)
+    return pages, tokens
+
+
+def phase_pipeline(args: argparse.Namespace) -> dict[str, Any]:
+    from folio import cli
+    from folio.gpu.shared_server import ServerFiles, read_state
+
+    use_gpu(args)
+    work = Path(args.work)
+    sources = round_sources(work, args.round)
+    out, report_path = work / f"out-r{args.round}", work / f"report-r{args.round}.json"
+    config = resolved(args)
+    key = _spec_key(config)  # imports Prefect here, not in the sampler's thread
+    with Sampler(args.gpu, lambda: _server_url(key)) as sampler:
+        t0 = time.monotonic()
+        code = cli.main(cli_args(args, sources, out, report_path))
+        t1 = time.monotonic()
+    report = json.loads(report_path.read_text())
+    timing = report["timing"]
+    flow_start = t1 - timing["seconds"]  # the flow ended just before the CLI returned
+    pages, tokens = ocr_pages_in(out)
+    seconds = timing["seconds"]
+    state = read_state(ServerFiles(Path(os.environ["FOLIO_SERVER__STATE_DIR"]), key).state)
+    window = sampler.summary(flow_start, t1)
+    return {"phase": "pipeline", "round": args.round, "gpu": args.gpu, "exit_code": code,
+            "documents": report["totals"]["documents"], "pages": report["totals"]["pages"],
+            "pages_ocr": pages, "seconds": seconds, "cli_wall_seconds": round(t1 - t0, 2),
+            "pages_per_s": round(pages / seconds, 3), "all_pages_per_s": round(
+                report["totals"]["pages"] / seconds, 3),
+            "completion_tokens_per_page": tokens // max(pages, 1),
+            "timing": timing, "totals": report["totals"], "queue": window,
+            "server": state.model_dump() if state else None,
+            "config": report.get("config")}
+
+
+def _spec_key(config: Any) -> str:
+    from tasks.vllm_runner import VLLMTaskRunner
+
+    return VLLMTaskRunner.from_config(config).spec().key()
+
+
+def _server_url(key: str) -> str | None:
+    from folio.gpu.shared_server import ServerFiles, read_state
+
+    state = read_state(ServerFiles(Path(os.environ["FOLIO_SERVER__STATE_DIR"]), key).state)
+    return state.base_url if state and state.state == "ready" else None
+
+
+def phase_raw(args: argparse.Namespace) -> dict[str, Any]:
+    from folio.presets import get_preset
+    from tasks.vllm_runner import VLLMTaskRunner
+
+    use_gpu(args)
+    config = resolved(args)
+    images = engine_pages(Path(args.work), config)
+    runner = VLLMTaskRunner.from_config(config)
+    with runner:  # the same shared server the CLI would start or attach to
+        endpoint = runner.endpoint
+        assert endpoint is not None
+        preset = get_preset(config.ocr.preset)
+        model = endpoint.served_model_name or config.ocr.model or "fake-ocr"
+        with Sampler(args.gpu, endpoint.base_url) as sampler:
+            t0 = time.monotonic()
+            result = asyncio.run(send_raw(
+                endpoint.base_url, model, images, prompt=preset.prompt,
+                image_first=preset.image_first, max_tokens=config.ocr.max_tokens,
+                in_flight=config.ocr.in_flight, max_pixels=config.render.max_pixels))
+            t1 = time.monotonic()
+    return {"phase": "raw", "round": args.round, "gpu": args.gpu, **result,
+            "queue": sampler.summary(t0, t1), "in_flight": config.ocr.in_flight}
+
+
+def phase_serve(args: argparse.Namespace) -> dict[str, Any]:
+    """Start this GPU's shared server the way a run would (preflight included) and leave
+    it to serve the next commands (kept alive by ``--owner-pid``)."""
+    from tasks.vllm_runner import VLLMTaskRunner
+
+    use_gpu(args)
+    runner = VLLMTaskRunner.from_config(resolved(args))
+    t0 = time.monotonic()
+    with runner:
+        endpoint = runner.endpoint
+        assert endpoint is not None
+        return {"phase": "serve", "gpu": args.gpu, "base_url": endpoint.base_url,
+                "seconds": round(time.monotonic() - t0, 1),
+                "preflight": runner.preflight_result.model_dump()
+                if runner.preflight_result else None}
+
+
+def phase_deployment(args: argparse.Namespace) -> dict[str, Any]:
+    """The same pages through a Prefect server, a GPU deployment (flows/gpu.py) on a
+    process work pool made by deployments.work_pools, and one worker."""
+    from folio.gpu.profiles import load_profile
+
+    use_gpu(args)
+    work = Path(args.work)
+    config = resolved(args)
+    profile = load_profile(config.ocr.profile)
+    pool = f"folio-{profile.name}"
+    home = work / "prefect-home"
+    port = 4321
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING",
+           "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "true"}
+    logs = work / "deployment-logs"
+    logs.mkdir(exist_ok=True)
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        procs.append(_start([sys.executable, "-m", "prefect", "server", "start", "--port", str(port)],
+                            env, logs / "server.log"))
+        _wait_http(f"http://127.0.0.1:{port}/api/health", 120)
+        subprocess.run([sys.executable, "-m", "deployments.work_pools", "--apply"], env=env,
+                       cwd=ROOT, check=True)
+        # the repository's own GPU deployment, as `prefect deploy` makes it from prefect.yaml
+        deployment = f"batch-{profile.name}" if not args.fake else "batch-h200"
+        subprocess.run([sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--name",
+                        deployment], env=env, cwd=ROOT, check=True)
+        pool = "folio-h200" if args.fake else pool
+        procs.append(_start([sys.executable, "-m", "prefect", "worker", "start", "--pool", pool],
+                            env, logs / "worker.log"))
+        sources = round_sources(work, 1)
+        out = work / "out-deployment"
+        parameters = {"sources": [str(sources)], "out": str(out), "engine": "vllm",
+                      "settings": {k: v for k, v in user_settings().items()
+                                   if not k.startswith("server.")}}
+        script = (
+            "import json,sys\nfrom prefect.deployments import run_deployment\n"
+            f"r = run_deployment('folio-ingest/{deployment}', parameters=json.loads(sys.argv[1]),"
+            " job_variables={'env': json.loads(sys.argv[2])}, timeout=3000)\n"
+            "print(json.dumps({'state': r.state.type.value, 'start': r.start_time.timestamp() if r.start_time else None,"
+            " 'end': r.end_time.timestamp() if r.end_time else None}))\n")
+        with Sampler(args.gpu, None) as sampler:
+            t0, wall0 = time.monotonic(), time.time()
+            run = subprocess.run([sys.executable, "-c", script, json.dumps(parameters),
+                                  json.dumps(_worker_env(args, config))],
+                                 env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+            t1 = time.monotonic()
+        info = json.loads(run.stdout.strip().splitlines()[-1])
+        pages, tokens = ocr_pages_in(out)
+        run_seconds = (info["end"] - info["start"]) if info["end"] and info["start"] else t1 - t0
+        start_mono = t0 + ((info["start"] or wall0) - wall0)
+        return {"phase": "deployment", "gpu": args.gpu, "state": info["state"], "pool": pool,
+                "pages_ocr": pages, "seconds": round(run_seconds, 2),
+                "submit_to_end_seconds": round(t1 - t0, 2),
+                "pages_per_s": round(pages / run_seconds, 3),
+                "completion_tokens_per_page": tokens // max(pages, 1),
+                "queue": sampler.summary(start_mono, t1)}
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _worker_env(args: argparse.Namespace, config: Any) -> dict[str, str]:
+    """The flow run's job variables: the model, preset and server settings (the flow run
+    builds its runner from its environment), and this GPU's shared-server state."""
+    env = {"FOLIO_OCR__MODEL": args.model, "FOLIO_OCR__PRESET": args.preset,
+           "FOLIO_SERVER__LOAD_FORMAT": str(SETTINGS["server.load_format"][0]),
+           "FOLIO_SERVER__EXTRA_ARGS": json.dumps(SETTINGS["server.extra_args"][0]),
+           "FOLIO_SERVER__STATE_DIR": os.environ["FOLIO_SERVER__STATE_DIR"],
+           "CUDA_VISIBLE_DEVICES": os.environ["CUDA_VISIBLE_DEVICES"]}
+    if os.environ.get("FOLIO_SERVER_OWNER_PID"):
+        env["FOLIO_SERVER_OWNER_PID"] = os.environ["FOLIO_SERVER_OWNER_PID"]
+    if args.fake:
+        env.update({"FOLIO_SERVER__COMMAND": json.dumps(fake_command()),
+                    "FOLIO_OCR__PROFILE": "cpu"})
+    return env
+
+
+def _start(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(argv, env=env, cwd=ROOT, stdout=log.open("wb"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _wait_http(url: str, timeout: float) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise SystemExit(f"{url} did not answer in {timeout:.0f} s")
+
+
+# --- report -----------------------------------------------------------------------------------
+
+
+def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
+    phases = [json.loads(p.read_text()) for p in sorted((work / "phases").glob("*.json"))
+              if not p.name.startswith("serve-")]
+    pipe = [p for p in phases if p["phase"] == "pipeline"]
+    raw = [p for p in phases if p["phase"] == "raw"]
+    dep = [p for p in phases if p["phase"] == "deployment"]
+    meta = json.loads((work / "corpus.json").read_text())
+    settings = {k: {"value": v, "why": why} for k, (v, why) in SETTINGS.items()}
+    gpu = _gpu_name()
+    result: dict[str, Any] = {}
+    if pipe and raw:
+        p_rate = statistics.median(p["pages_per_s"] for p in pipe)
+        r_rate = statistics.median(r["pages_per_s"] for r in raw)
+        util = [p["queue"]["gpu_utilization_mean"] for p in pipe
+                if p["queue"].get("gpu_utilization_mean") is not None]
+        result = {
+            "gpu": gpu, "pages": pipe[0]["pages"], "pages_to_engine": pipe[0]["pages_ocr"],
+            "documents": meta["documents"].__len__(),
+            "pipeline_pages_per_s": round(p_rate, 3), "engine_pages_per_s": round(r_rate, 3),
+            "ratio": round(p_rate / r_rate, 3),
+            "gpu_utilization_pipeline": round(statistics.median(util), 1) if util else None,
+            "seconds_after_last_page": max(p["timing"]["after_last_page_s"] for p in pipe),
+            "round_ratios": [round(p["pages_per_s"] / r["pages_per_s"], 3)
+                             for p, r in zip(sorted(pipe, key=lambda x: x["round"]),
+                                             sorted(raw, key=lambda x: x["round"]), strict=False)],
+            "settings": settings, "command": command,
+            "how": "pages_per_s counts pages with an engine attempt over the flow's own time "
+                   "(report timing.seconds: settings, discovery, every stage, the last load); "
+                   "the raw engine gets the same pages, rendered by folio's page worker, from "
+                   "the original PDFs (the pipeline renders some from its Ghostscript copy).",
+            "corpus": {k: meta[k] for k in ("copies", "originals", "pages")},
+            "phases": phases,
+        }
+        (out_dir / "gpu_user_path.json").write_text(json.dumps(result, indent=1) + "\n")
+    if dep and raw:
+        d = dep[-1]
+        r_rate = statistics.median(r["pages_per_s"] for r in raw)
+        dep_result = {
+            "gpu": gpu, "pages": pipe[0]["pages"] if pipe else None, "pages_to_engine": d["pages_ocr"],
+            "documents": len(meta["documents"]), "pipeline_pages_per_s": d["pages_per_s"],
+            "engine_pages_per_s": round(r_rate, 3), "ratio": round(d["pages_per_s"] / r_rate, 3),
+            "gpu_utilization_pipeline": d["queue"].get("gpu_utilization_mean"),
+            "seconds_after_last_page": None, "settings": settings, "command": command,
+            "how": "a Prefect server, the pools of deployments.work_pools --apply, flows/gpu.py:"
+                   "ingest deployed to the GPU pool from this checkout, one process worker; "
+                   "seconds from the flow run's start to its end as Prefect recorded them",
+            "phase": d, "raw_phases": raw,
+        }
+        (out_dir / "gpu_deployment.json").write_text(json.dumps(dep_result, indent=1) + "\n")
+        result["deployment"] = dep_result
+    return result
+
+
+def _gpu_name() -> str:
+    from folio.gpu.profiles import detect_gpu
+
+    info = detect_gpu()
+    return info.name if info else "none (fake server)"
+
+
+# --- main -------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("step", choices=["corpus", "serve", "pipeline", "raw", "deployment", "report",
+                                     "smoke"])
+    ap.add_argument("--work", default="/tmp/folio-gpu-user-path")
+    ap.add_argument("--pdfs", default=str(ROOT.parent / "shared" / "corpus"))
+    ap.add_argument("--min-pages", type=int, default=1000)
+    ap.add_argument("--min-docs", type=int, default=150)
+    ap.add_argument("--gpu", type=int, default=0)
+    ap.add_argument("--round", type=int, default=1)
+    ap.add_argument("--model", default="/tmp/synthetic-vlm")
+    ap.add_argument("--preset", default="chandra")
+    ap.add_argument("--owner-pid", type=int, help="keep shared servers alive while it lives")
+    ap.add_argument("--fake", action="store_true", help="the fake server instead of vLLM")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    ap.add_argument("--command", default="", help="the whole command sequence, for the result")
+    args = ap.parse_args()
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "phases").mkdir(exist_ok=True)
+    if args.step == "smoke":
+        return smoke(args)
+    if args.step == "corpus":  # the documents, and the raw engine's pages rendered once
+        meta = build_corpus(Path(args.pdfs), work, args.min_pages, args.min_docs)
+        images = engine_pages(work, resolved(args))
+        print(json.dumps({**{k: v for k, v in meta.items() if k != "documents"},
+                          "pages_to_engine": len(images)}))
+        return
+    if args.step == "report":
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        result = report(work, out, args.command)
+        print(json.dumps({k: result.get(k) for k in ("pipeline_pages_per_s", "engine_pages_per_s",
+                                                      "ratio", "gpu_utilization_pipeline",
+                                                      "seconds_after_last_page")}))
+        return
+    phase = {"serve": phase_serve, "pipeline": phase_pipeline, "raw": phase_raw,
+             "deployment": phase_deployment}[args.step]
+    result = phase(args)
+    name = {"deployment": "deployment", "serve": f"serve-gpu{args.gpu}"}.get(
+        args.step, f"{args.step}-r{args.round}")
+    (work / "phases" / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
+    print(json.dumps({k: result.get(k) for k in ("phase", "round", "gpu", "pages_ocr", "pages",
+                                                  "seconds", "pages_per_s", "queue")}, default=str))
+
+
+def smoke(args: argparse.Namespace) -> None:
+    """Every step against the fake server on a few corpus PDFs (no GPU)."""
+    base = [sys.executable, __file__, "--work", args.work, "--fake"]
+    steps = [["corpus", "--pdfs", args.pdfs, "--min-pages", "30", "--min-docs", "8"],
+             ["pipeline", "--round", "1"], ["raw", "--round", "1"],
+             ["raw", "--round", "2"], ["pipeline", "--round", "2"], ["deployment"],
+             ["report", "--out", str(Path(args.work) / "results")]]
+    for step in steps:
+        subprocess.run([*base[:2], step[0], *base[2:], *step[1:]], check=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The GPU machine's side of bench/gpu_user_path.py, one step per device call (each call
+# may run 10 minutes; the machine stays warm between back-to-back calls). Two GPUs: a
+# round runs the pipeline on one and the raw engine on the other, the next round swaps.
+#
+#   bash bench/gpu_user_path_device.sh setup        # after staging: install, model, copies, servers
+#   bash bench/gpu_user_path_device.sh round 1      # pipeline GPU 0 | raw GPU 1
+#   bash bench/gpu_user_path_device.sh round 2      # raw GPU 0 | pipeline GPU 1
+#   bash bench/gpu_user_path_device.sh deployment   # Prefect deployment GPU 0 | raw GPU 1, report
+#
+# Carried: .device-stage (packages), .gs-carry (Ghostscript), .corpus-carry (the corpus's
+# non-robustness PDFs), .device-carry (make_synthetic_vlm.py from ../shared/device).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+W=/tmp/gub
+B="python3 bench/gpu_user_path.py --work $W"
+[ -f /tmp/site/env.sh ] && . /tmp/site/env.sh
+export PATH=$PWD/.gs-carry/bin:$PATH PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1
+export PREFECT_SERVER_ANALYTICS_ENABLED=false PREFECT_HOME=$W/prefect-cli
+# NVLink multicast stays off on these machines (set there; kept for every child)
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+OUT=${OUT:-$W/out}
+mkdir -p "$OUT" "$W"
+owner() { cat /tmp/gub-owner.pid; }
+
+case "${1:-}" in
+  setup)
+    if [ ! -f /tmp/site/env.sh ]; then bash .device-stage/bin/install.sh || exit 1; . /tmp/site/env.sh; fi
+    export PYTHONPATH=$PWD:$PYTHONPATH
+    gs --version || exit 1
+    [ -d /tmp/synthetic-vlm ] || python3 .device-carry/make_synthetic_vlm.py /tmp/synthetic-vlm || exit 1
+    # the shared servers' owner: alive past this command, so they serve the next ones
+    [ -f /tmp/gub-owner.pid ] || { setsid sleep 2400 & echo $! > /tmp/gub-owner.pid; }
+    $B corpus --pdfs .corpus-carry --min-pages 1600 --min-docs 150 || exit 1
+    $B serve --gpu 0 --owner-pid "$(owner)" > "$OUT/serve0.log" 2>&1 &
+    $B serve --gpu 1 --owner-pid "$(owner)" > "$OUT/serve1.log" 2>&1
+    wait
+    tail -3 "$OUT"/serve*.log
+    nvidia-smi --query-gpu=index,name,memory.used,utilization.gpu --format=csv
+    ;;
+  round)
+    r=$2
+    if [ $((r % 2)) -eq 1 ]; then p=0; q=1; else p=1; q=0; fi
+    $B pipeline --gpu $p --round "$r" --owner-pid "$(owner)" > "$OUT/pipeline-r$r.log" 2>&1 &
+    $B raw --gpu $q --round "$r" --owner-pid "$(owner)" > "$OUT/raw-r$r.log" 2>&1
+    wait
+    tail -2 "$OUT/pipeline-r$r.log" "$OUT/raw-r$r.log"
+    cp $W/phases/*.json "$OUT/" 2>/dev/null
+    ;;
+  deployment)
+    $B deployment --gpu 0 --owner-pid "$(owner)" > "$OUT/deployment.log" 2>&1 &
+    $B raw --gpu 1 --round 3 --owner-pid "$(owner)" > "$OUT/raw-r3.log" 2>&1
+    wait
+    tail -3 "$OUT/deployment.log" "$OUT/raw-r3.log"
+    $B report --out "$OUT" --command "bash bench/gpu_user_path_device.sh setup; round 1; round 2; deployment (see the script)"
+    ;;
+  *) echo "usage: $0 setup | round N | deployment" >&2; exit 2 ;;
+esac

@@ -1,0 +1,42 @@
+"""Stage 4: outputs, chunks and vectors; the document is recorded as done last of all."""
+
+from __future__ import annotations
+
+from folio import progress
+from folio.models import DocumentOutcome, DocumentResult
+from folio.pipeline.outcome import quarantine
+from folio.pipeline.services import Services
+
+
+def load_document(doc: DocumentResult, services: Services) -> DocumentResult:
+    """Write outputs, chunks and vectors; record the document as done last of all."""
+    from folio import outputs
+
+    if doc.cached:
+        return doc
+    try:
+        if doc.outcome is DocumentOutcome.QUARANTINED:
+            outputs.write_quarantine(services.sink, doc)
+            return doc
+        if services.config.store.kind == "none":
+            doc.outputs = outputs.write_document(services.sink, doc)
+        else:
+            from folio.chunking import chunk_document, embedding_text
+
+            chunks = chunk_document(doc, services.config.chunk)
+            vectors = services.embedder().embed([embedding_text(c) for c in chunks])
+            # known before the outputs are written, so document.json tells the same
+            # chunk count and table as the report, the index and the store
+            doc.chunks, doc.vector_table = len(chunks), services.store().name
+            doc.outputs = outputs.write_document(services.sink, doc)
+            services.vectors().write(doc.doc_id, chunks, vectors)  # batched with others
+        if doc.retryable:
+            outputs.write_quarantine(services.sink, doc)
+        else:
+            outputs.mark_done(services.sink, doc)
+    except Exception as err:
+        quarantine(doc, err)
+    finally:
+        progress.emit(progress.ProgressEvent(
+            kind="document-done", source=doc.source, outcome=doc.outcome))
+    return doc

@@ -1,0 +1,130 @@
+"""Stage 2 for one page: route it, then the engine ladder (attempts, fallbacks, quarantine)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from folio.engines.base import GENERATIVE_ENGINES, EngineOutput, OcrEngine
+from folio.errors import BadOutputError, FolioError, TransientError
+from folio.models import Attempt, BBox, Block, PageOutcome, PagePrep, PageResult
+from folio.pipeline.outcome import page_failed
+from folio.pipeline.services import Services
+from folio.quality import repeat_ratio
+from folio.route import route_page
+
+log = logging.getLogger(__name__)
+
+#: bboxes overshooting the page by less than this share of its size are clipped
+BBOX_CLIP_TOLERANCE = 0.02
+
+
+def discard_image(page: PagePrep) -> None:
+    """Delete a page's rendered image once nothing needs it (they can be large)."""
+    if page.image_path:
+        Path(page.image_path).unlink(missing_ok=True)
+
+
+def process_page(page: PagePrep, services: Services) -> PageResult:
+    """Route one page and run the engine ladder: attempts, then fallbacks, then quarantine."""
+    try:
+        return _process_page(page, services)
+    except Exception as err:  # one page's bug must not sink the document
+        log.exception("page %s failed", page.index)
+        return page_failed(page, f"internal: {type(err).__name__}: {err}")
+    finally:
+        discard_image(page)
+
+
+def _process_page(page: PagePrep, services: Services) -> PageResult:
+    config = services.config
+    result = PageResult(
+        index=page.index, width_pt=page.width_pt, height_pt=page.height_pt, plan=page.plan,
+        blank=page.blank,
+    )
+    if page.error:
+        result.reason = page.error
+        return result
+    route = route_page(page, config.route)
+    result.route, result.route_reason = route.kind, route.reason
+    if route.kind == "none":
+        result.outcome, result.reason = PageOutcome.OK, "blank page"
+        return result
+    primary = "text-layer" if route.kind == "text-layer" else config.ocr.engine
+    ladder: list[tuple[str, int, PageOutcome]] = [
+        (primary, n, PageOutcome.OK if n == 0 else PageOutcome.RECOVERED)
+        for n in range(config.ocr.max_attempts)
+    ]
+    ladder += [(name, 0, PageOutcome.FALLBACK) for name in config.ocr.fallback if name != primary]
+    errors: list[str] = []
+    last_transient = False
+    for name, attempt, outcome in ladder:
+        engine = services.engine(name)
+        if attempt > 0 and getattr(engine, "deterministic", False) and not last_transient:
+            continue  # the same input gives the same bad output: go to the fallbacks
+        try:
+            output = _recognize(engine, page, attempt)
+            output.blocks = clip_blocks(output.blocks, page.width_pt, page.height_pt)
+            problem = page_problem(output, page, config.validation.max_repeat_ratio,
+                                   generative=name in GENERATIVE_ENGINES)
+            if problem:
+                output.attempt.error = problem
+                result.attempts.append(output.attempt)
+                raise BadOutputError(problem)
+        except FolioError as err:
+            attempt_record = getattr(err, "attempt", None)
+            if isinstance(attempt_record, Attempt):
+                result.attempts.append(attempt_record)
+            elif not (result.attempts and result.attempts[-1].error == str(err)):
+                result.attempts.append(Attempt(engine=name, error=err.reason))
+            errors.append(err.reason)
+            last_transient = isinstance(err, TransientError)
+            continue
+        result.attempts.append(output.attempt)
+        result.engine, result.model = name, output.attempt.model
+        result.prompt_format = output.prompt_format
+        result.blocks, result.markdown = output.blocks, output.markdown
+        result.outcome = outcome
+        result.reason = "" if outcome is PageOutcome.OK else f"after: {errors[-1]}"
+        return result
+    result.outcome = PageOutcome.QUARANTINED
+    result.reason = "; ".join(dict.fromkeys(errors)) or "no engine could read the page"
+    return result
+
+
+def _recognize(engine: OcrEngine, page: PagePrep, attempt: int) -> EngineOutput:
+    try:
+        return engine.recognize(page, attempt)
+    except FolioError:
+        raise
+    except Exception as err:  # an engine bug reads as bad output for this page
+        raise BadOutputError(f"{engine.name} failed: {type(err).__name__}: {err}") from err
+
+
+def clip_blocks(blocks: list[Block], width: float, height: float) -> list[Block]:
+    """Clip boxes that overshoot the page by a hair (rounding, glyph overhang); larger
+    overshoots are left for validation to report."""
+    tol_x, tol_y = width * BBOX_CLIP_TOLERANCE, height * BBOX_CLIP_TOLERANCE
+    for block in blocks:
+        b = block.bbox
+        if b is None:
+            continue
+        if b.x0 >= -tol_x and b.y0 >= -tol_y and b.x1 <= width + tol_x and b.y1 <= height + tol_y:
+            block.bbox = BBox(
+                x0=max(0.0, b.x0), y0=max(0.0, b.y0), x1=min(width, b.x1), y1=min(height, b.y1)
+            )
+    return blocks
+
+
+def page_problem(
+    output: EngineOutput, page: PagePrep, max_repeat: float, *, generative: bool
+) -> str | None:
+    """The per-page checks the validation suite makes, applied while the page image still
+    exists, so a failure can be retried or fall back instead of being quarantined."""
+    text = output.markdown.strip()
+    if not text and not page.blank:
+        return "empty: no text on a non-blank page"
+    ratio = repeat_ratio(text) if generative else 0.0
+    if ratio > max_repeat:
+        return f"repetition: {ratio:.0%} of the text is one repeated n-gram"
+    return None

@@ -1,0 +1,171 @@
+"""Stage 1: fetch, hash, skip what is done, probe; repair or compress with Ghostscript."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict
+
+from folio import progress
+from folio.config import PipelineConfig
+from folio.errors import BadInputError, FolioError, MalformedPdfError
+from folio.io.sources import SourceRef, fetch
+from folio.models import DocumentResult
+from folio.pipeline.outcome import quarantine
+from folio.pipeline.services import Services
+
+if TYPE_CHECKING:
+    from folio.pdf.page_worker import PdfInfo
+
+#: bytes per page above which a PDF is image-heavy enough for Ghostscript to pay off
+COMPRESS_MIN_BYTES_PER_PAGE = 64 * 1024
+#: Ghostscript's output is used only when it saves at least this share of the bytes
+COMPRESS_MIN_SAVING = 0.10
+
+
+class PreparedDocument(BaseModel):
+    """A document that passed the checks and is ready for its pages to be prepared."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    result: DocumentResult
+    pdf: Path  # what the page worker reads: the original, a compressed or a repaired copy
+    work_dir: Path
+    started: float
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def start_document(ref: SourceRef, services: Services) -> PreparedDocument | DocumentResult:
+    """Fetch, hash and probe a source; return a finished result when there is nothing to do
+    (already done with this configuration, or not processable)."""
+    config = services.config
+    started = time.monotonic()
+    doc = DocumentResult(source=ref.uri, config_hash=config.config_hash())
+    progress.emit(progress.ProgressEvent(kind="document-start", source=ref.uri))
+    try:
+        if ref.size is not None and ref.size > config.limits.max_bytes:
+            raise BadInputError(
+                f"{ref.size} bytes is over the {config.limits.max_bytes}-byte limit",
+                code="too-large",
+            )
+        work_dir = Path(config.work_dir) / f"{time.time_ns()}-{threading.get_ident()}"
+        work_dir.mkdir(parents=True, exist_ok=True)
+        local = fetch(ref, work_dir, config.s3)
+        doc.sha256 = sha256_file(local)
+        doc.doc_id = doc.sha256[:32]
+        doc.compression.original_bytes = local.stat().st_size
+        if not config.reprocess:
+            from folio.outputs import find_done
+
+            done = find_done(services.sink, doc.sha256, doc.config_hash)
+            if done is not None:
+                shutil.rmtree(work_dir, ignore_errors=True)
+                done.source, done.cached, done.seconds = ref.uri, True, time.monotonic() - started
+                return done
+        pdf, info = _probe_or_repair(local, doc, work_dir, config)
+        pdf = _maybe_compress(pdf, info, doc, work_dir, config)
+        return PreparedDocument(result=doc, pdf=pdf, work_dir=work_dir, started=started)
+    except Exception as err:  # every failure becomes an outcome
+        doc.seconds = time.monotonic() - started
+        return quarantine(doc, err)
+
+
+def _probe_or_repair(
+    local: Path, doc: DocumentResult, work_dir: Path, config: PipelineConfig
+) -> tuple[Path, PdfInfo]:
+    from folio.pdf import ghostscript
+    from folio.pdf.page_worker import probe
+
+    password = config.password
+    limits = config.limits
+    try:
+        info = probe(local, password, limits.ghostscript_timeout_s, limits.worker_memory_mb)
+        pdf = local
+    except MalformedPdfError as first:
+        repaired = work_dir / "repaired.pdf"
+        try:
+            ghostscript.repair(
+                local, repaired, timeout_s=limits.ghostscript_timeout_s,
+                password=password.get_secret_value() if password else None,
+            )
+            info = probe(repaired, None, limits.ghostscript_timeout_s, limits.worker_memory_mb)
+        except FolioError as second:
+            raise MalformedPdfError(f"{first}; Ghostscript repair failed too: {second}") from second
+        doc.repaired = True
+        pdf = repaired
+        password = None
+    if info.page_count == 0:
+        raise MalformedPdfError("the PDF has no pages")
+    if info.page_count > limits.max_pages:
+        raise BadInputError(
+            f"{info.page_count} pages is over the {limits.max_pages}-page limit", code="too-many-pages"
+        )
+    doc.page_count = info.page_count
+    progress.emit(progress.ProgressEvent(kind="pages-known", source=doc.source, pages=doc.page_count))
+    return pdf, info
+
+
+def compression_dpi(max_page_pt: float, config: PipelineConfig) -> float:
+    """The image resolution Ghostscript keeps: what the model will see of the largest page.
+
+    Images are seen at the page's render DPI, which the pixel budget sets from the page
+    size; downsampling below it loses information, keeping more buys nothing. (The plan may
+    raise DPI for tiny vector text; that text is not an image and is not downsampled.)
+    """
+    render = config.render
+    budget = render.longest_side_px / max(max_page_pt / 72.0, 1e-6)
+    return max(render.min_dpi, min(render.max_dpi, budget))
+
+
+def _maybe_compress(
+    pdf: Path, info: PdfInfo, doc: DocumentResult, work_dir: Path, config: PipelineConfig
+) -> Path:
+    if not config.compress or doc.repaired:
+        doc.compression.note = "disabled" if not config.compress else "repaired copy used"
+        return pdf
+    per_page = doc.compression.original_bytes / max(doc.page_count, 1)
+    if per_page < COMPRESS_MIN_BYTES_PER_PAGE:
+        doc.compression.note = f"{per_page / 1024:.0f} KiB/page: little image data to shrink"
+        return pdf
+    from folio.pdf import ghostscript
+    from folio.pdf.page_worker import probe
+
+    limits = config.limits
+    out = work_dir / "compressed.pdf"
+    try:
+        comp = ghostscript.compress(
+            pdf, out, image_dpi=compression_dpi(info.max_page_pt, config),
+            timeout_s=limits.ghostscript_timeout_s,
+            password=config.password.get_secret_value() if config.password else None,
+        )
+    except FolioError as err:  # compression is an optimisation: never fail the document
+        doc.compression.note = f"ghostscript failed, original used: {err.reason}"
+        return pdf
+    doc.compression = comp
+    saved = 1 - (comp.compressed_bytes or comp.original_bytes) / max(comp.original_bytes, 1)
+    if saved < COMPRESS_MIN_SAVING:
+        doc.compression.note = f"saved {saved:.0%} only: original used"
+        return pdf
+    try:
+        check = probe(out, None, limits.ghostscript_timeout_s, limits.worker_memory_mb)
+    except FolioError as err:
+        doc.compression.note = f"compressed copy unreadable, original used: {err.reason}"
+        return pdf
+    if check.page_count != doc.page_count:
+        doc.compression.note = f"compressed copy has {check.page_count} pages: original used"
+        return pdf
+    doc.compression.used = True
+    doc.compression.note = f"saved {saved:.0%}"
+    return out

@@ -1,0 +1,417 @@
+"""Pages, not documents, are the unit of work: one scheduler per run feeds the OCR engine
+from the pages of every admitted document.
+
+Why: with a window of documents (the old design), the engine waited for whichever
+document was slowest to prepare, and one long PDF held back every short one behind it,
+so a GPU stayed a quarter busy. Here three pools work side by side:
+
+- **prepare** (``limits.document_concurrency`` threads): fetch, hash, probe, compress or
+  repair a document (the caller's ``prepare`` function, so a flow can make it a task);
+- **render** (``limits.render_workers`` threads, each driving one page-worker child):
+  page batches of ``limits.pages_per_worker`` pages, taken round-robin across documents,
+  so a 1000-page PDF's first pages reach the engine before its last are rendered and the
+  short documents beside it are not queued behind it;
+- **OCR** (:func:`ocr_concurrency` threads): the page ladder, page by page, oldest first.
+
+Admission and render-ahead share one watermark (:attr:`SchedulerLimits.watermark_pages`,
+twice the OCR concurrency): a page batch is rendered only while fewer pages than that are
+rendered-and-waiting or being rendered, so the queue in front of the engine stays short
+and a short document's pages never wait behind hundreds of a long one's; a new document
+is prepared whenever the admitted ones' *near* pages (each counted up to one batch, so
+one long document never looks like a full queue) fall below it. Memory: rendered page
+images waiting on disk are also bounded in bytes (``limits.prepared_image_mb``); a batch
+starts only when its estimated bytes fit (always when nothing waits, so one page larger
+than the budget cannot stall the run).
+
+Finished documents come out of :meth:`PageScheduler.run` as their last page ends, not
+in input order, so loading them overlaps the OCR of the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, Field
+
+from folio import progress
+from folio.config import PipelineConfig
+from folio.engines.base import GENERATIVE_ENGINES
+from folio.io.sources import SourceRef
+from folio.models import DocumentResult, PagePrep, PageResult
+from folio.pipeline.outcome import page_failed, quarantine
+from folio.pipeline.pages import discard_image, process_page
+from folio.pipeline.prepare import PreparedDocument
+from folio.pipeline.services import Services
+
+if TYPE_CHECKING:
+    from folio.pdf.page_worker import WorkerJob
+
+log = logging.getLogger(__name__)
+
+#: a page batch is admitted against the image budget at this many bytes a page until
+#: real pages have been measured
+FIRST_PAGE_ESTIMATE = 512 * 1024
+
+Prepare = Callable[[SourceRef], "PreparedDocument | DocumentResult"]
+
+
+class SchedulerLimits(BaseModel):
+    """How much of each kind of work runs at once (derived from the configuration)."""
+
+    ocr_concurrency: int = Field(ge=1, description="pages in the engine ladder at once")
+    render_workers: int = Field(ge=1, description="page-worker children at once")
+    prepare_workers: int = Field(ge=1, description="documents being prepared at once")
+    pages_per_worker: int = Field(ge=1)
+    image_budget_bytes: int = Field(ge=1, description="rendered images waiting on disk")
+    watermark_pages: int = Field(ge=1, description="pages waiting or rendering before render "
+                                 "pauses; admit documents below this many near pages")
+    max_documents: int = Field(ge=1, description="documents admitted and not finished")
+
+    @classmethod
+    def from_config(cls, config: PipelineConfig) -> SchedulerLimits:
+        limits = config.limits
+        ocr = ocr_concurrency(config)
+        return cls(
+            ocr_concurrency=ocr,
+            render_workers=limits.render_workers,
+            prepare_workers=limits.document_concurrency,
+            pages_per_worker=limits.pages_per_worker,
+            image_budget_bytes=limits.prepared_image_mb * 1024 * 1024,
+            # enough ready pages to refill the engine twice over while more render
+            watermark_pages=max(2 * ocr, 4 * limits.pages_per_worker),
+            max_documents=max(8, 2 * ocr, 4 * limits.document_concurrency),
+        )
+
+
+def ocr_concurrency(config: PipelineConfig) -> int:
+    """Pages in the ladder at once: a generative engine's in-flight budget (the requests
+    it keeps at the server), else the CPU page concurrency."""
+    if config.ocr.engine in GENERATIVE_ENGINES:
+        return max(config.ocr.in_flight, 1)
+    return max(config.limits.page_concurrency, 1)
+
+
+@dataclass
+class _Document:
+    """One admitted document's page accounting."""
+
+    prep: PreparedDocument
+    jobs: deque[WorkerJob]
+    deadline: float
+    results: dict[int, PageResult] = field(default_factory=dict)
+    running_jobs: int = 0
+
+    @property
+    def source(self) -> str:
+        return self.prep.result.source
+
+    @property
+    def outstanding(self) -> int:
+        return self.prep.result.page_count - len(self.results)
+
+
+@dataclass
+class _Ready:
+    doc: _Document
+    page: PagePrep
+    size: int
+
+
+class PageScheduler:
+    """Runs the pages of many documents through the OCR ladder; see the module doc.
+
+    Example::
+
+        scheduler = PageScheduler(services, prepare=lambda ref: start_document(ref, services))
+        for doc in scheduler.run(refs):   # OCR'd, not yet validated or loaded
+            ...
+    """
+
+    def __init__(self, services: Services, *, prepare: Prepare,
+                 limits: SchedulerLimits | None = None) -> None:
+        self.services = services
+        self.config = services.config
+        self.limits = limits or SchedulerLimits.from_config(services.config)
+        self._prepare = prepare
+        self._cond = threading.Condition()
+        self._docs: list[_Document] = []  # admitted, pages not all done
+        self._rr = 0  # round-robin position over _docs for page batches
+        self._ready: deque[_Ready] = deque()
+        self._preparing = 0
+        self._finished: deque[DocumentResult] = deque()
+        self._trash: list[Path] = []  # finished documents' work dirs, removed off the lock
+        self._image_bytes = 0  # images rendered and not yet discarded
+        self._reserved = 0  # bytes promised to running page batches not yet received
+        self._rendering = 0  # pages of running page batches not yet received
+        self._page_estimate = FIRST_PAGE_ESTIMATE
+        self._measured = 0
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        #: the largest image bytes seen waiting at once (for tests and benchmarks)
+        self.peak_image_bytes = 0
+        self.peak_in_ladder = 0
+        self._in_ladder = 0
+        #: when the first and the last page ended (time.monotonic), None before any
+        self.first_page_at: float | None = None
+        self.last_page_at: float | None = None
+
+    # --- the public loop -------------------------------------------------------------------
+    def run(self, refs: Iterable[SourceRef]) -> Iterator[DocumentResult]:
+        """Yield every source's result (OCR'd, or finished early: cached, quarantined) as
+        it ends. Closing the iterator early stops the workers and kills page workers."""
+        pending = deque(refs)
+        total = len(pending)
+        yielded = 0
+        lim = self.limits
+        self._start_threads()
+        prepare_pool = ThreadPoolExecutor(lim.prepare_workers, thread_name_prefix="folio-prepare")
+        try:
+            while yielded < total:
+                with self._cond:
+                    while pending and self._should_admit():
+                        self._preparing += 1
+                        prepare_pool.submit(self._admit, pending.popleft())
+                    if not self._finished:
+                        self._cond.wait(timeout=1.0)
+                    done = list(self._finished)
+                    self._finished.clear()
+                    trash, self._trash = self._trash, []
+                for folder in trash:
+                    shutil.rmtree(folder, ignore_errors=True)
+                for doc in done:
+                    yielded += 1
+                    yield doc
+        finally:
+            self._stop.set()
+            with self._cond:
+                self._cond.notify_all()
+            prepare_pool.shutdown(wait=True, cancel_futures=True)
+            for thread in self._threads:
+                thread.join()
+            self._discard_waiting()
+
+    # --- admission -------------------------------------------------------------------------
+    def _near_pages(self) -> int:
+        """Pages the engine will see soon: each document counted up to one page batch."""
+        cap = self.limits.pages_per_worker
+        return sum(min(d.outstanding, cap) for d in self._docs)
+
+    def _should_admit(self) -> bool:
+        lim = self.limits
+        if self._preparing >= lim.prepare_workers:
+            return False
+        if len(self._docs) + self._preparing >= lim.max_documents:
+            return False
+        # a document being prepared counts as one batch of pages until it is known
+        near = self._near_pages() + self._preparing * lim.pages_per_worker
+        return near < lim.watermark_pages
+
+    def _admit(self, ref: SourceRef) -> None:
+        try:
+            prep = self._prepare(ref)
+        except Exception as err:  # the prepare hook promises an outcome; keep it honest
+            prep = quarantine(DocumentResult(source=ref.uri), err)
+        with self._cond:
+            self._preparing -= 1
+            if isinstance(prep, DocumentResult):
+                self._finished.append(prep)
+            elif prep.result.page_count == 0:
+                self._finish(_Document(prep=prep, jobs=deque(), deadline=0.0))
+            else:
+                jobs = deque(worker_jobs(prep, self.config))
+                deadline = prep.started + self.config.limits.document_timeout_s
+                self._docs.append(_Document(prep=prep, jobs=jobs, deadline=deadline))
+            self._cond.notify_all()
+
+    # --- rendering -------------------------------------------------------------------------
+    def _start_threads(self) -> None:
+        lim = self.limits
+        for n in range(lim.render_workers):
+            self._spawn(self._render_loop, f"folio-render-{n}")
+        for n in range(lim.ocr_concurrency):
+            self._spawn(self._ocr_loop, f"folio-ocr-{n}")
+
+    def _spawn(self, target: Callable[[], None], name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _next_job(self) -> tuple[_Document, WorkerJob, int] | None:
+        """The next page batch, round-robin over documents, when its bytes fit (call
+        with the lock held)."""
+        candidates = [d for d in self._docs if d.jobs]
+        if not candidates:
+            return None
+        if len(self._ready) + self._rendering >= self.limits.watermark_pages:
+            return None  # enough in front of the engine: render later, fairly
+        doc = candidates[self._rr % len(candidates)]
+        reserve = len(doc.jobs[0].pages) * self._page_estimate
+        waiting = self._image_bytes + self._reserved
+        if waiting and waiting + reserve > self.limits.image_budget_bytes:
+            return None
+        self._rr += 1
+        doc.running_jobs += 1
+        self._reserved += reserve
+        self._rendering += len(doc.jobs[0].pages)
+        return doc, doc.jobs.popleft(), reserve
+
+    def _render_loop(self) -> None:
+        while not self._stop.is_set():
+            with self._cond:
+                picked = self._next_job()
+                if picked is None:
+                    self._cond.wait(timeout=0.5)
+                    continue
+            doc, job, reserve = picked
+            try:
+                self._render(doc, job, reserve)
+            except Exception:  # never lose the thread: _render accounts for its pages
+                log.exception("page batch of %s failed", doc.source)
+
+    def _render(self, doc: _Document, job: WorkerJob, reserve: int) -> None:
+        from folio.pdf.page_worker import prepare_pages
+
+        per_page = reserve // max(len(job.pages), 1)
+        seen: set[int] = set()
+        pages = prepare_pages(job)
+        try:
+            for page in pages:
+                seen.add(page.index)
+                self._receive(doc, page, per_page)
+                if self._stop.is_set():
+                    break
+        except Exception as err:  # the batch could not run at all: its pages say why
+            reason = getattr(err, "reason", None) or f"worker: {type(err).__name__}: {err}"
+            for index in job.pages:
+                if index not in seen:
+                    seen.add(index)
+                    self._receive(doc, PagePrep(index=index, error=reason), per_page)
+        finally:
+            close = getattr(pages, "close", None)
+            if callable(close):
+                close()  # kills the child if it is still running
+            with self._cond:
+                unseen = len(job.pages) - len(seen)
+                self._reserved -= per_page * unseen
+                self._rendering -= unseen
+                doc.running_jobs -= 1
+                for index in job.pages:  # stopped early: the pages still end somewhere
+                    if index not in seen and index not in doc.results:
+                        doc.results[index] = PageResult(
+                            index=index, width_pt=0, height_pt=0, reason="cancelled: run stopped")
+                self._maybe_finish(doc)
+                self._cond.notify_all()
+
+    def _receive(self, doc: _Document, page: PagePrep, reserved: int) -> None:
+        size = _image_size(page)
+        with self._cond:
+            self._reserved -= reserved
+            self._rendering -= 1
+            if time.monotonic() > doc.deadline:
+                discard_image(page)
+                limit = self.config.limits.document_timeout_s
+                self._record(doc, page_failed(page, f"timeout: document exceeded {limit:.0f} s"))
+                return
+            self._image_bytes += size
+            self.peak_image_bytes = max(self.peak_image_bytes, self._image_bytes)
+            if size:
+                self._measured += 1  # running mean, so the estimate follows the documents
+                self._page_estimate += (size - self._page_estimate) // min(self._measured, 64)
+            self._ready.append(_Ready(doc, page, size))
+            self._cond.notify_all()
+
+    # --- OCR -------------------------------------------------------------------------------
+    def _ocr_loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._ready and not self._stop.is_set():
+                    self._cond.wait(timeout=0.5)
+                if self._stop.is_set():
+                    return
+                item = self._ready.popleft()
+                self._in_ladder += 1
+                self.peak_in_ladder = max(self.peak_in_ladder, self._in_ladder)
+            result = process_page(item.page, self.services)  # never raises; drops the image
+            with self._cond:
+                self._in_ladder -= 1
+                self._image_bytes -= item.size
+                self._record(item.doc, result)
+                self._cond.notify_all()
+
+    def _record(self, doc: _Document, result: PageResult) -> None:
+        """A page's result (lock held); the document ends with its last page."""
+        doc.results[result.index] = result
+        self.last_page_at = time.monotonic()
+        self.first_page_at = self.first_page_at or self.last_page_at
+        progress.emit(progress.ProgressEvent(
+            kind="page-done", source=doc.source, pages=1, outcome=result.outcome))
+        self._maybe_finish(doc)
+
+    def _maybe_finish(self, doc: _Document) -> None:
+        """Finish once every page has a result and no batch of it is still running (the
+        last page's OCR can end before its batch's thread lets go; lock held)."""
+        if doc in self._docs and doc.outstanding <= 0 and not doc.jobs and not doc.running_jobs:
+            self._finish(doc)
+
+    def _finish(self, doc: _Document) -> None:
+        result = doc.prep.result
+        for index in range(result.page_count):  # the workers promise every page; never drop one
+            doc.results.setdefault(index, PageResult(
+                index=index, width_pt=0, height_pt=0, reason="internal: page never reported"))
+        result.pages = [doc.results[i] for i in range(result.page_count)]
+        result.engine = "+".join(sorted({p.engine for p in result.pages if p.engine}))
+        result.seconds = time.monotonic() - doc.prep.started
+        self._trash.append(Path(doc.prep.work_dir))
+        if doc in self._docs:
+            self._docs.remove(doc)
+        self._finished.append(result)
+
+    def _discard_waiting(self) -> None:
+        with self._cond:
+            while self._ready:
+                discard_image(self._ready.popleft().page)
+            trash = [*self._trash, *(Path(d.prep.work_dir) for d in self._docs)]
+            self._trash = []
+        for folder in trash:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _image_size(page: PagePrep) -> int:
+    if not page.image_path:
+        return 0
+    try:
+        return os.path.getsize(page.image_path)
+    except OSError:
+        return 0
+
+
+def worker_jobs(prep: PreparedDocument, config: PipelineConfig) -> list[WorkerJob]:
+    """The document's pages in batches, one page-worker child each."""
+    from folio.pdf.page_worker import WorkerJob
+
+    doc = prep.result
+    size = config.limits.pages_per_worker
+    return [
+        WorkerJob(
+            pdf=prep.pdf,
+            password=None if doc.repaired else config.password,
+            pages=list(range(start, min(start + size, doc.page_count))),
+            out_dir=Path(prep.work_dir) / "pages",
+            render_settings=config.render,
+            route_settings=config.route,
+            render="untrusted" if config.route.mode == "auto" else "all",
+            memory_mb=config.limits.worker_memory_mb,
+            timeout_s=config.limits.document_timeout_s,
+        )
+        for start in range(0, doc.page_count, size)
+    ]

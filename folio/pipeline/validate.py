@@ -1,0 +1,45 @@
+"""Stage 3: Great Expectations over a document's pages, then the document's outcome."""
+
+from __future__ import annotations
+
+from folio.models import DocumentOutcome, DocumentResult, PageOutcome
+from folio.pipeline.outcome import quarantine
+from folio.pipeline.services import Services
+
+
+def validate_document(doc: DocumentResult, services: Services) -> DocumentResult:
+    """Great Expectations over the document's pages; failing pages are quarantined."""
+    if doc.cached or (doc.outcome is DocumentOutcome.QUARANTINED and doc.reason):
+        return doc
+    if services.config.validation.enabled and doc.pages:
+        from folio.validation import validate_pages
+
+        try:
+            failures = validate_pages(doc.doc_id, doc.pages, services.config.validation)
+        except Exception as err:
+            return quarantine(doc, err)
+        for page in doc.pages:
+            names = failures.get(page.index)
+            if names and page.outcome is not PageOutcome.QUARANTINED:
+                page.outcome = PageOutcome.QUARANTINED
+                page.reason = "validation: " + ", ".join(names)
+    decide_outcome(doc)
+    return doc
+
+
+def decide_outcome(doc: DocumentResult) -> None:
+    doc.check_accounting()
+    readable = [p for p in doc.pages if p.outcome is not PageOutcome.QUARANTINED]
+    if len(readable) == doc.page_count:
+        doc.outcome = DocumentOutcome.OK
+        doc.reason = ""
+    elif not readable:
+        doc.outcome = DocumentOutcome.QUARANTINED
+        doc.reason = doc.reason or f"no page could be read: {doc.pages[0].reason}"
+    else:
+        doc.outcome = DocumentOutcome.PARTIAL
+        doc.reason = f"{doc.pages_quarantined} of {doc.page_count} pages quarantined"
+    doc.retryable = doc.retryable or any(
+        p.reason.startswith(("transient", "timeout", "engine-unavailable", "worker-crashed"))
+        for p in doc.pages if p.outcome is PageOutcome.QUARANTINED
+    )

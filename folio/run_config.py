@@ -1,0 +1,116 @@
+"""One way from what a person asked for to the settings a run uses.
+
+The CLI, every flow (deployments, UI runs, triggers, the sweep's batches) and the
+benchmarks call :func:`resolve_config`, so ``folio ingest --engine vllm --profile h200``
+and a flow run on the ``folio-h200`` pool (whose environment says the same) run with
+exactly the same settings. Layers, later ones win:
+
+1. folio's defaults;
+2. for an engine that runs on a served model (``vllm``): the hardware profile's budgets
+   (render pixels limited by the model preset and the card, requests in flight) and CPU
+   concurrency sized to this machine;
+3. ``FOLIO_*`` environment variables (a work pool's environment lands here);
+4. the request's engine, route and reprocess;
+5. the request's ``settings`` overrides (dotted keys, ``{"render.max_dpi": 200}``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from folio.config import PipelineConfig
+from folio.vocabulary import SERVED_ENGINES, EngineName, RouteMode
+
+#: keys that hold secrets: read from the worker's environment, never request settings
+SECRET_SETTINGS = frozenset({"password", "ocr.api_key", "s3.secret_access_key",
+                             "s3.session_token"})
+
+
+class IngestRequest(BaseModel):
+    """What to ingest and how: what the flows take, what the CLI builds and what
+    triggers send."""
+
+    sources: list[str] = Field(min_length=1)
+    out: str = "folio-out"
+    engine: EngineName = "tesseract"
+    route: RouteMode = "auto"
+    reprocess: bool = False
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+def resolve_config(
+    *,
+    engine: EngineName,
+    route: RouteMode,
+    reprocess: bool = False,
+    settings: dict[str, Any] | None = None,
+) -> PipelineConfig:
+    """The run's :class:`PipelineConfig` (see the module doc for the layers)."""
+    env_set = PipelineConfig().model_dump(exclude_unset=True)  # what FOLIO_* said
+    layered: dict[str, Any] = {}
+    overrides = dict(settings or {})
+    profile_name = _pick(overrides, env_set, "ocr.profile") or "auto"
+    preset_name = _pick(overrides, env_set, "ocr.preset") or "generic"
+    if engine in SERVED_ENGINES:
+        for key, value in served_defaults(profile_name, preset_name).items():
+            _merge(layered, key.split("."), value)
+    _deep_update(layered, env_set)
+    _merge(layered, ["ocr", "engine"], engine)
+    _merge(layered, ["route", "mode"], route)
+    layered["reprocess"] = reprocess
+    for key, value in overrides.items():
+        _merge(layered, key.split("."), value)
+    return PipelineConfig.model_validate(layered)
+
+
+def served_defaults(profile_name: str, preset_name: str,
+                    cpus: int | None = None) -> dict[str, Any]:
+    """What a served-model run uses unless told otherwise: the preset's pixel budget
+    limited by the card's, the profile's in-flight budget, and page workers and document
+    preparation sized to this machine's cores (the GPU waits on them otherwise)."""
+    from folio.gpu.profiles import load_profile
+    from folio.presets import get_preset
+
+    profile = load_profile(profile_name)
+    render = profile.render_settings(get_preset(preset_name).render_settings())
+    cores = cpus or os.cpu_count() or 2
+    return {
+        "ocr.profile": profile.name,
+        "ocr.in_flight": profile.in_flight,
+        "render.longest_side_px": render.longest_side_px,
+        "render.max_pixels": render.max_pixels,
+        "limits.render_workers": max(2, cores // 2),
+        "limits.document_concurrency": max(2, cores // 4),
+    }
+
+
+def _pick(overrides: dict[str, Any], env_set: dict[str, Any], key: str) -> Any:
+    if key in overrides:
+        return overrides[key]
+    node: Any = env_set
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _merge(target: dict[str, Any], path: list[str], value: Any) -> None:
+    for key in path[:-1]:
+        nested = target.get(key)
+        if not isinstance(nested, dict):
+            nested = target[key] = {}
+        target = nested
+    leaf = path[-1]
+    if isinstance(value, dict) and isinstance(target.get(leaf), dict):
+        _deep_update(target[leaf], value)
+    else:
+        target[leaf] = value
+
+
+def _deep_update(target: dict[str, Any], source: dict[str, Any]) -> None:
+    for key, value in source.items():
+        _merge(target, [key], value)

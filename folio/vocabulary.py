@@ -1,0 +1,18 @@
+"""The names a person chooses between, defined once: the engine registry, the CLI's
+choices, the flows' parameter types and the Prefect forms all derive from these."""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+#: OCR engines for pages without a trustworthy text layer
+EngineName = Literal["tesseract", "text-layer", "vllm", "openai"]
+#: which pages go to the engine: auto (judge each text layer), ocr (all), text-layer (none)
+RouteMode = Literal["auto", "ocr", "text-layer"]
+
+ENGINES: tuple[str, ...] = get_args(EngineName)
+ROUTE_MODES: tuple[str, ...] = get_args(RouteMode)
+#: engines that send pages to a vision-language model (sampling, token budgets, retries)
+GENERATIVE_ENGINES: frozenset[str] = frozenset({"vllm", "openai"})
+#: engines whose flow runs own (or share) a vLLM server on this worker's GPUs
+SERVED_ENGINES: frozenset[str] = frozenset({"vllm"})

@@ -1,0 +1,81 @@
+"""One configuration path: the CLI, a GPU pool's flow runs and the benchmarks resolve
+their settings with folio.run_config.resolve_config, in the same layers."""
+
+from __future__ import annotations
+
+import pytest
+
+from deployments.work_pools import profile_env
+from folio import cli
+from folio.gpu.profiles import load_profile
+from folio.presets import get_preset
+from folio.run_config import resolve_config
+
+
+def cli_config(*options: str) -> dict[str, object]:
+    args = cli._parser().parse_args(["ingest", "x.pdf", "--out", "o", *options])
+    return resolve_config(engine=args.engine, route=args.route, reprocess=args.reprocess,
+                          settings=cli._settings(args)).public_dump()
+
+
+def test_gpu_pool_environment_equals_the_cli_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flow run on folio-h200 (the pool's environment plus the deployment's model) gets
+    exactly what `folio ingest --engine vllm --profile h200 --model M --preset chandra` gets."""
+    expected = cli_config("--engine", "vllm", "--profile", "h200", "--model", "/m",
+                          "--preset", "chandra")
+    env = {**profile_env(load_profile("h200")), "FOLIO_OCR__MODEL": "/m",
+           "FOLIO_OCR__PRESET": "chandra"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    from_pool = resolve_config(engine="vllm", route="auto").public_dump()
+    assert from_pool == expected
+    assert from_pool["ocr"]["in_flight"] == 256 and from_pool["ocr"]["profile"] == "h200"
+
+
+def test_served_engine_takes_the_profile_and_preset_budgets() -> None:
+    config = resolve_config(engine="vllm", route="auto",
+                            settings={"ocr.profile": "rtx-4090-24gb", "ocr.preset": "olmocr2"})
+    profile, preset = load_profile("rtx-4090-24gb"), get_preset("olmocr2")
+    assert config.ocr.in_flight == profile.in_flight
+    assert config.render.longest_side_px == min(preset.longest_side_px,
+                                                profile.render.longest_side_px)
+    assert config.render.max_pixels <= min(preset.max_pixels, profile.render.max_pixels)
+    assert config.limits.render_workers >= 2
+
+
+def test_layers_environment_then_request_then_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FOLIO_OCR__IN_FLIGHT", "40")  # over the profile's budget
+    monkeypatch.setenv("FOLIO_RENDER__MAX_DPI", "150")
+    monkeypatch.setenv("FOLIO_OCR__ENGINE", "tesseract")  # the request's engine wins
+    config = resolve_config(engine="vllm", route="ocr", settings={"ocr.profile": "h200",
+                                                                  "render.max_dpi": 120})
+    assert config.ocr.engine == "vllm" and config.route.mode == "ocr"
+    assert config.ocr.in_flight == 40 and config.render.max_dpi == 120
+
+
+def test_cpu_engines_keep_the_plain_defaults() -> None:
+    config = resolve_config(engine="tesseract", route="auto")
+    assert config.ocr.in_flight == 16 and config.limits.render_workers == 2
+    assert config.render.longest_side_px == 1600
+
+
+def test_nested_settings_merge_into_defaults() -> None:
+    config = resolve_config(engine="tesseract", route="auto",
+                            settings={"render": {"max_dpi": 200}, "limits.page_concurrency": 3})
+    assert config.render.max_dpi == 200 and config.render.min_dpi == 72
+    assert config.limits.page_concurrency == 3
+
+
+def test_one_vocabulary() -> None:
+    from typing import get_args
+
+    from folio.config import OcrSettings, RouteSettings
+    from folio.engines.registry import KNOWN_ENGINES
+    from folio.vocabulary import ENGINES, ROUTE_MODES
+
+    parser = cli._parser()
+    ingest = next(a for a in parser._subparsers._group_actions[0].choices["ingest"]._actions  # type: ignore[union-attr]
+                  if a.dest == "engine")
+    assert tuple(ingest.choices) == ENGINES == KNOWN_ENGINES
+    assert get_args(OcrSettings.model_fields["engine"].annotation) == ENGINES
+    assert get_args(RouteSettings.model_fields["mode"].annotation) == ROUTE_MODES

@@ -1,0 +1,216 @@
+"""The page scheduler against the OpenAI-protocol test server (CI has no GPU): pages of
+many documents through one engine budget, fairness to short documents, bounded memory,
+a dying server, nothing lost."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from folio import progress
+from folio.config import PipelineConfig
+from folio.gpu.vllm_server import VLLMServer, register_endpoint, unregister_endpoint
+from folio.io.sources import discover
+from folio.models import DocumentOutcome, DocumentResult, PageOutcome
+from folio.pipeline import (
+    PageScheduler,
+    SchedulerLimits,
+    Services,
+    process_documents,
+    start_document,
+)
+from folio.samples import report_pages, write_long_pdf, write_text_pdf
+from tests.openai_fake import FakeServer
+
+FAKE = str(Path(__file__).parent / "openai_fake.py")
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One 48-page document first, then six short ones (file names sort in that order)."""
+    root = tmp_path_factory.mktemp("sched")
+    files = {"a-long": write_long_pdf(root / "a-long.pdf", 48)}
+    for n in range(6):
+        files[f"b-short{n}"] = write_text_pdf(root / f"b-short{n}.pdf",
+                                              report_pages(seed=20 + n, n=1 + n % 2))
+    return files
+
+
+def gpu_config(tmp_path: Path, endpoint: str, **limits: Any) -> PipelineConfig:
+    """Every page to the engine (route ocr), outputs only, small batches and budgets."""
+    config = PipelineConfig.model_validate({
+        "ocr": {"engine": "openai", "endpoint": endpoint, "preset": "generic", "in_flight": 4,
+                "fallback": [], "max_attempts": 1, "request_retries": 1},
+        "route": {"mode": "ocr"}, "store": {"kind": "none"}, "compress": False,
+        "validation": {"data_docs": False},
+        "limits": {"pages_per_worker": 4, "render_workers": 2, **limits},
+        "work_dir": str(tmp_path / "work"),
+    })
+    return config
+
+
+class PageLog:
+    """page-done events as (time, source), collected from the scheduler's threads."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[float, str]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, event: progress.ProgressEvent) -> None:
+        if event.kind == "page-done":
+            with self._lock:
+                self.events.append((time.monotonic(), event.source))
+
+    def __enter__(self) -> PageLog:
+        progress.add_listener(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        progress.remove_listener(self)
+
+
+def run_scheduler(config: PipelineConfig, out: Path, sources: list[Path]
+                  ) -> tuple[list[tuple[float, DocumentResult]], PageScheduler]:
+    services = Services(config, str(out))
+    scheduler = PageScheduler(services, prepare=lambda ref: start_document(ref, services))
+    refs = discover([str(p) for p in sources], config.s3)
+    finished: list[tuple[float, DocumentResult]] = []
+    try:
+        for doc in scheduler.run(refs):
+            finished.append((time.monotonic(), doc))
+    finally:
+        services.close()
+    return finished, scheduler
+
+
+def test_long_document_first_does_not_hold_back_the_short_ones(
+    corpus: dict[str, Path], tmp_path: Path
+) -> None:
+    long_doc = corpus["a-long"]
+    with FakeServer(delay_s=0.05) as fake, PageLog() as pages:
+        config = gpu_config(tmp_path, fake.url)
+        finished, scheduler = run_scheduler(config, tmp_path / "out", list(corpus.values()))
+    by_source = {Path(d.source).name: (t, d) for t, d in finished}
+    assert len(by_source) == 7
+    long_done_at, long_result = by_source[long_doc.name]
+    assert long_result.page_count == 48 and long_result.pages_ok == 48
+    short = [(t, d) for name, (t, d) in by_source.items() if name != long_doc.name]
+    assert all(d.pages_ok == d.page_count for _, d in short)
+    # every short document ended while the long one still had most of its pages to go
+    long_pages_done = [t for t, src in pages.events if src == str(long_doc)]
+    last_short = max(t for t, _ in short)
+    assert sum(1 for t in long_pages_done if t <= last_short) < 24, "short ones waited"
+    assert last_short < long_done_at
+    # and the long document's first pages reached the engine before its last were rendered
+    first_long_page = min(long_pages_done)
+    assert first_long_page < long_done_at - 0.5
+    assert scheduler.peak_in_ladder <= scheduler.limits.ocr_concurrency
+
+
+def test_requests_in_flight_never_exceed_the_budget(corpus: dict[str, Path], tmp_path: Path) -> None:
+    with FakeServer(delay_s=0.05) as fake:
+        config = gpu_config(tmp_path, fake.url)
+        finished, scheduler = run_scheduler(config, tmp_path / "out", list(corpus.values()))
+        assert fake.state.requests == sum(d.page_count for _, d in finished) == 48 + 9
+        assert 0 < fake.state.max_in_flight <= config.ocr.in_flight
+    assert scheduler.peak_in_ladder <= config.ocr.in_flight
+
+
+def test_prepared_image_bytes_stay_under_the_cap(corpus: dict[str, Path], tmp_path: Path) -> None:
+    """A slow engine and a 1 MiB budget: rendering pauses instead of piling up images
+    (sampled on disk, where the page workers write them)."""
+    work = tmp_path / "work"
+    peak = {"bytes": 0, "largest": 0}
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            sizes = []
+            for png in work.rglob("*.png"):
+                try:
+                    sizes.append(png.stat().st_size)
+                except OSError:
+                    pass
+            peak["bytes"] = max(peak["bytes"], sum(sizes))
+            peak["largest"] = max([peak["largest"], *sizes])
+            time.sleep(0.01)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    with FakeServer(delay_s=0.1) as fake:
+        config = gpu_config(tmp_path, fake.url, prepared_image_mb=1)
+        sampler.start()
+        try:
+            finished, scheduler = run_scheduler(config, tmp_path / "out", [corpus["a-long"]])
+        finally:
+            stop.set()
+            sampler.join()
+    cap = 1024 * 1024
+    assert finished[0][1].pages_ok == 48
+    assert peak["largest"] > 0 and peak["bytes"] > 0
+    assert scheduler.peak_image_bytes <= cap + peak["largest"], scheduler.peak_image_bytes
+    # on disk the child may be one batch ahead of what the parent has read
+    assert peak["bytes"] <= cap + config.limits.pages_per_worker * peak["largest"], peak
+    assert not list(work.rglob("*.png")), "every image discarded"
+
+
+def test_a_dying_server_loses_no_page(corpus: dict[str, Path], tmp_path: Path) -> None:
+    """The supervised server exits hard mid-run: the requests in flight are sent again
+    after its restart; every page of every document ends ok, exactly once."""
+    marker = tmp_path / "died"
+    server = VLLMServer([sys.executable, FAKE, "--port", "{port}", "--delay", "0.05",
+                         "--die-on", "10", "--die-marker", str(marker)],
+                        in_flight=4, health_interval_s=0.1)
+    server.start()
+    register_endpoint(server)
+    try:
+        config = gpu_config(tmp_path, "unused")
+        config.ocr.engine, config.ocr.endpoint = "vllm", None
+        finished, _ = run_scheduler(config, tmp_path / "out", list(corpus.values()))
+    finally:
+        unregister_endpoint(server)
+        server.stop()
+    assert marker.exists() and server.restarts == 1
+    docs = [d for _, d in finished]
+    assert len(docs) == 7
+    for doc in docs:
+        assert sorted(p.index for p in doc.pages) == list(range(doc.page_count))
+        assert doc.pages_ok == doc.page_count, [p.reason for p in doc.pages if p.reason]
+
+
+def test_cpu_path_loads_documents_in_batches(tmp_path: Path, corpus: dict[str, Path]) -> None:
+    """The Prefect-free path end to end with the default vector store: documents come out
+    validated and loaded, their vectors written many documents per write."""
+    config = PipelineConfig.model_validate({
+        "route": {"mode": "text-layer"}, "compress": False, "work_dir": str(tmp_path / "w"),
+        "validation": {"data_docs": False}, "store": {"batch_wait_s": 2.0}})
+    services = Services(config, str(tmp_path / "out"))
+    refs = discover([str(p) for p in corpus.values()], config.s3)
+    try:
+        docs = list(process_documents(refs, services))
+        batches = list(services.vectors().batch_sizes)
+        store = services.store()
+        stored = {d.doc_id: store.count(d.doc_id) for d in docs}
+    finally:
+        services.close()
+    assert len(docs) == 7 and all(d.outcome is DocumentOutcome.OK for d in docs)
+    assert all(p.outcome is PageOutcome.OK for d in docs for p in d.pages)
+    assert sum(batches) == 7 and len(batches) < 7, batches
+    assert stored == {d.doc_id: d.chunks for d in docs} and all(stored.values())
+
+
+def test_limits_follow_the_configuration() -> None:
+    gpu = PipelineConfig.model_validate({"ocr": {"engine": "vllm", "in_flight": 64},
+                                         "limits": {"render_workers": 6, "prepared_image_mb": 8}})
+    limits = SchedulerLimits.from_config(gpu)
+    assert limits.ocr_concurrency == 64 and limits.render_workers == 6
+    assert limits.image_budget_bytes == 8 * 1024 * 1024 and limits.watermark_pages >= 128
+    cpu = SchedulerLimits.from_config(PipelineConfig())
+    assert cpu.ocr_concurrency == PipelineConfig().limits.page_concurrency
+
+
