@@ -391,7 +391,10 @@ def phase_deployment(args: argparse.Namespace) -> dict[str, Any]:
     port = 4321
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING",
-           "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "true"}
+           "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "true",
+           # the UI needs a newer FastAPI than the one vLLM 0.26 is staged with (the server
+           # died with "'FastAPI' object has no attribute 'frontend'"); the API is enough here
+           "PREFECT_UI_ENABLED": "false"}
     logs = work / "deployment-logs"
     logs.mkdir(exist_ok=True)
     procs: list[subprocess.Popen[bytes]] = []

@@ -32,25 +32,25 @@ case "${1:-}" in
     # the shared servers' owner: alive past this command, so they serve the next ones
     [ -f /tmp/gub-owner.pid ] || { setsid sleep 2400 & echo $! > /tmp/gub-owner.pid; }
     $B corpus --pdfs .corpus-carry --min-pages 1600 --min-docs 150 || exit 1
-    $B serve --gpu 0 --owner-pid "$(owner)" > "$OUT/serve0.log" 2>&1 &
+    $B serve --gpu 0 --owner-pid "$(owner)" > "$OUT/serve0.log" 2>&1 & a=$!
     $B serve --gpu 1 --owner-pid "$(owner)" > "$OUT/serve1.log" 2>&1
-    wait
+    wait $a  # not a bare wait: the owner process is a background job of this shell too
     tail -3 "$OUT"/serve*.log
     nvidia-smi --query-gpu=index,name,memory.used,utilization.gpu --format=csv
     ;;
   round)
     r=$2
     if [ $((r % 2)) -eq 1 ]; then p=0; q=1; else p=1; q=0; fi
-    $B pipeline --gpu $p --round "$r" --owner-pid "$(owner)" > "$OUT/pipeline-r$r.log" 2>&1 &
+    $B pipeline --gpu $p --round "$r" --owner-pid "$(owner)" > "$OUT/pipeline-r$r.log" 2>&1 & a=$!
     $B raw --gpu $q --round "$r" --owner-pid "$(owner)" > "$OUT/raw-r$r.log" 2>&1
-    wait
+    wait $a
     tail -2 "$OUT/pipeline-r$r.log" "$OUT/raw-r$r.log"
     cp $W/phases/*.json "$OUT/" 2>/dev/null
     ;;
   deployment)
-    $B deployment --gpu 0 --owner-pid "$(owner)" > "$OUT/deployment.log" 2>&1 &
+    $B deployment --gpu 0 --owner-pid "$(owner)" > "$OUT/deployment.log" 2>&1 & a=$!
     $B raw --gpu 1 --round 3 --owner-pid "$(owner)" > "$OUT/raw-r3.log" 2>&1
-    wait
+    wait $a
     tail -3 "$OUT/deployment.log" "$OUT/raw-r3.log"
     $B report --out "$OUT" --command "bash bench/gpu_user_path_device.sh setup; round 1; round 2; deployment (see the script)"
     ;;

@@ -154,19 +154,20 @@ def ingest_documents(refs: list[SourceRef], services: Services
 
     scheduler = PageScheduler(services, prepare=_in_this_context(prepare))
     finishing: list[PrefectFuture[DocumentResult]] = []
-    for doc in scheduler.run(refs):
-        bar = progress_bars.pop(doc.source, None)
-        if bar is not None:
-            bar.__exit__(None, None, None)
-        finishing.append(finish_document.submit(doc, services))
+    for doc in scheduler.run(refs):  # hand over at once: this loop feeds the finishing
+        finishing.append(finish_document.submit(doc, services, progress_bars.pop(doc.source, None)))
     return [future.result() for future in finishing], scheduler
 
 
 @task(name="finish-document", cache_policy=NO_CACHE, task_run_name="finish {doc.source}")
-def finish_document(doc: DocumentResult, services: Services) -> DocumentResult:
-    """Validation, then outputs, vectors (batched with other documents) and the done
-    marker: two tasks in one thread, so a waiting load never holds a thread its own
-    validation needs."""
+def finish_document(doc: DocumentResult, services: Services,
+                    bar: PageProgress | None = None) -> DocumentResult:
+    """Close the document's progress bar, then validation, then outputs, vectors (batched
+    with other documents) and the done marker: in one thread, so a waiting load never
+    holds a thread its own validation needs, and the API calls of hundreds of progress
+    bars never queue up in the loop that hands documents over."""
+    if bar is not None:
+        bar.__exit__(None, None, None)
     return load(validate_pages(doc, services), services)
 
 

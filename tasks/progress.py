@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from types import TracebackType
 from typing import Self
 from uuid import UUID
@@ -79,7 +78,7 @@ class PageProgress:
             if self.done != shown:
                 shown = self.done
                 self._update()
-                time.sleep(0.2)  # coalesce bursts of pages into one request
+                self._wake.wait(0.2)  # coalesce bursts of pages; a stop still ends it at once
 
     def _update(self, final: bool = False) -> None:
         from prefect.artifacts import update_progress_artifact

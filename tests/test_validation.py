@@ -120,9 +120,10 @@ def test_frames() -> None:
     frame = pages_frame("d", pages)
     assert list(frame["page"]) == [0, 1] and list(frame["n_results"]) == [1, 1]
     assert (frame["doc_id"] == "d").all() and (frame["text_chars"] > 10).all()
-    blocks = blocks_frame(pages)
-    assert len(blocks) == 4
-    assert list(blocks.columns[:8]) == ["page", "label", "x0", "y0", "x1", "y1", "width", "height"]
+    blocks = blocks_frame(pages, item=3)
+    assert len(blocks) == 4 and (blocks["item"] == 3).all()
+    assert list(blocks.columns[:9]) == ["item", "page", "label", "x0", "y0", "x1", "y1", "width",
+                                        "height"]
 
 
 def test_thousand_pages_are_fast(record_property: pytest.RecordProperty) -> None:
@@ -153,3 +154,19 @@ def test_repetition_is_judged_only_on_generative_engines() -> None:
     own_text = page(0, loop, engine="text-layer")
     model = page(1, loop, engine="vllm")
     assert validate_pages("doc", [own_text, model], ValidationSettings()) == {1: ["repeat-ratio"]}
+
+
+def test_many_documents_in_one_run_keep_their_own_failures() -> None:
+    """validate_documents: one GX run for a batch, failures mapped back to (document,
+    page); the same document twice in a batch is not a duplicate page."""
+    from folio.validation import validate_documents
+
+    clean = [page(i) for i in range(3)]
+    looping = [page(0), page(1, "the same words again " * 60)]
+    twice = [page(0), page(0)]  # two results for one page index
+    results = validate_documents(
+        [("a", clean), ("b", looping), ("a", clean), ("c", twice), ("d", [])], SETTINGS)
+    assert results[0] == {} and results[2] == {} and results[4] == {}
+    assert results[1] == {1: ["repeat-ratio"]}
+    assert results[3] == {0: ["page-unique"]}
+    assert results[1] == validate_pages("b", looping, SETTINGS)

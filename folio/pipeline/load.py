@@ -6,6 +6,7 @@ from folio import progress
 from folio.models import DocumentOutcome, DocumentResult
 from folio.pipeline.outcome import quarantine
 from folio.pipeline.services import Services
+from folio.stores.base import DocumentVectors
 
 
 def load_document(doc: DocumentResult, services: Services) -> DocumentResult:
@@ -29,7 +30,9 @@ def load_document(doc: DocumentResult, services: Services) -> DocumentResult:
             # chunk count and table as the report, the index and the store
             doc.chunks, doc.vector_table = len(chunks), services.store().name
             doc.outputs = outputs.write_document(services.sink, doc)
-            services.vectors().write(doc.doc_id, chunks, vectors)  # batched with others
+            # batched with other documents; returns once this one's vectors are stored
+            services.vectors().submit(DocumentVectors(doc_id=doc.doc_id, chunks=chunks,
+                                                      vectors=vectors))
         if doc.retryable:
             outputs.write_quarantine(services.sink, doc)
         else:

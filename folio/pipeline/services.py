@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING
 from folio.config import PipelineConfig
 from folio.engines.base import OcrEngine
 from folio.io.sinks import Sink, open_sink
+from folio.pipeline.batcher import Batcher
 
 if TYPE_CHECKING:
     from folio.embeddings import Embedder
-    from folio.pipeline.vector_batch import VectorBatcher
-    from folio.stores.base import VectorStore
+    from folio.models import PageResult
+    from folio.stores.base import DocumentVectors, VectorStore
 
 
 class Services:
@@ -30,7 +31,8 @@ class Services:
         self._engines: dict[str, OcrEngine] = {}
         self._embedder: Embedder | None = None
         self._store: VectorStore | None = None
-        self._vectors: VectorBatcher | None = None
+        self._vectors: Batcher[DocumentVectors, None] | None = None
+        self._validator: Batcher[tuple[str, list[PageResult]], dict[int, list[str]]] | None = None
 
     def engine(self, name: str) -> OcrEngine:
         with self._lock:
@@ -60,20 +62,40 @@ class Services:
                 )
             return self._store
 
-    def vectors(self) -> VectorBatcher:
-        """The run's batched writer to the vector store (many documents per write)."""
+    def vectors(self) -> Batcher[DocumentVectors, None]:
+        """The run's batched writer to the vector store: many documents per write (one
+        LanceDB version, one transaction), the same document never twice in one."""
         with self._lock:
             if self._vectors is None:
-                from folio.pipeline.vector_batch import VectorBatcher
+                settings = self.config.store
 
-                store = self.config.store
-                self._vectors = VectorBatcher(self.store, max_documents=store.batch_documents,
-                                              max_wait_s=store.batch_wait_s)
+                def write(batch: list[DocumentVectors]) -> list[None]:
+                    self.store().replace_documents(batch)
+                    return [None] * len(batch)
+
+                self._vectors = Batcher(write, name="vector-writes",
+                                        max_items=settings.batch_documents,
+                                        max_wait_s=settings.batch_wait_s,
+                                        key=lambda item: item.doc_id)
             return self._vectors
 
+    def validator(self) -> Batcher[tuple[str, list[PageResult]], dict[int, list[str]]]:
+        """The run's Great Expectations validation: every document waiting when GX is free
+        goes into its next run (GX runs one at a time per process; per document, the last
+        documents of a run queued behind each other)."""
+        with self._lock:
+            if self._validator is None:
+                from folio.validation import validate_documents
+
+                settings = self.config.validation
+                self._validator = Batcher(lambda items: validate_documents(items, settings),
+                                          name="validation", max_items=64)
+            return self._validator
+
     def close(self) -> None:
-        if self._vectors is not None:
-            self._vectors.close()
+        for batcher in (self._validator, self._vectors):
+            if batcher is not None:
+                batcher.close()
         for engine in self._engines.values():
             engine.close()
         close_store = getattr(self._store, "close", None)

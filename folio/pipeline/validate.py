@@ -12,10 +12,8 @@ def validate_document(doc: DocumentResult, services: Services) -> DocumentResult
     if doc.cached or (doc.outcome is DocumentOutcome.QUARANTINED and doc.reason):
         return doc
     if services.config.validation.enabled and doc.pages:
-        from folio.validation import validate_pages
-
-        try:
-            failures = validate_pages(doc.doc_id, doc.pages, services.config.validation)
+        try:  # in one GX run with the other documents waiting for validation
+            failures = services.validator().submit((doc.doc_id, doc.pages))
         except Exception as err:
             return quarantine(doc, err)
         for page in doc.pages:
