@@ -7,8 +7,10 @@ import json
 import logging
 import os
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, cast
 
 from folio import progress
@@ -166,19 +168,51 @@ def progress_bar(enabled: bool) -> Iterator[None]:
         progress.remove_listener(listener)
 
 
+@contextmanager
+def progress_lines(enabled: bool) -> Iterator[None]:
+    """Without a terminal (CI logs, ``| tee``): one line per finished document."""
+    if not enabled:
+        yield
+        return
+    done = {"n": 0}
+    lock = threading.Lock()
+
+    def listener(event: progress.ProgressEvent) -> None:
+        if event.kind != "document-done":
+            return
+        with lock:
+            done["n"] += 1
+            rate = f", {event.pages / event.seconds:.2f} pages/s" if event.seconds > 0 else ""
+            print(f"folio: [{done['n']}] {event.source.rsplit('/', 1)[-1]}: {event.outcome}, "
+                  f"{event.pages} page(s){rate}", file=sys.stderr, flush=True)
+
+    progress.add_listener(listener)
+    try:
+        yield
+    finally:
+        progress.remove_listener(listener)
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    if not args.verbose:
-        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    from flows.ingest import ingest
-    from folio.report import markdown_summary
+    if not args.verbose:  # Prefect's own logs only with --verbose; folio's lines stay
+        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
+    from folio.run_checks import check_run
+    from folio.run_config import resolve_config
 
     os.environ.update(_secret_environment(args))
     settings = _settings(args)
+    # before Prefect starts: a run that cannot finish stops here, in one line
+    check_run(args.sources, args.out, resolve_config(
+        engine=args.engine, route=args.route, reprocess=args.reprocess, settings=settings))
+    from flows.ingest import ingest
+    from folio.report import markdown_summary
+
     run = ingest
     if args.engine == "vllm":
         run = _with_vllm_runner(args, settings)
-    with progress_bar(not args.quiet and sys.stderr.isatty()):
+    tty = sys.stderr.isatty()
+    with progress_bar(not args.quiet and tty), progress_lines(not args.quiet and not tty):
         report = run(
             sources=args.sources, out=args.out, engine=args.engine, route=args.route,
             reprocess=args.reprocess, report=args.report, settings=settings,
@@ -206,14 +240,21 @@ def _with_vllm_runner(args: argparse.Namespace, settings: dict[str, Any]) -> Any
 def cmd_search(args: argparse.Namespace) -> int:
     from folio.config import PipelineConfig
     from folio.embeddings import Embedder
+    from folio.errors import NothingToDoError
     from folio.io.sinks import open_sink
     from folio.stores import open_store
 
     config = PipelineConfig()
-    embedder = Embedder(config.embedding)
     settings = config.store.model_copy(update={"uri": args.store_uri or config.store.uri})
-    store = open_store(settings, default_uri=open_sink(args.out, config.s3).uri("_vectors"),
-                       s3=config.s3, dim=embedder.dim)
+    default_uri = open_sink(args.out, config.s3).uri("_vectors")
+    where = settings.uri or default_uri
+    if settings.kind == "lancedb" and "://" not in where and not Path(where).is_dir():
+        raise NothingToDoError(f"no vectors under {where}: ingest into --out {args.out} first, "
+                               "or give --store-uri")  # and create no folder on the way
+    embedder = Embedder(config.embedding)
+    store = open_store(settings, default_uri=default_uri, s3=config.s3, dim=embedder.dim)
+    if store.count() == 0:
+        raise NothingToDoError(f"no vectors in {store.name}: ingest into it first")
     for hit in store.search(embedder.embed([args.query])[0], k=args.k):
         pages = f"p{hit['page_start'] + 1}" + (
             f"-{hit['page_end'] + 1}" if hit["page_end"] != hit["page_start"] else "")
@@ -273,18 +314,43 @@ def _api_url() -> str:
     return PREFECT_API_URL.value() or "the ephemeral API (PREFECT_API_URL is not set)"
 
 
+#: exit codes (README, "Using it"): 0 all ok; 3 some documents partial or quarantined
+EXIT_INTERNAL = 1  # a bug: the traceback is shown with --verbose
+EXIT_USAGE = 2  # bad arguments, a missing source, settings or credentials to fix
+EXIT_NOTHING = 5  # nothing to work on: no PDF under the sources, no vectors to search
+EXIT_UNREACHABLE = 6  # S3, the vector store or an OCR server could not be reached: retry
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    from folio.errors import ConfigError
+    from folio.errors import BadInputError, ConfigError, FolioError, NothingToDoError
 
+    verbose = getattr(args, "verbose", False)
+    commands = {"ingest": cmd_ingest, "search": cmd_search, "samples": cmd_samples,
+                "trigger": cmd_trigger}
     try:
-        commands = {"ingest": cmd_ingest, "search": cmd_search, "samples": cmd_samples,
-                    "trigger": cmd_trigger}
         return commands[args.command](args)
-    except ConfigError as err:
-        print(f"folio: {err}", file=sys.stderr)
-        return 2
+    except NothingToDoError as err:
+        code, message = EXIT_NOTHING, str(err)
+    except (ConfigError, BadInputError) as err:
+        code, message = EXIT_USAGE, str(err)
+    except FolioError as err:  # transient: storage, endpoints, timeouts
+        code, message = EXIT_UNREACHABLE, f"{err} (try again later)"
+    except KeyboardInterrupt:
+        print("folio: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:
+        if verbose:
+            raise
+        code, message = EXIT_INTERNAL, (f"internal error: {type(err).__name__}: {err} "
+                                        "(run again with --verbose for the traceback)")
+    if verbose:
+        import traceback
+
+        traceback.print_exc()
+    print(f"folio: {message}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

@@ -41,6 +41,12 @@ class BadInputError(FolioError):
     code = "bad-input"
 
 
+class NothingToDoError(BadInputError):
+    """The request names nothing to work on: no PDF under the sources, no vectors to search."""
+
+    code = "nothing-to-do"
+
+
 class NotAPdfError(BadInputError):
     code = "not-a-pdf"
 

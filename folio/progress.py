@@ -16,8 +16,9 @@ from pydantic import BaseModel
 class ProgressEvent(BaseModel):
     kind: Literal["document-start", "pages-known", "page-done", "document-done"]
     source: str
-    pages: int = 0  # pages-known: how many; page-done: 1
+    pages: int = 0  # pages-known: how many; page-done: 1; document-done: the document's
     outcome: str = ""
+    seconds: float = 0.0  # document-done: from start to done
 
 
 Listener = Callable[[ProgressEvent], None]

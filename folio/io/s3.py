@@ -28,6 +28,7 @@ from botocore.exceptions import (
     BotoCoreError,
     ClientError,
     CredentialRetrievalError,
+    EndpointConnectionError,
     NoCredentialsError,
     NoRegionError,
     ParamValidationError,
@@ -257,10 +258,16 @@ def _raise_mapped(exc: BaseException, op: str, bucket: str, key: str = "") -> No
             raise ConfigError(f"{msg}; {hint}") from None
         raise StorageError(msg) from None
     if isinstance(exc, _CREDENTIAL_ERRORS):
-        raise ConfigError(f"{op} {where}: S3 credentials unusable ({type(exc).__name__})") from None
+        raise ConfigError(
+            f"{op} {where}: no usable S3 credentials ({type(exc).__name__}): set "
+            "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE, or pass "
+            "--s3-endpoint-url for MinIO/R2") from None
     if isinstance(exc, ParamValidationError):
         raise ConfigError(f"{op} {where}: invalid request parameters") from None
     # connection trouble, timeouts, s3transfer's RetriesExceededError, local I/O
+    if isinstance(exc, EndpointConnectionError):
+        raise StorageError(f"{op} {where}: cannot reach the S3 endpoint ({type(exc).__name__}); "
+                           "check --s3-endpoint-url / AWS_ENDPOINT_URL") from None
     raise StorageError(f"{op} {where}: {type(exc).__name__}") from None
 
 

@@ -41,5 +41,6 @@ def load_document(doc: DocumentResult, services: Services) -> DocumentResult:
         quarantine(doc, err)
     finally:
         progress.emit(progress.ProgressEvent(
-            kind="document-done", source=doc.source, outcome=doc.outcome))
+            kind="document-done", source=doc.source, outcome=doc.outcome,
+            pages=doc.page_count, seconds=doc.seconds))
     return doc

@@ -1,0 +1,57 @@
+"""Checks made before any document is touched: the sources list, the destination takes a
+write, the vector store opens. A run that cannot finish says so in one line at once,
+instead of quarantining every document with the same infrastructure reason."""
+
+from __future__ import annotations
+
+import uuid
+
+from folio.config import PipelineConfig
+from folio.errors import ConfigError, NothingToDoError, StorageError
+from folio.io.sinks import LocalSink, open_sink
+from folio.io.sources import SourceRef, discover
+
+#: where the write check leaves (and removes) its probe
+PROBE_DIR = "_checks"
+
+
+def check_run(sources: list[str], out: str, config: PipelineConfig) -> list[SourceRef]:
+    """The documents the run will ingest, once the run is known to be able to finish.
+
+    Raises:
+        ConfigError: a source is missing, the destination or store is not usable as
+            configured (permissions, credentials, bucket).
+        NothingToDoError: no PDF under the sources.
+        StorageError: S3 or the store could not be reached (retry later).
+    """
+    refs = discover(sources, config.s3)
+    if not refs:
+        raise NothingToDoError(f"no PDF under {', '.join(sources)}")
+    check_destination(out, config)
+    return refs
+
+
+def check_destination(out: str, config: PipelineConfig) -> None:
+    """Write and remove a probe under ``out``; open the vector store when it is not the
+    default one under ``out`` (that one is created on the first write)."""
+    sink = open_sink(out, config.s3)
+    probe = f"{PROBE_DIR}/{uuid.uuid4().hex}"
+    try:
+        sink.write_text(probe, "folio write check\n")
+        sink.delete_prefix(PROBE_DIR)
+    except StorageError as err:
+        if isinstance(sink, LocalSink):  # a local folder does not come back by retrying
+            raise ConfigError(f"cannot write to {out}: {err}") from None
+        raise
+    if config.store.kind == "pgvector":
+        from folio.embeddings import Embedder
+        from folio.stores import open_store
+
+        dim = Embedder(config.embedding).dim
+        store = open_store(config.store, default_uri=sink.uri("_vectors"), s3=config.s3, dim=dim)
+        try:
+            store.count()
+        finally:
+            close = getattr(store, "close", None)
+            if callable(close):
+                close()

@@ -1,0 +1,116 @@
+"""What a newcomer sees when something is wrong: one line on stderr that says what and
+what to do, the README's exit code, no traceback, and nothing done or created first."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from folio.samples import report_pages, write_text_pdf
+from tests.s3_server import S3Server
+
+
+def folio(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+          ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "folio.cli", *args], capture_output=True,
+                          text=True, timeout=300, env=env, cwd=cwd)
+
+
+def one_line(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert lines[0].startswith("folio: ")
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def pdf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_text_pdf(tmp_path_factory.mktemp("in") / "one.pdf", report_pages(seed=5, n=1))
+
+
+def test_missing_source_is_one_line_exit_2(tmp_path: Path) -> None:
+    proc = folio("ingest", str(tmp_path / "nope"), "--out", str(tmp_path / "o"))
+    assert proc.returncode == 2
+    assert "nope" in one_line(proc)
+    assert not (tmp_path / "o").exists()
+
+
+def test_folder_without_pdfs_is_an_error_exit_5(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    proc = folio("ingest", str(tmp_path / "empty"), "--out", str(tmp_path / "o"))
+    assert proc.returncode == 5
+    assert "no PDF under" in one_line(proc)
+
+
+def test_unwritable_destination_stops_before_any_work(tmp_path: Path, pdf: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the output folder should be")
+    proc = folio("ingest", str(pdf), "--out", str(blocker / "out"))
+    assert proc.returncode == 2
+    assert "cannot write to" in one_line(proc)
+
+
+def test_unreachable_s3_is_one_line_exit_6(tmp_path: Path, pdf: Path) -> None:
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y",
+           "AWS_DEFAULT_REGION": "us-east-1"}
+    proc = folio("ingest", str(pdf), "--out", "s3://bucket/out",
+                 "--s3-endpoint-url", "http://127.0.0.1:9", env=env)
+    assert proc.returncode == 6
+    line = one_line(proc)
+    assert "cannot reach the S3 endpoint" in line and "try again later" in line
+
+
+def test_missing_s3_credentials_say_which_settings(tmp_path: Path, pdf: Path,
+                                                   s3_server: S3Server) -> None:
+    bucket = s3_server.create_bucket()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update({"AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+                "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_DEFAULT_REGION": "us-east-1",
+                "AWS_EC2_METADATA_DISABLED": "true"})
+    proc = folio("ingest", str(pdf), "--out", f"s3://{bucket}/out",
+                 "--s3-endpoint-url", s3_server.endpoint_url, env=env)
+    assert proc.returncode == 2
+    line = one_line(proc)
+    assert "AWS_ACCESS_KEY_ID" in line and "--s3-endpoint-url" in line
+
+
+def test_search_without_vectors_is_exit_5_and_creates_nothing(tmp_path: Path) -> None:
+    proc = folio("search", "anything", "--out", str(tmp_path / "mistyped"))
+    assert proc.returncode == 5
+    assert "no vectors" in one_line(proc)
+    assert not (tmp_path / "mistyped").exists()
+
+
+def test_without_a_terminal_each_document_prints_a_line(tmp_path: Path) -> None:
+    """Progress in CI logs and pipes: one line per finished document with pages/s."""
+    src = tmp_path / "in"
+    src.mkdir()
+    for n in range(2):
+        write_text_pdf(src / f"d{n}.pdf", report_pages(seed=60 + n, n=2))
+    report = tmp_path / "r.json"
+    proc = folio("ingest", str(src), "--out", str(tmp_path / "o"), "--report", str(report))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("folio: [")]
+    assert len(lines) == 2 and all("pages/s" in line and ": ok, 2 page(s)" in line
+                                   for line in lines), proc.stderr
+    # one truth: document.json, the report, the done-index and the vector store agree
+    from folio.config import PipelineConfig
+    from folio.io.sinks import open_sink
+    from folio.stores import open_store
+
+    data = json.loads(report.read_text())
+    config = PipelineConfig()
+    store = open_store(config.store, default_uri=open_sink(str(tmp_path / "o"), config.s3)
+                       .uri("_vectors"), s3=config.s3, dim=384)
+    for doc in data["documents"]:
+        written = json.loads(Path(doc["outputs"]["json"]).read_text())
+        index = json.loads(next((tmp_path / "o" / "_index").glob(f"{doc['sha256']}-*.json"))
+                           .read_text())
+        assert doc["chunks"] > 0
+        assert written["chunks"] == index["chunks"] == doc["chunks"] == store.count(doc["doc_id"])
+        assert written["vector_table"] == index["vector_table"] == doc["vector_table"] != ""
