@@ -80,7 +80,8 @@ def markdown_summary(report: dict[str, Any], *, links: bool = False,
     ]
     for d in report["documents"]:
         outcome = d["outcome"] + (" (cached)" if d["cached"] else "")
-        reason = str(d["reason"]).replace("|", "\\|")[:120]
+        # whole, never cut mid-word: the UI wraps the cell, a terminal wraps the line
+        reason = " ".join(str(d["reason"]).split()).replace("|", "\\|")
         rate = d["pages"] / d["seconds"] if d["seconds"] > 0 and not d["cached"] else 0.0
         row = (
             f"| {d['source']} | {outcome} | {d['pages']} | {d['pages_ok']} | "

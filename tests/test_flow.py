@@ -155,24 +155,28 @@ def test_cli_ingest_writes_report(tmp_path: Path) -> None:
 
 def test_cli_defaults_repair_from_another_folder(tmp_path: Path) -> None:
     """With no settings at all (the relative default work dir), run from a folder that is
-    not the repo: Ghostscript repairs the truncated PDF and the document ends ok."""
+    not the repo: Ghostscript repairs the truncated PDF and the document ends ok; nothing
+    is left in the scratch folder, also of a document that was quarantined."""
     from folio.samples import write_malformed_pdf
 
     (tmp_path / "in").mkdir()
-    pdf = write_malformed_pdf(tmp_path / "in" / "truncated.pdf",
-                              write_text_pdf(tmp_path / "src.pdf", report_pages(seed=4, n=2)))
+    write_malformed_pdf(tmp_path / "in" / "truncated.pdf",
+                        write_text_pdf(tmp_path / "src.pdf", report_pages(seed=4, n=2)))
+    write_encrypted_pdf(tmp_path / "in" / "locked.pdf", "secret")
     cwd = tmp_path / "elsewhere"
     cwd.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("FOLIO_")}
     report = tmp_path / "r.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "folio.cli", "ingest", str(pdf.parent), "--out", "out",
+        [sys.executable, "-m", "folio.cli", "ingest", str(tmp_path / "in"), "--out", "out",
          "--report", str(report), "--quiet"],
         capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    doc = json.loads(report.read_text())["documents"][0]
-    assert doc["outcome"] == "ok" and doc["repaired"], doc
-    assert (cwd / "out").is_dir() and (cwd / ".folio" / "work").is_dir()
+    assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
+    docs = {Path(d["source"]).name: d for d in json.loads(report.read_text())["documents"]}
+    assert docs["truncated.pdf"]["outcome"] == "ok" and docs["truncated.pdf"]["repaired"]
+    assert docs["locked.pdf"]["outcome"] == "quarantined"
+    assert (cwd / "out").is_dir()
+    assert not any((cwd / ".folio" / "work").glob("*")), "scratch folders left behind"
 
 
 def test_cli_rejects_missing_source(tmp_path: Path) -> None:

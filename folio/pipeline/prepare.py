@@ -54,6 +54,7 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
     started = time.monotonic()
     doc = DocumentResult(source=ref.uri, config_hash=config.config_hash())
     progress.emit(progress.ProgressEvent(kind="document-start", source=ref.uri))
+    work_dir: Path | None = None
     try:
         if ref.size is not None and ref.size > config.limits.max_bytes:
             raise BadInputError(
@@ -79,6 +80,8 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
         return PreparedDocument(result=doc, pdf=pdf, work_dir=work_dir, started=started)
     except Exception as err:  # every failure becomes an outcome
         doc.seconds = time.monotonic() - started
+        if work_dir is not None:  # nothing of a quarantined document stays behind
+            shutil.rmtree(work_dir, ignore_errors=True)
         return quarantine(doc, err)
 
 

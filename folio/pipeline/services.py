@@ -96,6 +96,10 @@ class Services:
         for batcher in (self._validator, self._vectors):
             if batcher is not None:
                 batcher.close()
+        try:  # documents remove their own folders; leave no empty scratch root either
+            self.config.work_dir.rmdir()
+        except OSError:
+            pass
         for engine in self._engines.values():
             engine.close()
         close_store = getattr(self._store, "close", None)
