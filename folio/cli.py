@@ -205,6 +205,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     # before Prefect starts: a run that cannot finish stops here, in one line
     check_run(args.sources, args.out, resolve_config(
         engine=args.engine, route=args.route, reprocess=args.reprocess, settings=settings))
+    _use_local_prefect_server(quiet=args.quiet)
     from flows.ingest import ingest
     from folio.report import markdown_summary
 
@@ -222,6 +223,23 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(f"\nreport: {args.report}")
     totals = report["totals"]
     return 0 if totals["quarantined"] == 0 and totals["partial"] == 0 else 3
+
+
+def _use_local_prefect_server(*, quiet: bool) -> None:
+    """Point Prefect at this machine's folio Prefect server, started by the first run and
+    reused by the next ones (deployments/local_server.py), unless PREFECT_API_URL names a
+    server already or FOLIO_PREFECT_SERVER=ephemeral asks for Prefect's temporary one."""
+    from deployments.local_server import IDLE_ENV, MODE_ENV, attach
+
+    if os.environ.get("PREFECT_API_URL") or os.environ.get(MODE_ENV) == "ephemeral":
+        return
+    url, started = attach()
+    os.environ["PREFECT_API_URL"] = url
+    if started and not quiet:
+        idle = float(os.environ.get(IDLE_ENV, 1800))
+        print(f"folio: started a Prefect server for folio runs, UI at {url.removesuffix('/api')} "
+              f"(stops after {idle / 60:.0f} idle minutes; {MODE_ENV}=ephemeral for none)",
+              file=sys.stderr)
 
 
 def _with_vllm_runner(args: argparse.Namespace, settings: dict[str, Any]) -> Any:

@@ -1,8 +1,8 @@
 """``make demo``: make the sample PDFs, ingest them through the real Prefect flow on the
 embedded defaults (tesseract OCR, local outputs, a local LanceDB), print where results are.
 
-Nothing to start by hand: Prefect runs against its temporary local API, Ghostscript and
-tesseract are local programs, the embedding model ships in a package.
+Nothing to start by hand: the CLI starts (or reuses) folio's local Prefect server,
+Ghostscript and tesseract are local programs, the embedding model ships in a package.
 """
 
 from __future__ import annotations

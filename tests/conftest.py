@@ -10,6 +10,9 @@ import pytest
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+# CLI runs in tests use Prefect's temporary server: a reused background server would outlive
+# the test that started it (tests/test_local_server.py tests that one on its own)
+os.environ.setdefault("FOLIO_PREFECT_SERVER", "ephemeral")
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -1,0 +1,87 @@
+"""How long `folio ingest` takes before it does anything, and where that time goes.
+
+Cases, each run ``--runs`` times as a fresh process (median and spread reported):
+
+- ``empty``: a folder with no PDF (answered before Prefect starts: exit 5);
+- ``first``: a new one-page PDF, until the report (its ``timing`` says when the first
+  page ended, counted from the flow's start);
+- ``cached``: the same PDF again (done-index hit), until exit;
+- ``imports``: ``import flows.ingest`` alone (what every run pays before Prefect).
+
+The gap between a run's wall time and its flow's own ``timing.seconds``, less the
+imports, is Prefect's start (its temporary local server) and teardown.
+
+    .venv/bin/python bench/startup.py --runs 5      # -> bench/results/startup.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def timed(argv: list[str], cwd: Path) -> tuple[float, int]:
+    started = time.perf_counter()
+    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600)
+    return time.perf_counter() - started, proc.returncode
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"median_s": round(statistics.median(values), 2), "min_s": round(min(values), 2),
+            "max_s": round(max(values), 2)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "startup.json"))
+    args = ap.parse_args()
+    from folio.samples import report_pages, write_text_pdf
+
+    cli = [sys.executable, "-m", "folio.cli", "ingest"]
+    results: dict[str, Any] = {"runs": args.runs}
+    with tempfile.TemporaryDirectory(prefix="folio-startup-") as tmp:
+        work = Path(tmp)
+        (work / "empty").mkdir()
+        imports, empty, first, first_page, cached, flow_first = [], [], [], [], [], []
+        for n in range(args.runs):
+            imports.append(timed([sys.executable, "-c", "import flows.ingest"], ROOT)[0])
+            empty.append(timed([*cli, str(work / "empty"), "--out", str(work / "o")], work)[0])
+            pdf = write_text_pdf(work / f"new{n}.pdf", report_pages(seed=100 + n, n=1))
+            report = work / f"r{n}.json"
+            wall, code = timed([*cli, str(pdf), "--out", str(work / "o"), "--quiet",
+                                "--report", str(report)], work)
+            assert code == 0, f"ingest exited {code}"
+            timing = json.loads(report.read_text())["timing"]
+            first.append(wall)
+            flow_first.append(timing["seconds"])
+            # when the first page ended, from process start: the wall time before the flow
+            # (start-up) plus the flow's own time to its first page
+            first_page.append(wall - timing["seconds"] + (timing["first_page_s"] or 0.0))
+            cached.append(timed([*cli, str(pdf), "--out", str(work / "o"), "--quiet"], work)[0])
+    prefect = [w - f - i for w, f, i in zip(first, flow_first, imports, strict=True)]
+    results.update({
+        "empty_folder": summary(empty), "first_page_of_new_pdf": summary(first_page),
+        "new_pdf_total": summary(first), "cached_rerun": summary(cached),
+        "imports": summary(imports), "prefect_start_and_teardown": summary(prefect),
+        "flow_seconds_new_pdf": summary(flow_first),
+        "targets": {"cached_rerun_s": 3.0, "empty_folder_s": 3.0, "first_page_s": 4.0},
+        "command": "python bench/startup.py " + " ".join(sys.argv[1:]),
+        "machine": "the 2-core development machine",
+    })
+    Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+    print(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""The local Prefect server folio's CLI starts once and reuses (deployments/local_server.py):
+the second run attaches instead of starting Prefect again, both runs are on that server,
+and it stops by itself when idle."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from folio.gpu.shared_server import pid_alive
+from folio.samples import report_pages, write_text_pdf
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_cli_runs_share_one_server_that_stops_when_idle(tmp_path: Path) -> None:
+    home = tmp_path / "prefect"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "FOLIO_"))}
+    env.update({"FOLIO_PREFECT_HOME": str(home), "FOLIO_PREFECT_SERVER_IDLE_S": "4"})
+    pdf = write_text_pdf(tmp_path / "a.pdf", report_pages(seed=70, n=1))
+
+    def ingest() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "folio.cli", "ingest", str(pdf), "--out",
+                               str(tmp_path / "out")], capture_output=True, text=True,
+                              timeout=240, env=env)
+
+    first = ingest()
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "started a Prefect server" in first.stderr
+    state = json.loads((home / "server.json").read_text())
+    second = ingest()  # everything done already: answered through the same server
+    assert second.returncode == 0 and "started a Prefect server" not in second.stderr
+    assert json.loads((home / "server.json").read_text())["supervisor_pid"] == \
+        state["supervisor_pid"]
+    runs = httpx.post(f"{state['url']}/flow_runs/filter", json={}, timeout=10).json()
+    assert [r["state_type"] for r in runs].count("COMPLETED") == 2, runs
+    deadline = time.monotonic() + 60  # idle for 4 s: the server and its supervisor stop
+    while pid_alive(state["supervisor_pid"]) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not pid_alive(state["supervisor_pid"]) and not (home / "server.json").exists()
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{state['url']}/health", timeout=2)
