@@ -98,3 +98,17 @@ class WorkerCrashedError(TransientError):
     """A page worker process died (signal, memory limit) before finishing."""
 
     code = "worker-crashed"
+
+
+def is_transient_code(reason: str) -> bool:
+    """Whether a reason written as ``code: message`` (page-worker errors cross a process
+    boundary as text) names a transient error class. The one place such text is read."""
+    code = reason.split(":", 1)[0].strip()
+    return code in _TRANSIENT_CODES
+
+
+def _subclasses(cls: type[FolioError]) -> list[type[FolioError]]:
+    return [cls, *(sub for child in cls.__subclasses__() for sub in _subclasses(child))]
+
+
+_TRANSIENT_CODES = frozenset(c.code for c in _subclasses(TransientError)) | {"internal"}

@@ -148,6 +148,9 @@ class PageResult(BaseModel):
     blank: bool = False
     outcome: PageOutcome = PageOutcome.QUARANTINED
     reason: str = ""
+    #: the page failed for a reason a later run may not meet (a timeout, a crashed worker,
+    #: an unreachable engine or store): its document is not recorded as done
+    retryable: bool = False
 
 
 class CompressionInfo(BaseModel):

@@ -22,18 +22,19 @@ def quarantine(doc: DocumentResult, err: BaseException) -> DocumentResult:
     doc.outcome = DocumentOutcome.QUARANTINED
     for page in doc.pages:  # pages already known keep their index; none is dropped
         if page.outcome is PageOutcome.QUARANTINED and not page.reason:
-            page.reason = doc.reason
+            page.reason, page.retryable = doc.reason, doc.retryable
     if doc.page_count and not doc.pages:
         doc.pages = [
-            PageResult(index=i, width_pt=0, height_pt=0, reason=doc.reason)
+            PageResult(index=i, width_pt=0, height_pt=0, reason=doc.reason,
+                       retryable=doc.retryable)
             for i in range(doc.page_count)
         ]
     return doc
 
 
-def page_failed(page: PagePrep, reason: str) -> PageResult:
+def page_failed(page: PagePrep, reason: str, *, retryable: bool) -> PageResult:
     """A page that never reached an engine (worker error, document timeout)."""
     return PageResult(
         index=page.index, width_pt=page.width_pt, height_pt=page.height_pt, plan=page.plan,
-        outcome=PageOutcome.QUARANTINED, reason=reason,
+        outcome=PageOutcome.QUARANTINED, reason=reason, retryable=retryable,
     )

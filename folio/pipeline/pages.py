@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 
 from folio.engines.base import GENERATIVE_ENGINES, EngineOutput, OcrEngine
-from folio.errors import BadOutputError, FolioError, TransientError
+from folio.errors import BadOutputError, FolioError, TransientError, is_transient_code
 from folio.models import Attempt, BBox, Block, PageOutcome, PagePrep, PageResult
 from folio.pipeline.outcome import page_failed
 from folio.pipeline.services import Services
@@ -31,7 +31,7 @@ def process_page(page: PagePrep, services: Services) -> PageResult:
         return _process_page(page, services)
     except Exception as err:  # one page's bug must not sink the document
         log.exception("page %s failed", page.index)
-        return page_failed(page, f"internal: {type(err).__name__}: {err}")
+        return page_failed(page, f"internal: {type(err).__name__}: {err}", retryable=True)
     finally:
         discard_image(page)
 
@@ -42,8 +42,8 @@ def _process_page(page: PagePrep, services: Services) -> PageResult:
         index=page.index, width_pt=page.width_pt, height_pt=page.height_pt, plan=page.plan,
         blank=page.blank,
     )
-    if page.error:
-        result.reason = page.error
+    if page.error:  # from the page worker, as text: classified once, here
+        result.reason, result.retryable = page.error, is_transient_code(page.error)
         return result
     route = route_page(page, config.route)
     result.route, result.route_reason = route.kind, route.reason
@@ -89,6 +89,7 @@ def _process_page(page: PagePrep, services: Services) -> PageResult:
         return result
     result.outcome = PageOutcome.QUARANTINED
     result.reason = "; ".join(dict.fromkeys(errors)) or "no engine could read the page"
+    result.retryable = last_transient
     return result
 
 

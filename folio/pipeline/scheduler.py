@@ -308,7 +308,8 @@ class PageScheduler:
                 for index in job.pages:  # stopped early: the pages still end somewhere
                     if index not in seen and index not in doc.results:
                         doc.results[index] = PageResult(
-                            index=index, width_pt=0, height_pt=0, reason="cancelled: run stopped")
+                            index=index, width_pt=0, height_pt=0, reason="cancelled: run stopped",
+                            retryable=True)
                 self._maybe_finish(doc)
                 self._cond.notify_all()
 
@@ -320,7 +321,8 @@ class PageScheduler:
             if time.monotonic() > doc.deadline:
                 discard_image(page)
                 limit = self.config.limits.document_timeout_s
-                self._record(doc, page_failed(page, f"timeout: document exceeded {limit:.0f} s"))
+                self._record(doc, page_failed(page, f"timeout: document exceeded {limit:.0f} s",
+                                              retryable=True))
                 return
             self._image_bytes += size
             self.peak_image_bytes = max(self.peak_image_bytes, self._image_bytes)
@@ -367,7 +369,8 @@ class PageScheduler:
         result = doc.prep.result
         for index in range(result.page_count):  # the workers promise every page; never drop one
             doc.results.setdefault(index, PageResult(
-                index=index, width_pt=0, height_pt=0, reason="internal: page never reported"))
+                index=index, width_pt=0, height_pt=0, reason="internal: page never reported",
+                retryable=True))
         result.pages = [doc.results[i] for i in range(result.page_count)]
         result.engine = "+".join(sorted({p.engine for p in result.pages if p.engine}))
         result.seconds = time.monotonic() - doc.prep.started

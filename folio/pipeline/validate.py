@@ -38,6 +38,4 @@ def decide_outcome(doc: DocumentResult) -> None:
         doc.outcome = DocumentOutcome.PARTIAL
         doc.reason = f"{doc.pages_quarantined} of {doc.page_count} pages quarantined"
     doc.retryable = doc.retryable or any(
-        p.reason.startswith(("transient", "timeout", "engine-unavailable", "worker-crashed"))
-        for p in doc.pages if p.outcome is PageOutcome.QUARANTINED
-    )
+        p.retryable for p in doc.pages if p.outcome is PageOutcome.QUARANTINED)
