@@ -8,8 +8,11 @@
 #   bash bench/gpu_user_path_device.sh round 2      # raw GPU 0 | pipeline GPU 1
 #   bash bench/gpu_user_path_device.sh deployment   # Prefect deployment GPU 0 | raw GPU 1, report
 #
-# Carried: .device-stage (packages), .gs-carry (Ghostscript), .corpus-carry (the corpus's
-# non-robustness PDFs), .device-carry (make_synthetic_vlm.py from ../shared/device).
+# Carried (all git-ignored): .device-stage (python3 ../shared/device/stage.py --vllm -r
+# requirements-device.txt), .gs-carry (scripts/device/build_gs_carry.sh), .corpus-carry (the
+# corpus's non-robustness PDFs: MANIFEST.tsv sets eval and hard-no-gt, 56 files, 16 MiB),
+# .device-carry (make_synthetic_vlm.py copied from ../shared/device). About 22 minutes of
+# device time on nvidia-h200-x2 for setup + two rounds + deployment.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 W=/tmp/gub
