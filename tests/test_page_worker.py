@@ -101,6 +101,22 @@ def test_untrusted_mode_skips_rendering_trusted_pages(
     assert scan[0].plan is not None and scan[0].plan.dpi <= 100.5  # no upsampling
 
 
+def test_text_layer_comes_from_the_original_beside_a_copy(
+    tmp_path: Path, pdfs: dict[str, Path]
+) -> None:
+    """A compressed copy is rendered, but its text layer is read from the original (a
+    copy whose rewrite lost the text stands in here as an image-only scan of it)."""
+    job = _job(pdfs["scan"], tmp_path, [0, 1], text_pdf=pdfs["report"], render="all")
+    preps = list(prepare_pages(job))
+    assert all(p.text_layer is not None and p.text_layer.trusted for p in preps)
+    assert "Quarterly" in " ".join(b.content for b in preps[0].text_layer.blocks)
+    assert all(p.image_path for p in preps)
+    alone = list(prepare_pages(_job(pdfs["scan"], tmp_path / "alone", [0])))
+    assert alone[0].text_layer is None or not alone[0].text_layer.trusted
+    mismatched = _job(pdfs["scan"], tmp_path / "m", [0], text_pdf=pdfs["six"])  # 6 pages vs 2
+    assert not list(prepare_pages(mismatched))[0].text_layer.trusted  # type: ignore[union-attr]
+
+
 def test_two_hundred_pages(tmp_path: Path) -> None:
     pdf = samples.write_long_pdf(tmp_path / "long.pdf", 200)
     assert probe(pdf, None, timeout_s=60, memory_mb=1024).page_count == 200

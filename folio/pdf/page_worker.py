@@ -100,6 +100,9 @@ class WorkerJob(_Request):
     """One page worker run: which pages of which PDF, rendered how and where."""
 
     pages: list[int]
+    text_pdf: Path | None = Field(
+        None, description="the original when pdf is a compressed copy: text layers are read "
+        "and judged here, pages rendered from pdf (same pages, same sizes)")
     out_dir: Path = Field(description="rendered images go here as p{index:05d}.{format}")
     render_settings: RenderSettings
     route_settings: RouteSettings
@@ -404,15 +407,34 @@ def _run_pages(job: WorkerJob) -> None:
     if isinstance(doc, _Message):
         _emit(doc)
         return
+    text_doc = _open_text_pdf(job, len(doc))
     with PDFIUM_LOCK:
         try:
             page_count = len(doc)
             _emit(_Message(ready=page_count))
             for index in job.pages:
                 _test_hooks(index)
-                _emit(_Message(page=_prepare_page(doc, index, page_count, job)))
+                _emit(_Message(page=_prepare_page(doc, index, page_count, job, text_doc)))
         finally:
             doc.close()
+            if text_doc is not None:
+                text_doc.close()
+
+
+def _open_text_pdf(job: WorkerJob, page_count: int) -> pdfium.PdfDocument | None:
+    """The original beside a compressed copy, when it opens with the same pages; else
+    None (the copy's own text layer is used)."""
+    if job.text_pdf is None:
+        return None
+    try:
+        text_doc = open_pdf(job.text_pdf, _secret(job.password))
+    except FolioError as exc:
+        log.warning("text layer from the copy: %s", exc)
+        return None
+    if len(text_doc) != page_count:
+        text_doc.close()
+        return None
+    return text_doc
 
 
 def _test_hooks(index: int | str) -> None:
@@ -423,7 +445,8 @@ def _test_hooks(index: int | str) -> None:
             time.sleep(3600)
 
 
-def _prepare_page(doc: pdfium.PdfDocument, index: int, page_count: int, job: WorkerJob) -> PagePrep:
+def _prepare_page(doc: pdfium.PdfDocument, index: int, page_count: int, job: WorkerJob,
+                  text_doc: pdfium.PdfDocument | None = None) -> PagePrep:
     """One page, with any failure recorded on the page instead of ending the document."""
     if not 0 <= index < page_count:
         return PagePrep(index=index, error=f"bad-input: no page {index} in {page_count} pages")
@@ -431,8 +454,14 @@ def _prepare_page(doc: pdfium.PdfDocument, index: int, page_count: int, job: Wor
         page = doc[index]
     except pdfium.PdfiumError as exc:
         return PagePrep(index=index, error=f"{MalformedPdfError.code}: {exc}")
+    text_page = None
     try:
-        return _measure_and_render(page, index, job)
+        if text_doc is not None:
+            try:
+                text_page = text_doc[index]
+            except pdfium.PdfiumError:  # the copy's own layer, then
+                text_page = None
+        return _measure_and_render(page, index, job, text_page)
     except FolioError as exc:
         return PagePrep(index=index, error=exc.reason)
     except pdfium.PdfiumError as exc:
@@ -447,12 +476,15 @@ def _prepare_page(doc: pdfium.PdfDocument, index: int, page_count: int, job: Wor
         return PagePrep(index=index, error=f"error: {type(exc).__name__}: {exc}")
     finally:
         page.close()
+        if text_page is not None:
+            text_page.close()
 
 
-def _measure_and_render(page: pdfium.PdfPage, index: int, job: WorkerJob) -> PagePrep:
+def _measure_and_render(page: pdfium.PdfPage, index: int, job: WorkerJob,
+                        text_page: pdfium.PdfPage | None = None) -> PagePrep:
     geometry = page_geometry(page)
     layer = extract(
-        page,
+        text_page if text_page is not None else page,
         width_pt=geometry.width_pt,
         height_pt=geometry.height_pt,
         settings=job.route_settings,

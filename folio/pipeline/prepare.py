@@ -34,7 +34,10 @@ class PreparedDocument(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     result: DocumentResult
-    pdf: Path  # what the page worker reads: the original, a compressed or a repaired copy
+    pdf: Path  # what the page worker renders: the original, a compressed or a repaired copy
+    #: the original when ``pdf`` is Ghostscript's compressed copy: its text layer is the one
+    #: judged and kept (pdfwrite's rewrite of fonts can spoil a good one)
+    text_pdf: Path | None = None
     work_dir: Path
     started: float
 
@@ -75,9 +78,10 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
                 shutil.rmtree(work_dir, ignore_errors=True)
                 done.source, done.cached, done.seconds = ref.uri, True, time.monotonic() - started
                 return done
-        pdf, info = _probe_or_repair(local, doc, work_dir, config)
-        pdf = _maybe_compress(pdf, info, doc, work_dir, config)
-        return PreparedDocument(result=doc, pdf=pdf, work_dir=work_dir, started=started)
+        probed, info = _probe_or_repair(local, doc, work_dir, config)
+        pdf = _maybe_compress(probed, info, doc, work_dir, config)
+        return PreparedDocument(result=doc, pdf=pdf, work_dir=work_dir, started=started,
+                                text_pdf=probed if pdf != probed else None)
     except Exception as err:  # every failure becomes an outcome
         doc.seconds = time.monotonic() - started
         if work_dir is not None:  # nothing of a quarantined document stays behind

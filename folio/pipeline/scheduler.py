@@ -407,6 +407,7 @@ def worker_jobs(prep: PreparedDocument, config: PipelineConfig) -> list[WorkerJo
     return [
         WorkerJob(
             pdf=prep.pdf,
+            text_pdf=prep.text_pdf,
             password=None if doc.repaired else config.password,
             pages=list(range(start, min(start + size, doc.page_count))),
             out_dir=Path(prep.work_dir) / "pages",
