@@ -8,16 +8,17 @@ run or a trigger does not pay minutes of start-up. A supervisor process restarts
 it dies and stops it after ``server.idle_timeout_s`` without runs or when the worker
 (the process that started the flow run) is gone; requests in flight are bounded across
 all runs of the host by the profile's budget. With ``server.shared = false`` the run owns
-its server, as before; with ``ocr.endpoint`` it attaches to a fleet endpoint. Tasks run in threads (it is a
-ThreadPoolTaskRunner), so rendering and parsing overlap the GPU's work; OCR requests are
-bounded per endpoint by the engine's semaphore. The endpoint is published through
-:data:`CURRENT_ENDPOINT` (subflows reuse it instead of starting a second server on the
-same GPU) and through ``folio.gpu.vllm_server.register_endpoint`` (engines built in plain
-thread pools, which do not inherit context variables, find it there). A crashed server
-is restarted a bounded number of times and the requests that were in flight are sent
-again by the engine. The server stops when the flow run ends, fails or is cancelled
-(Prefect turns the cancellation SIGTERM into an exception that unwinds ``__exit__``); the
-server's process group and parent-death signal cover a hard kill.
+its server, as before; with ``ocr.endpoint`` it attaches to a fleet endpoint.
+
+Tasks run in threads (it is a ThreadPoolTaskRunner), so rendering and parsing overlap the
+GPU's work; OCR requests are bounded per endpoint by the engine's semaphore. The endpoint
+is published through :data:`CURRENT_ENDPOINT` (subflows reuse it instead of starting a
+second server on the same GPU) and through ``folio.gpu.vllm_server.register_endpoint``
+(engines built in plain thread pools, which do not inherit context variables, find it
+there). A crashed server is restarted a bounded number of times and the requests that
+were in flight are sent again by the engine. A server the run owns stops when the flow
+run ends, fails or is cancelled (Prefect turns the cancellation SIGTERM into an exception
+that unwinds ``__exit__``); its process group and parent-death signal cover a hard kill.
 
 Example::
 
