@@ -9,14 +9,15 @@ import uuid
 from folio.config import PipelineConfig
 from folio.errors import ConfigError, NothingToDoError, StorageError
 from folio.io.sinks import LocalSink, open_sink
-from folio.io.sources import SourceRef, discover
+from folio.io.sources import has_documents
 
 #: where the write check leaves (and removes) its probe
 PROBE_DIR = "_checks"
 
 
-def check_run(sources: list[str], out: str, config: PipelineConfig) -> list[SourceRef]:
-    """The documents the run will ingest, once the run is known to be able to finish.
+def check_run(sources: list[str], out: str, config: PipelineConfig) -> None:
+    """Return when the run can finish: every source exists, one holds a PDF (read only
+    up to the first: the run lists them itself), the destination takes a write.
 
     Raises:
         ConfigError: a source is missing, the destination or store is not usable as
@@ -24,11 +25,9 @@ def check_run(sources: list[str], out: str, config: PipelineConfig) -> list[Sour
         NothingToDoError: no PDF under the sources.
         StorageError: S3 or the store could not be reached (retry later).
     """
-    refs = discover(sources, config.s3)
-    if not refs:
+    if not has_documents(sources, config.s3):
         raise NothingToDoError(f"no PDF under {', '.join(sources)}")
     check_destination(out, config)
-    return refs
 
 
 def check_destination(out: str, config: PipelineConfig) -> None:

@@ -167,3 +167,15 @@ def test_local_write_is_atomic_no_temp_left(tmp_path: Path) -> None:
     sink.write_if_absent("d/y.json", b"{}")
     sink.write_if_absent("d/y.json", b"{}")
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["x.json", "y.json"]
+
+
+def test_has_documents_checks_every_source_and_stops_at_the_first_pdf(tmp_path: Path) -> None:
+    from folio.io.sources import has_documents
+
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "some").mkdir()
+    (tmp_path / "some" / "a.pdf").write_bytes(b"%PDF-1.4\n")
+    assert not has_documents([str(tmp_path / "empty")], S3Settings())
+    assert has_documents([str(tmp_path / "empty"), str(tmp_path / "some")], S3Settings())
+    with pytest.raises(ConfigError, match="input not found"):
+        has_documents([str(tmp_path / "some"), str(tmp_path / "missing")], S3Settings())

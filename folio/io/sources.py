@@ -74,43 +74,40 @@ def _walk_pdfs(root: Path) -> Iterator[Path]:
             yield path
 
 
-def _discover_local(uri: str) -> list[SourceRef]:
+def _iter_local(uri: str) -> Iterator[SourceRef]:
     text = uri.removeprefix("file://")
     path = Path(text).expanduser().absolute()
     if path.is_file():
-        return [_local_ref(path)]  # named explicitly: taken whatever its extension
-    if path.is_dir():
-        return sorted((_local_ref(p) for p in _walk_pdfs(path)), key=lambda r: r.uri)
-    raise ConfigError(f"input not found: {uri!r} (no such file or folder)")
+        yield _local_ref(path)  # named explicitly: taken whatever its extension
+    elif path.is_dir():
+        yield from (_local_ref(p) for p in _walk_pdfs(path))
+    else:
+        raise ConfigError(f"input not found: {uri!r} (no such file or folder)")
 
 
-def _discover_s3(uri: str, settings: S3Settings) -> list[SourceRef]:
+def _iter_s3(uri: str, settings: S3Settings) -> Iterator[SourceRef]:
     """PDF keys under a prefix, read as a folder: ``s3://b/in`` lists ``in/...`` and an
-    exact key ``in``, never ``inbox/...``."""
+    exact key ``in``, never ``inbox/...``; page by page, as S3 answers."""
     bucket, prefix = s3io.parse_s3_uri(uri)
     folder = prefix if not prefix or prefix.endswith("/") else prefix + "/"
     client = s3io.client_for(settings)
-    refs = [
-        SourceRef(
-            uri=obj.uri,
-            size=obj.size,
-            name=obj.key.rsplit("/", 1)[-1],
-            etag=obj.etag or None,
-            mtime=obj.last_modified,
-        )
-        for obj in s3io.list_objects(client, bucket, prefix)
-        if _is_pdf_name(obj.key) and (obj.key == prefix or obj.key.startswith(folder))
-    ]
-    return sorted(refs, key=lambda r: r.uri)
+    for obj in s3io.list_objects(client, bucket, prefix):
+        if _is_pdf_name(obj.key) and (obj.key == prefix or obj.key.startswith(folder)):
+            yield SourceRef(uri=obj.uri, size=obj.size, name=obj.key.rsplit("/", 1)[-1],
+                            etag=obj.etag or None, mtime=obj.last_modified)
+
+
+def _iter_one(uri: str, settings: S3Settings) -> Iterator[SourceRef]:
+    scheme, sep, _ = uri.partition("://")
+    if not sep or scheme.lower() == "file":
+        return _iter_local(uri)
+    if scheme.lower() == "s3":
+        return _iter_s3(uri, settings)
+    raise ConfigError(f"unsupported input {uri!r}: use a local path or s3://bucket/prefix")
 
 
 def _discover_one(uri: str, settings: S3Settings) -> list[SourceRef]:
-    scheme, sep, _ = uri.partition("://")
-    if not sep or scheme.lower() == "file":
-        return _discover_local(uri)
-    if scheme.lower() == "s3":
-        return _discover_s3(uri, settings)
-    raise ConfigError(f"unsupported input {uri!r}: use a local path or s3://bucket/prefix")
+    return sorted(_iter_one(uri, settings), key=lambda r: r.uri)
 
 
 def _unique(refs: Iterable[SourceRef]) -> list[SourceRef]:
@@ -137,6 +134,21 @@ def discover(uris: list[str], s3: S3Settings) -> list[SourceRef]:
     if not uris:
         raise ConfigError("no inputs given")
     return _unique(ref for uri in uris for ref in _discover_one(uri, s3))
+
+
+def has_documents(uris: list[str], s3: S3Settings) -> bool:
+    """Whether any of ``uris`` holds a document, reading only as far as the first (a check
+    before a run: the run lists everything itself).
+
+    Raises:
+        ConfigError, StorageError: as :func:`discover`.
+    """
+    if not uris:
+        raise ConfigError("no inputs given")
+    found = False
+    for uri in uris:  # every source is checked, so a missing one is reported
+        found = next(_iter_one(uri, s3), None) is not None or found
+    return found
 
 
 def fetch(ref: SourceRef, dest_dir: Path, s3: S3Settings) -> Path:

@@ -36,20 +36,10 @@ from folio.pipeline.validate import decide_outcome, validate_document
 __all__ = [
     "COMPRESS_MIN_BYTES_PER_PAGE", "COMPRESS_MIN_SAVING", "PageScheduler", "PreparedDocument",
     "SchedulerLimits", "Services", "clip_blocks", "compression_dpi", "decide_outcome",
-    "load_document", "ocr_concurrency", "ocr_document", "page_failed", "page_problem",
+    "load_document", "ocr_concurrency", "page_failed", "page_problem",
     "process_document", "process_documents", "process_page", "quarantine", "sha256_file",
     "start_document", "validate_document",
 ]
-
-
-def ocr_document(prep: PreparedDocument | DocumentResult, services: Services) -> DocumentResult:
-    """Render and OCR one prepared document's pages (a scheduler of one document)."""
-    if isinstance(prep, DocumentResult):
-        return prep
-    ref = SourceRef(uri=prep.result.source, size=prep.result.compression.original_bytes,
-                    name=prep.result.source.rsplit("/", 1)[-1])
-    docs = list(PageScheduler(services, prepare=lambda _: prep).run([ref]))
-    return docs[0]
 
 
 def process_documents(refs: Iterable[SourceRef], services: Services, *,

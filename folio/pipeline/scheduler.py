@@ -315,15 +315,21 @@ class PageScheduler:
 
     def _receive(self, doc: _Document, page: PagePrep, reserved: int) -> None:
         size = _image_size(page)
+        if time.monotonic() > doc.deadline:
+            discard_image(page)
+            limit = self.config.limits.document_timeout_s
+            timed_out = page_failed(page, f"timeout: document exceeded {limit:.0f} s",
+                                    retryable=True)
+            with self._cond:
+                self._reserved -= reserved
+                self._rendering -= 1
+                self._record(doc, timed_out)
+                self._cond.notify_all()
+            _announce(doc, timed_out)
+            return
         with self._cond:
             self._reserved -= reserved
             self._rendering -= 1
-            if time.monotonic() > doc.deadline:
-                discard_image(page)
-                limit = self.config.limits.document_timeout_s
-                self._record(doc, page_failed(page, f"timeout: document exceeded {limit:.0f} s",
-                                              retryable=True))
-                return
             self._image_bytes += size
             self.peak_image_bytes = max(self.peak_image_bytes, self._image_bytes)
             if size:
@@ -349,14 +355,14 @@ class PageScheduler:
                 self._image_bytes -= item.size
                 self._record(item.doc, result)
                 self._cond.notify_all()
+            _announce(item.doc, result)
 
     def _record(self, doc: _Document, result: PageResult) -> None:
-        """A page's result (lock held); the document ends with its last page."""
+        """A page's result (lock held); the document ends with its last page. Listeners
+        hear of it after the lock is released (:func:`_announce`): they do I/O."""
         doc.results[result.index] = result
         self.last_page_at = time.monotonic()
         self.first_page_at = self.first_page_at or self.last_page_at
-        progress.emit(progress.ProgressEvent(
-            kind="page-done", source=doc.source, pages=1, outcome=result.outcome))
         self._maybe_finish(doc)
 
     def _maybe_finish(self, doc: _Document) -> None:
@@ -387,6 +393,11 @@ class PageScheduler:
             self._trash = []
         for folder in trash:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def _announce(doc: _Document, result: PageResult) -> None:
+    progress.emit(progress.ProgressEvent(
+        kind="page-done", source=doc.source, pages=1, outcome=result.outcome))
 
 
 def _image_size(page: PagePrep) -> int:
