@@ -65,6 +65,20 @@ SETTINGS: dict[str, tuple[Any, str]] = {
 }
 
 
+#: what the benchmark sets around folio, not in it, and why (in every result too)
+ENVIRONMENT: dict[str, str] = {
+    "CUDA_VISIBLE_DEVICES": "one GPU per phase: pipeline and raw engine run at once on two",
+    "FOLIO_SERVER__STATE_DIR": "one shared-server state folder per GPU, so each phase's runs "
+                               "attach to the server of its own GPU",
+    "FOLIO_SERVER_OWNER_PID": "a process that outlives each 10-minute device command, so the "
+                              "servers started by one command serve the next ones (a user's "
+                              "worker plays that part)",
+    "PREFECT_HOME": "the CLI's Prefect state under the benchmark's work folder",
+    "PREFECT_UI_ENABLED": "false for the deployment phase's server: Prefect 3.9.1's UI needs "
+                          "a newer FastAPI than vLLM 0.26 is staged with",
+}
+
+
 def user_settings() -> dict[str, Any]:
     return {key: value for key, (value, _) in SETTINGS.items()}
 
@@ -270,13 +284,15 @@ def fake_command() -> list[str]:
 
 
 def resolved(args: argparse.Namespace) -> Any:
-    """The configuration the CLI resolves for these options (same function, same inputs)."""
+    """The configuration the CLI resolves for the pipeline phase's own command line (the
+    raw phase and the servers use it, so the two cannot drift apart)."""
+    from folio import cli
     from folio.run_config import resolve_config
 
-    settings = {"ocr.model": args.model, "ocr.preset": args.preset, **user_settings()}
-    if args.fake:
-        settings.update({"server.command": fake_command(), "ocr.profile": "cpu"})
-    return resolve_config(engine="vllm", route="auto", settings=settings)
+    work = Path(args.work)
+    options = cli._parser().parse_args(cli_args(args, work, work, work / "unused.json"))
+    return resolve_config(engine=options.engine, route=options.route,
+                          reprocess=options.reprocess, settings=cli._settings(options))
 
 
 def ocr_pages_in(out: Path) -> tuple[int, int]:
@@ -493,6 +509,7 @@ def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
     dep = [p for p in phases if p["phase"] == "deployment"]
     meta = json.loads((work / "corpus.json").read_text())
     settings = {k: {"value": v, "why": why} for k, (v, why) in SETTINGS.items()}
+    settings["environment"] = ENVIRONMENT
     gpu = _gpu_name()
     result: dict[str, Any] = {}
     if pipe and raw:

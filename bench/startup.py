@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -30,9 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def timed(argv: list[str], cwd: Path) -> tuple[float, int]:
+def timed(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, int]:
     started = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
     return time.perf_counter() - started, proc.returncode
 
 
@@ -46,21 +47,26 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "startup.json"))
     args = ap.parse_args()
+    from deployments.local_server import MODE_ENV, stop
     from folio.samples import report_pages, write_text_pdf
 
     cli = [sys.executable, "-m", "folio.cli", "ingest"]
     results: dict[str, Any] = {"runs": args.runs}
     with tempfile.TemporaryDirectory(prefix="folio-startup-") as tmp:
         work = Path(tmp)
+        home = work / "prefect"  # its own local Prefect server, started by the first run
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("PREFECT_API_URL", MODE_ENV)} | {"FOLIO_PREFECT_HOME": str(home)}
         (work / "empty").mkdir()
         imports, empty, first, first_page, cached, flow_first = [], [], [], [], [], []
         for n in range(args.runs):
-            imports.append(timed([sys.executable, "-c", "import flows.ingest"], ROOT)[0])
-            empty.append(timed([*cli, str(work / "empty"), "--out", str(work / "o")], work)[0])
+            imports.append(timed([sys.executable, "-c", "import flows.ingest"], ROOT, env)[0])
+            empty.append(timed([*cli, str(work / "empty"), "--out", str(work / "o")], work,
+                               env)[0])
             pdf = write_text_pdf(work / f"new{n}.pdf", report_pages(seed=100 + n, n=1))
             report = work / f"r{n}.json"
             wall, code = timed([*cli, str(pdf), "--out", str(work / "o"), "--quiet",
-                                "--report", str(report)], work)
+                                "--report", str(report)], work, env)
             assert code == 0, f"ingest exited {code}"
             timing = json.loads(report.read_text())["timing"]
             first.append(wall)
@@ -68,7 +74,9 @@ def main() -> None:
             # when the first page ended, from process start: the wall time before the flow
             # (start-up) plus the flow's own time to its first page
             first_page.append(wall - timing["seconds"] + (timing["first_page_s"] or 0.0))
-            cached.append(timed([*cli, str(pdf), "--out", str(work / "o"), "--quiet"], work)[0])
+            cached.append(timed([*cli, str(pdf), "--out", str(work / "o"), "--quiet"], work,
+                                env)[0])
+        stop(home)  # leave no server behind
     prefect = [w - f - i for w, f, i in zip(first, flow_first, imports, strict=True)]
     results.update({
         "empty_folder": summary(empty), "first_page_of_new_pdf": summary(first_page),
@@ -78,6 +86,8 @@ def main() -> None:
         "targets": {"cached_rerun_s": 3.0, "empty_folder_s": 3.0, "first_page_s": 4.0},
         "command": "python bench/startup.py " + " ".join(sys.argv[1:]),
         "machine": "the 2-core development machine",
+        "how": "CLI defaults; a fresh local Prefect server in a temporary FOLIO_PREFECT_HOME, "
+               "started by the first run (in the max values) and reused by the others",
     })
     Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
     print(json.dumps(results, indent=1))

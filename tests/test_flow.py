@@ -165,7 +165,10 @@ def test_cli_defaults_repair_from_another_folder(tmp_path: Path) -> None:
     write_encrypted_pdf(tmp_path / "in" / "locked.pdf", "secret")
     cwd = tmp_path / "elsewhere"
     cwd.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FOLIO_")}
+    # no folio settings, except the tests' choice of Prefect's temporary server (a reused
+    # local server would outlive the test)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("FOLIO_") or k == "FOLIO_PREFECT_SERVER"}
     report = tmp_path / "r.json"
     proc = subprocess.run(
         [sys.executable, "-m", "folio.cli", "ingest", str(tmp_path / "in"), "--out", "out",
