@@ -31,7 +31,7 @@ from pathlib import Path
 import httpx
 
 from folio.errors import TransientError
-from folio.gpu.shared_server import flocked, pid_alive, proc_start_time, write_atomic
+from folio.process_files import flocked, pid_alive, proc_start_time, write_atomic
 
 MODE_ENV = "FOLIO_PREFECT_SERVER"
 IDLE_ENV = "FOLIO_PREFECT_SERVER_IDLE_S"

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from folio.gpu.shared_server import pid_alive
+from folio.process_files import pid_alive
 from folio.samples import report_pages, write_text_pdf
 
 pytestmark = pytest.mark.timeout(300)
