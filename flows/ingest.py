@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextvars
 import json
 import os
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -143,16 +142,12 @@ def ingest_documents(refs: list[SourceRef], services: Services
     """Pages of all documents through one scheduler; each finished document validated
     and loaded by a task in this flow's runner while the OCR goes on."""
     progress_bars: dict[str, PageProgress] = {}
-    gx = threading.Lock()
-    gx_started: list[bool] = []
 
     def prepare(ref: SourceRef) -> PreparedDocument | DocumentResult:
         prep = prepare_document(ref, services)
         if isinstance(prep, PreparedDocument):
-            with gx:  # the first document with work: GX loads while its pages are OCR'd
-                if services.config.validation.enabled and not gx_started:
-                    gx_started.append(True)
-                    preload_validation()
+            if services.config.validation.enabled:  # GX loads while the pages are OCR'd
+                preload_validation()  # (once; a rerun with nothing to do never loads it)
             bar = PageProgress(prep.result.source, prep.result.page_count)
             progress_bars[prep.result.source] = bar.__enter__()
         return prep

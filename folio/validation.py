@@ -182,14 +182,23 @@ def _box(bbox: Any) -> tuple[float, float, float, float]:
 # --- running GX --------------------------------------------------------------------------------
 
 
+_PRELOAD = threading.Lock()
+_preloading: list[threading.Thread] = []
+
+
 def preload() -> None:
     """Import Great Expectations in the background (it takes seconds), so the first
-    document to reach validation does not wait for it at the end of a run."""
+    document to reach validation does not wait for it at the end of a run. Once per
+    process: later calls do nothing."""
 
     def _import() -> None:
         import great_expectations  # noqa: F401
 
-    threading.Thread(target=_import, daemon=True, name="folio-gx-preload").start()
+    with _PRELOAD:
+        if not _preloading:
+            _preloading.append(threading.Thread(target=_import, daemon=True,
+                                                name="folio-gx-preload"))
+            _preloading[0].start()
 
 
 def validate_pages(
