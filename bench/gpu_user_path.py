@@ -67,7 +67,8 @@ SETTINGS: dict[str, tuple[Any, str]] = {
 
 #: what the benchmark sets around folio, not in it, and why (in every result too)
 ENVIRONMENT: dict[str, str] = {
-    "CUDA_VISIBLE_DEVICES": "one GPU per phase: pipeline and raw engine run at once on two",
+    "CUDA_VISIBLE_DEVICES": "the phase's GPU: with two, pipeline and raw engine run at once on "
+                            "different GPUs; with one, one after the other on one server",
     "FOLIO_SERVER__STATE_DIR": "one shared-server state folder per GPU, so each phase's runs "
                                "attach to the server of its own GPU",
     "FOLIO_SERVER_OWNER_PID": "a process that outlives each 10-minute device command, so the "
@@ -511,22 +512,30 @@ def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
     settings = {k: {"value": v, "why": why} for k, (v, why) in SETTINGS.items()}
     settings["environment"] = ENVIRONMENT
     gpu = _gpu_name()
+    used = sorted({p["gpu"] for p in phases})
+    machine = (f"{len(used)} x {gpu}: each round's pipeline and raw phases ran at once on "
+               "different GPUs, one vLLM server per GPU with the same configuration"
+               if len(used) > 1 else
+               f"1 x {gpu}: each round's pipeline and raw phases ran one after the other "
+               "on the same vLLM server")
     result: dict[str, Any] = {}
     if pipe and raw:
         p_rate = statistics.median(p["pages_per_s"] for p in pipe)
         r_rate = statistics.median(r["pages_per_s"] for r in raw)
+        raw_rate = {r["round"]: r["pages_per_s"] for r in raw}
         util = [p["queue"]["gpu_utilization_mean"] for p in pipe
                 if p["queue"].get("gpu_utilization_mean") is not None]
         result = {
-            "gpu": gpu, "pages": pipe[0]["pages"], "pages_to_engine": pipe[0]["pages_ocr"],
+            "gpu": gpu, "machine": machine, "commit": os.environ.get("FOLIO_BENCH_COMMIT"),
+            "pages": pipe[0]["pages"], "pages_to_engine": pipe[0]["pages_ocr"],
             "documents": meta["documents"].__len__(),
             "pipeline_pages_per_s": round(p_rate, 3), "engine_pages_per_s": round(r_rate, 3),
             "ratio": round(p_rate / r_rate, 3),
             "gpu_utilization_pipeline": round(statistics.median(util), 1) if util else None,
             "seconds_after_last_page": max(p["timing"]["after_last_page_s"] for p in pipe),
-            "round_ratios": [round(p["pages_per_s"] / r["pages_per_s"], 3)
-                             for p, r in zip(sorted(pipe, key=lambda x: x["round"]),
-                                             sorted(raw, key=lambda x: x["round"]), strict=False)],
+            # each round against its own raw phase (against the median one without)
+            "round_ratios": [round(p["pages_per_s"] / raw_rate.get(p["round"], r_rate), 3)
+                             for p in sorted(pipe, key=lambda x: x["round"])],
             "settings": settings, "command": command,
             "how": "pages_per_s counts pages with an engine attempt over the flow's own time "
                    "(report timing.seconds: settings, discovery, every stage, the last load); "
@@ -540,7 +549,8 @@ def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
         d = dep[-1]
         r_rate = statistics.median(r["pages_per_s"] for r in raw)
         dep_result = {
-            "gpu": gpu, "pages": pipe[0]["pages"] if pipe else None, "pages_to_engine": d["pages_ocr"],
+            "gpu": gpu, "machine": machine, "commit": os.environ.get("FOLIO_BENCH_COMMIT"),
+            "pages": pipe[0]["pages"] if pipe else None, "pages_to_engine": d["pages_ocr"],
             "documents": len(meta["documents"]), "pipeline_pages_per_s": d["pages_per_s"],
             "engine_pages_per_s": round(r_rate, 3), "ratio": round(d["pages_per_s"] / r_rate, 3),
             "gpu_utilization_pipeline": d["queue"].get("gpu_utilization_mean"),

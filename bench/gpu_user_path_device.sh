@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # The GPU machine's side of bench/gpu_user_path.py, one step per device call (each call
 # may run 10 minutes; the machine stays warm between back-to-back calls). Two GPUs: a
-# round runs the pipeline on one and the raw engine on the other, the next round swaps.
+# round runs the pipeline on one and the raw engine on the other at once, the next round
+# swaps. One GPU: a round runs the pipeline, then the raw engine, on the same server.
 #
 #   bash bench/gpu_user_path_device.sh setup        # after staging: install, model, copies, servers
-#   bash bench/gpu_user_path_device.sh round 1      # pipeline GPU 0 | raw GPU 1
-#   bash bench/gpu_user_path_device.sh round 2      # raw GPU 0 | pipeline GPU 1
+#   bash bench/gpu_user_path_device.sh round 1      # pipeline GPU 0 | raw GPU 1 (one GPU: in turn)
+#   bash bench/gpu_user_path_device.sh round 2      # raw GPU 0 | pipeline GPU 1 (one GPU: in turn)
+#   bash bench/gpu_user_path_device.sh pipeline 2   # one GPU, short of time: round 2 without its raw phase
 #   bash bench/gpu_user_path_device.sh deployment   # Prefect deployment GPU 0 | raw GPU 1, report
 #
+# FOLIO_BENCH_COMMIT (the checkout's commit; the device copy has no .git) goes in the result.
 # Carried (all git-ignored): .device-stage (python3 ../shared/device/stage.py --vllm -r
 # requirements-device.txt), .gs-carry (scripts/device/build_gs_carry.sh), .corpus-carry (the
 # corpus's non-robustness PDFs: MANIFEST.tsv sets eval and hard-no-gt, 56 files, 16 MiB),
 # .device-carry (make_synthetic_vlm.py copied from ../shared/device). About 22 minutes of
-# device time on nvidia-h200-x2 for setup + two rounds + deployment.
+# device time on nvidia-h200-x2 for setup + two rounds + deployment at 1800 pages; on one
+# H200, --min-pages 1000 (the issue's floor) fits setup, two rounds and the deployment.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 W=/tmp/gub
@@ -23,8 +27,10 @@ export PREFECT_SERVER_ANALYTICS_ENABLED=false PREFECT_HOME=$W/prefect-cli
 # NVLink multicast stays off on these machines (set there; kept for every child)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-$W/out}
+MIN_PAGES=${MIN_PAGES:-1000}
 mkdir -p "$OUT" "$W"
 owner() { cat /tmp/gub-owner.pid; }
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 
 case "${1:-}" in
   setup)
@@ -34,28 +40,40 @@ case "${1:-}" in
     [ -d /tmp/synthetic-vlm ] || python3 .device-carry/make_synthetic_vlm.py /tmp/synthetic-vlm || exit 1
     # the shared servers' owner: alive past this command, so they serve the next ones
     [ -f /tmp/gub-owner.pid ] || { setsid sleep 2400 & echo $! > /tmp/gub-owner.pid; }
-    $B corpus --pdfs .corpus-carry --min-pages 1600 --min-docs 150 || exit 1
+    $B corpus --pdfs .corpus-carry --min-pages "$MIN_PAGES" --min-docs 150 || exit 1
     $B serve --gpu 0 --owner-pid "$(owner)" > "$OUT/serve0.log" 2>&1 & a=$!
-    $B serve --gpu 1 --owner-pid "$(owner)" > "$OUT/serve1.log" 2>&1
+    [ "$gpus" -ge 2 ] && $B serve --gpu 1 --owner-pid "$(owner)" > "$OUT/serve1.log" 2>&1
     wait $a  # not a bare wait: the owner process is a background job of this shell too
     tail -3 "$OUT"/serve*.log
     nvidia-smi --query-gpu=index,name,memory.used,utilization.gpu --format=csv
     ;;
   round)
     r=$2
-    if [ $((r % 2)) -eq 1 ]; then p=0; q=1; else p=1; q=0; fi
-    $B pipeline --gpu $p --round "$r" --owner-pid "$(owner)" > "$OUT/pipeline-r$r.log" 2>&1 & a=$!
-    $B raw --gpu $q --round "$r" --owner-pid "$(owner)" > "$OUT/raw-r$r.log" 2>&1
-    wait $a
+    if [ "$gpus" -ge 2 ]; then
+      if [ $((r % 2)) -eq 1 ]; then p=0; q=1; else p=1; q=0; fi
+      $B pipeline --gpu $p --round "$r" --owner-pid "$(owner)" > "$OUT/pipeline-r$r.log" 2>&1 & a=$!
+      $B raw --gpu $q --round "$r" --owner-pid "$(owner)" > "$OUT/raw-r$r.log" 2>&1
+      wait $a
+    else
+      $B pipeline --gpu 0 --round "$r" --owner-pid "$(owner)" > "$OUT/pipeline-r$r.log" 2>&1
+      $B raw --gpu 0 --round "$r" --owner-pid "$(owner)" > "$OUT/raw-r$r.log" 2>&1
+    fi
     tail -2 "$OUT/pipeline-r$r.log" "$OUT/raw-r$r.log"
+    cp $W/phases/*.json "$OUT/" 2>/dev/null
+    ;;
+  pipeline)
+    r=$2
+    $B pipeline --gpu 0 --round "$r" --owner-pid "$(owner)" > "$OUT/pipeline-r$r.log" 2>&1
+    tail -2 "$OUT/pipeline-r$r.log"
     cp $W/phases/*.json "$OUT/" 2>/dev/null
     ;;
   deployment)
     $B deployment --gpu 0 --owner-pid "$(owner)" > "$OUT/deployment.log" 2>&1 & a=$!
-    $B raw --gpu 1 --round 3 --owner-pid "$(owner)" > "$OUT/raw-r3.log" 2>&1
+    [ "$gpus" -ge 2 ] && $B raw --gpu 1 --round 3 --owner-pid "$(owner)" > "$OUT/raw-r3.log" 2>&1
     wait $a
-    tail -3 "$OUT/deployment.log" "$OUT/raw-r3.log"
+    tail -3 "$OUT/deployment.log" "$OUT/raw-r3.log" 2>/dev/null
+    cp $W/phases/*.json "$OUT/" 2>/dev/null
     $B report --out "$OUT" --command "bash bench/gpu_user_path_device.sh setup; round 1; round 2; deployment (see the script)"
     ;;
-  *) echo "usage: $0 setup | round N | deployment" >&2; exit 2 ;;
+  *) echo "usage: $0 setup | round N | pipeline N | deployment" >&2; exit 2 ;;
 esac

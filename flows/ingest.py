@@ -113,19 +113,23 @@ def run_request(request: IngestRequest, *, report: str | None) -> dict[str, Any]
         refs = discover_sources(request.sources, config.s3)
         get_run_logger().info("%d PDF(s) to ingest into %s", len(refs), request.out)
         docs, scheduler = ingest_documents(refs, services)
+        loaded = time.monotonic()
     finally:
         services.close()
+    closed = time.monotonic()
     summary = finish_run(docs, started=started, out=request.out, report=None,
                          data_docs=data_docs_dir(services), config=config.public_dump())
-    summary["timing"] = run_timing(started, scheduler)
+    summary["timing"] = run_timing(started, scheduler, loaded=loaded, closed=closed)
     if report:
         write_report(summary, report)
     return summary
 
 
-def run_timing(started: float, scheduler: PageScheduler) -> dict[str, float | None]:
-    """When pages first and last ended, and how long the run went on after its last page
-    (validation and loading beside the OCR keep that short), in seconds from the start."""
+def run_timing(started: float, scheduler: PageScheduler, *, loaded: float, closed: float
+               ) -> dict[str, float | None]:
+    """When pages first and last ended, when the last document was loaded, the run's
+    resources closed and the run ended, in seconds from its start; and how long it went
+    on after its last page (validation and loading beside the OCR keep that short)."""
     now = time.monotonic()
 
     def since(at: float | None) -> float | None:
@@ -133,6 +137,7 @@ def run_timing(started: float, scheduler: PageScheduler) -> dict[str, float | No
 
     last = scheduler.last_page_at
     return {"first_page_s": since(scheduler.first_page_at), "last_page_s": since(last),
+            "loaded_s": since(loaded), "closed_s": since(closed),
             "after_last_page_s": None if last is None else round(now - last, 3),
             "seconds": round(now - started, 3)}
 

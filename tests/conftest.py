@@ -13,6 +13,9 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 # CLI runs in tests use Prefect's temporary server: a reused background server would outlive
 # the test that started it (tests/test_local_server.py tests that one on its own)
 os.environ.setdefault("FOLIO_PREFECT_SERVER", "ephemeral")
+# a temporary server starts in 3-5 s here, but past Prefect's 20 s default on a loaded
+# 2-core machine (the CLI's own local server has its own, longer wait)
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 REPO = Path(__file__).resolve().parent.parent
 

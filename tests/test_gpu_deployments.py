@@ -59,7 +59,7 @@ def gpu_worker(prefect_stack_server: PrefectStack, tmp_path_factory: pytest.Temp
     yield {"stack": stack, "state_dir": state_dir, "worker": worker, "env": extra}
     if worker.poll() is None:
         os.killpg(worker.pid, 15)
-        worker.wait(timeout=30)
+        worker.wait(timeout=90)
 
 
 def wait_report(flow_run_id: Any, stack: PrefectStack, timeout: float = 300) -> dict[str, Any]:
@@ -135,7 +135,7 @@ def test_ui_run_trigger_and_sweep_batch_share_the_gpu_server(
 
     worker = gpu_worker["worker"]  # the worker stops: so does its server
     os.killpg(worker.pid, 15)
-    worker.wait(timeout=30)
+    worker.wait(timeout=90)
     deadline = time.monotonic() + 20
     while pid_alive(after[0].server_pid) and time.monotonic() < deadline:
         time.sleep(0.2)
