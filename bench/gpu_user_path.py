@@ -75,8 +75,9 @@ ENVIRONMENT: dict[str, str] = {
                               "servers started by one command serve the next ones (a user's "
                               "worker plays that part)",
     "PREFECT_HOME": "the CLI's Prefect state under the benchmark's work folder",
-    "PREFECT_UI_ENABLED": "false for the deployment phase's server: Prefect 3.9.1's UI needs "
-                          "a newer FastAPI than vLLM 0.26 is staged with",
+    "PREFECT_UI_ENABLED": "false for the Prefect servers the phases start (the CLI's local "
+                          "server, the deployment phase's): Prefect 3.9.1's UI needs a newer "
+                          "FastAPI than vLLM 0.26 is staged with; the API is the same",
 }
 
 
@@ -280,8 +281,10 @@ def cli_args(args: argparse.Namespace, sources: Path, out: Path, report: Path) -
 
 
 def fake_command() -> list[str]:
+    """The test server; FOLIO_FAKE_DELAY (seconds a page, default 0.05) makes it as slow
+    as a GPU, so a 2-core machine shows the tail after the last page as a GPU run has it."""
     return [sys.executable, str(ROOT / "tests" / "openai_fake.py"), "--port", "{port}",
-            "--delay", "0.05", "--output", "chandra1_page.html"]
+            "--delay", os.environ.get("FOLIO_FAKE_DELAY", "0.05"), "--output", "chandra1_page.html"]
 
 
 def resolved(args: argparse.Namespace) -> Any:

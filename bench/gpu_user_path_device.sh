@@ -24,6 +24,9 @@ B="python3 bench/gpu_user_path.py --work $W"
 [ -f /tmp/site/env.sh ] && . /tmp/site/env.sh
 export PATH=$PWD/.gs-carry/bin:$PATH PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1
 export PREFECT_SERVER_ANALYTICS_ENABLED=false PREFECT_HOME=$W/prefect-cli
+# Prefect 3.9.1's UI needs a newer FastAPI than the one staged with vLLM 0.26: the local
+# servers (the CLI's, the deployment phase's) run their API without it
+export PREFECT_UI_ENABLED=false
 # NVLink multicast stays off on these machines (set there; kept for every child)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-$W/out}

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from folio.config import ChunkSettings
 from folio.models import BBox, Block, Chunk, DocumentResult, Label, PageOutcome, PageResult
 
-__all__ = ["chunk_document", "chunk_id", "embedding_text"]
+__all__ = ["ChunkStream", "chunk_document", "chunk_id", "embedding_text"]
 
 _HEADING_LABELS = frozenset({Label.TITLE.lower(), Label.SECTION_HEADER.lower()})
 _SKIP_LABELS = frozenset({Label.PAGE_HEADER.lower(), Label.PAGE_FOOTER.lower()})
@@ -244,13 +244,34 @@ def _page_blocks(page: PageResult) -> list[Block]:
     return _blocks_from_markdown(page.markdown)
 
 
+class ChunkStream:
+    """A document's chunks as its pages arrive in reading order: every chunk but the one
+    still open is final, so the chunks of a long document's first pages can be embedded
+    while its last pages are still in OCR. Fed every page, it gives exactly
+    :func:`chunk_document`'s chunks."""
+
+    def __init__(self, doc: DocumentResult, settings: ChunkSettings) -> None:
+        self._chunker = _Chunker(doc=doc, settings=settings)
+
+    def add(self, page: PageResult) -> list[Chunk]:
+        """The chunks that ``page`` closed (pages must come in index order)."""
+        before = len(self._chunker.chunks)
+        if page.outcome != PageOutcome.QUARANTINED:
+            for block in _page_blocks(page):
+                self._chunker.block(block, page.index)
+        return self._chunker.chunks[before:]
+
+    def close(self) -> list[Chunk]:
+        """The last chunk, once no page follows."""
+        before = len(self._chunker.chunks)
+        self._chunker.flush()
+        return self._chunker.chunks[before:]
+
+
 def chunk_document(doc: DocumentResult, settings: ChunkSettings) -> list[Chunk]:
     """The document's chunks in reading order, with stable ids ``0..n-1``."""
-    chunker = _Chunker(doc=doc, settings=settings)
+    stream = ChunkStream(doc, settings)
+    chunks: list[Chunk] = []
     for page in sorted(doc.pages, key=lambda p: p.index):
-        if page.outcome == PageOutcome.QUARANTINED:
-            continue
-        for block in _page_blocks(page):
-            chunker.block(block, page.index)
-    chunker.flush()
-    return chunker.chunks
+        chunks += stream.add(page)
+    return chunks + stream.close()

@@ -148,3 +148,25 @@ def test_empty_document() -> None:
 def test_embedding_text_adds_headings() -> None:
     chunk = chunk_document(report_document(), SETTINGS)[1]
     assert embedding_text(chunk).startswith("Annual Report 2024 > Finances\n\nRevenue")
+
+
+def test_chunk_stream_fed_page_by_page_gives_the_documents_chunks() -> None:
+    """What early embedding relies on: chunks closed while pages arrive are final."""
+    from folio.chunking import ChunkStream
+
+    doc = report_document()
+    words = " ".join(f"word{i}" for i in range(400))
+    doc.pages += [page(len(doc.pages) + n, [block("Text", words[: 300 + 200 * n], 0)])
+                  for n in range(4)]
+    doc.page_count = len(doc.pages)
+    settings = ChunkSettings(max_chars=500)
+    stream = ChunkStream(doc, settings)
+    streamed = []
+    for p in doc.pages:
+        before = len(streamed)
+        streamed += stream.add(p)
+        # nothing is handed out while it can still grow: each closed chunk ends before p
+        assert all(c.page_end <= p.index for c in streamed[before:])
+    streamed += stream.close()
+    assert [c.model_dump() for c in streamed] == [
+        c.model_dump() for c in chunk_document(doc, settings)]

@@ -25,7 +25,9 @@ def load_document(doc: DocumentResult, services: Services) -> DocumentResult:
             from folio.chunking import chunk_document, embedding_text
 
             chunks = chunk_document(doc, services.config.chunk)
-            vectors = services.embedder().embed([embedding_text(c) for c in chunks])
+            texts = [embedding_text(c) for c in chunks]
+            early = services.early_embeddings()  # most were embedded beside the OCR
+            vectors = early.vectors(doc.doc_id, texts) if early else services.embedder().embed(texts)
             # known before the outputs are written, so document.json tells the same
             # chunk count and table as the report, the index and the store
             doc.chunks, doc.vector_table = len(chunks), services.store().name
@@ -40,6 +42,9 @@ def load_document(doc: DocumentResult, services: Services) -> DocumentResult:
     except Exception as err:
         quarantine(doc, err)
     finally:
+        early = services.early_embeddings()
+        if early is not None:
+            early.discard(doc.doc_id)
         progress.emit(progress.ProgressEvent(
             kind="document-done", source=doc.source, outcome=doc.outcome,
             pages=doc.page_count, seconds=doc.seconds))

@@ -325,7 +325,7 @@ class PageScheduler:
                 self._rendering -= 1
                 self._record(doc, timed_out)
                 self._cond.notify_all()
-            _announce(doc, timed_out)
+            self._announce(doc, timed_out)
             return
         with self._cond:
             self._reserved -= reserved
@@ -355,11 +355,11 @@ class PageScheduler:
                 self._image_bytes -= item.size
                 self._record(item.doc, result)
                 self._cond.notify_all()
-            _announce(item.doc, result)
+            self._announce(item.doc, result)
 
     def _record(self, doc: _Document, result: PageResult) -> None:
         """A page's result (lock held); the document ends with its last page. Listeners
-        hear of it after the lock is released (:func:`_announce`): they do I/O."""
+        hear of it after the lock is released (:meth:`_announce`): they do I/O."""
         doc.results[result.index] = result
         self.last_page_at = time.monotonic()
         self.first_page_at = self.first_page_at or self.last_page_at
@@ -394,10 +394,14 @@ class PageScheduler:
         for folder in trash:
             shutil.rmtree(folder, ignore_errors=True)
 
-
-def _announce(doc: _Document, result: PageResult) -> None:
-    progress.emit(progress.ProgressEvent(
-        kind="page-done", source=doc.source, pages=1, outcome=result.outcome))
+    def _announce(self, doc: _Document, result: PageResult) -> None:
+        """Progress listeners, and the work that can start per page (early embedding)."""
+        progress.emit(progress.ProgressEvent(
+            kind="page-done", source=doc.source, pages=1, outcome=result.outcome))
+        try:
+            self.services.page_done(doc.prep.result, result)
+        except Exception:  # only a head start: the document's load does it anyway
+            log.exception("per-page work for %s failed", doc.source)
 
 
 def _image_size(page: PagePrep) -> int:

@@ -12,7 +12,8 @@ from folio.pipeline.batcher import Batcher
 
 if TYPE_CHECKING:
     from folio.embeddings import Embedder
-    from folio.models import PageResult
+    from folio.models import DocumentResult, PageResult
+    from folio.pipeline.early_embed import EarlyEmbeddings
     from folio.stores.base import DocumentVectors, VectorStore
 
 
@@ -33,6 +34,7 @@ class Services:
         self._store: VectorStore | None = None
         self._vectors: Batcher[DocumentVectors, None] | None = None
         self._validator: Batcher[tuple[str, list[PageResult]], dict[int, list[str]]] | None = None
+        self._early: EarlyEmbeddings | None = None
 
     def engine(self, name: str) -> OcrEngine:
         with self._lock:
@@ -61,6 +63,25 @@ class Services:
                     self.config.store, default_uri=default_uri, s3=self.config.s3, dim=embedder.dim
                 )
             return self._store
+
+    def early_embeddings(self) -> EarlyEmbeddings | None:
+        """Chunks embedded while the OCR goes on (None when nothing is embedded)."""
+        if self.config.store.kind == "none":
+            return None
+        with self._lock:
+            if self._early is None:
+                from folio.pipeline.early_embed import EarlyEmbeddings
+
+                # small batches: a document's last chunks wait for company only briefly
+                self._early = EarlyEmbeddings(self.embedder, self.config.chunk,
+                                              batch=min(8, self.config.embedding.batch_size))
+            return self._early
+
+    def page_done(self, doc: DocumentResult, page: PageResult) -> None:
+        """A page has its OCR result: what can start before its document ends, starts."""
+        early = self.early_embeddings()
+        if early is not None:
+            early.page_done(doc, page)
 
     def vectors(self) -> Batcher[DocumentVectors, None]:
         """The run's batched writer to the vector store: many documents per write (one
@@ -93,6 +114,8 @@ class Services:
             return self._validator
 
     def close(self) -> None:
+        if self._early is not None:
+            self._early.close()
         for batcher in (self._validator, self._vectors):
             if batcher is not None:
                 batcher.close()

@@ -1,0 +1,137 @@
+"""Embeddings of a document's chunks while its later pages are still in OCR.
+
+Why: a document's chunks used to be embedded only once its last page was done. On a GPU
+run the documents that end last are the long ones, and embedding their hundreds of
+chunks (about 0.05 core-seconds each with the packaged MiniLM) kept the flow running
+10-20 s after the engine's last page. Here every finished page is fed, in reading order,
+to the document's :class:`folio.chunking.ChunkStream`; chunks it closes are final and are
+embedded in batches beside the OCR. At load time :meth:`EarlyEmbeddings.vectors` hands
+back what was embedded early and embeds only the rest (the last chunk, and chunks that
+changed because validation quarantined a page): the chunking at load time stays the one
+that counts, so early work can be wasted but never wrong.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from folio.chunking import ChunkStream, embedding_text
+from folio.config import ChunkSettings
+from folio.models import DocumentResult, PageResult
+
+if TYPE_CHECKING:
+    from folio.embeddings import Embedder
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _DocumentChunks:
+    """One document's pages in reading order, its closed chunks and their vectors."""
+
+    stream: ChunkStream
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    next_page: int = 0
+    waiting: dict[int, PageResult] = field(default_factory=dict)  # pages ahead of next_page
+    pending: list[str] = field(default_factory=list)  # closed, not yet sent to embed
+    vectors: dict[str, npt.NDArray[np.float32]] = field(default_factory=dict)
+    jobs: list[Future[None]] = field(default_factory=list)
+
+
+class EarlyEmbeddings:
+    """Per run: pages in, vectors of closed chunks out (see the module doc)."""
+
+    def __init__(self, embedder: Callable[[], Embedder], settings: ChunkSettings,
+                 batch: int = 32) -> None:
+        self._embedder = embedder
+        self._settings = settings
+        self._batch = max(1, batch)
+        self._lock = threading.Lock()
+        self._docs: dict[str, _DocumentChunks] = {}
+        # one job at a time: the embedder spreads a job's batches over the cores itself
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="folio-early-embed")
+        self._closed = False
+
+    def page_done(self, doc: DocumentResult, page: PageResult) -> None:
+        """``page`` of ``doc`` has its OCR result (any order, any thread; cheap)."""
+        with self._lock:
+            if self._closed:
+                return
+            state = self._docs.get(doc.doc_id)
+            if state is None:
+                state = self._docs[doc.doc_id] = _DocumentChunks(ChunkStream(doc, self._settings))
+        with state.lock:
+            state.waiting[page.index] = page
+            while state.next_page in state.waiting:
+                closed = state.stream.add(state.waiting.pop(state.next_page))
+                state.next_page += 1
+                state.pending += [embedding_text(c) for c in closed]
+            if len(state.pending) < self._batch:
+                return
+            texts, state.pending = state.pending, []
+            try:
+                state.jobs.append(self._pool.submit(self._embed, state, texts))
+            except RuntimeError:  # closed under us: load time embeds them
+                pass
+
+    def _embed(self, state: _DocumentChunks, texts: list[str]) -> None:
+        try:
+            vectors = self._embedder().embed(texts)
+        except Exception as err:  # only an optimisation: load time embeds them again
+            log.debug("early embedding failed, left to load time: %s", err)
+            return
+        with state.lock:
+            state.vectors.update(zip(texts, vectors, strict=True))
+
+    def vectors(self, doc_id: str, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embeddings of ``texts`` in order: those embedded early, the rest now. The
+        document is forgotten (its pages must not arrive again)."""
+        known = self._take(doc_id)
+        missing = list(dict.fromkeys(t for t in texts if t not in known))
+        embedder = self._embedder()
+        if missing:
+            known.update(zip(missing, embedder.embed(missing), strict=True))
+        if not texts:
+            return np.zeros((0, embedder.dim), dtype=np.float32)
+        return np.stack([known[t] for t in texts]).astype(np.float32, copy=False)
+
+    def discard(self, doc_id: str) -> None:
+        """Forget a document that will not be embedded (quarantined, cached)."""
+        with self._lock:
+            self._docs.pop(doc_id, None)
+
+    def _take(self, doc_id: str) -> dict[str, npt.NDArray[np.float32]]:
+        with self._lock:
+            state = self._docs.pop(doc_id, None)
+        if state is None:
+            return {}
+        with state.lock:
+            jobs = list(state.jobs)
+        for job in jobs:  # queued behind other documents' batches: embedded now instead
+            job.cancel()
+        wait(jobs)  # the one running, if any
+        with state.lock:
+            return dict(state.vectors)
+
+    def wait_idle(self) -> None:
+        """Until every batch handed to the embedder so far is done."""
+        with self._lock:
+            states = list(self._docs.values())
+        for state in states:
+            with state.lock:
+                jobs = list(state.jobs)
+            wait(jobs)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._docs.clear()
+        self._pool.shutdown(wait=True, cancel_futures=True)
