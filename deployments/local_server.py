@@ -148,9 +148,29 @@ def _wait_healthy(home: Path, state: dict[str, object]) -> None:
 # --- the supervisor ----------------------------------------------------------------------------
 
 
+def ui_supported() -> bool:
+    """Whether this FastAPI can serve Prefect's UI. Prefect 3.9 mounts it with
+    ``FastAPI.frontend``, which older FastAPI releases lack although Prefect's requirements
+    allow them (vLLM 0.26 installs one): its server then dies at start-up."""
+    from fastapi import FastAPI
+
+    return hasattr(FastAPI, "frontend")
+
+
+def server_env(home: Path) -> dict[str, str]:
+    """The server's environment: its own home; the UI off where it cannot start (unless
+    PREFECT_UI_ENABLED says otherwise), so a GPU host's runs still get their API."""
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    if "PREFECT_UI_ENABLED" not in os.environ and not ui_supported():
+        env["PREFECT_UI_ENABLED"] = "false"
+        print("folio: this FastAPI cannot serve Prefect's UI (Prefect needs FastAPI.frontend): "
+              "the local server serves its API only", file=sys.stderr, flush=True)
+    return env
+
+
 def serve(home: Path, port: int, idle_s: float) -> int:
     """Run ``prefect server start`` until no lease has been held for ``idle_s``."""
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env = server_env(home)
     server = subprocess.Popen(
         [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
          "--port", str(port)], env=env, cwd=home, stdin=subprocess.DEVNULL,

@@ -47,3 +47,21 @@ def test_cli_runs_share_one_server_that_stops_when_idle(tmp_path: Path) -> None:
     assert not pid_alive(state["supervisor_pid"]) and not (home / "server.json").exists()
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"{state['url']}/health", timeout=2)
+
+
+def test_the_ui_is_left_off_where_this_fastapi_cannot_serve_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """vLLM 0.26 installs a FastAPI without ``frontend``; Prefect's server then died at
+    start-up with its UI on, and every CLI run on that GPU host failed."""
+    import fastapi
+
+    from deployments import local_server
+
+    monkeypatch.delenv("PREFECT_UI_ENABLED", raising=False)
+    assert "PREFECT_UI_ENABLED" not in local_server.server_env(tmp_path)
+    monkeypatch.delattr(fastapi.FastAPI, "frontend")
+    env = local_server.server_env(tmp_path)
+    assert env["PREFECT_UI_ENABLED"] == "false" and env["PREFECT_HOME"] == str(tmp_path)
+    monkeypatch.setenv("PREFECT_UI_ENABLED", "true")  # the user's own word stands
+    assert local_server.server_env(tmp_path)["PREFECT_UI_ENABLED"] == "true"
