@@ -19,11 +19,8 @@ import threading
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import boto3
-from boto3.exceptions import Boto3Error
-from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -42,6 +39,9 @@ from pydantic import BaseModel
 
 from folio.config import S3Settings
 from folio.errors import BadInputError, ConfigError, StorageError
+
+if TYPE_CHECKING:
+    from botocore.config import Config
 
 __all__ = [
     "ObjectRef",
@@ -92,7 +92,12 @@ _CREDENTIAL_ERRORS = (
     UnauthorizedSSOTokenError,
 )
 # What boto3/botocore/s3transfer raise; OSError covers local files and sockets.
-_S3_ERRORS = (ClientError, BotoCoreError, Boto3Error, OSError)
+def _s3_errors() -> tuple[type[BaseException], ...]:
+    """What an S3 call can raise. boto3 is imported with the first client, not with this
+    module: 0.3 s of every CLI start that reads no S3."""
+    from boto3.exceptions import Boto3Error
+
+    return (ClientError, BotoCoreError, Boto3Error, OSError)
 _PRECONDITION_CODES = frozenset({"PreconditionFailed", "412"})
 
 
@@ -154,7 +159,9 @@ def _client_config(settings: S3Settings, max_attempts: int) -> Config:
         kwargs["s3"] = {"addressing_style": "path"}
         kwargs["request_checksum_calculation"] = "when_required"
         kwargs["response_checksum_validation"] = "when_required"
-    return Config(**kwargs)
+    from botocore import config
+
+    return config.Config(**kwargs)
 
 
 def make_client(settings: S3Settings, *, max_attempts: int = 5) -> Any:
@@ -166,6 +173,8 @@ def make_client(settings: S3Settings, *, max_attempts: int = 5) -> Any:
     Raises:
         ConfigError: the named profile does not exist or the credentials are partial.
     """
+    import boto3
+
     try:
         session = boto3.session.Session(profile_name=settings.profile)
         kwargs: dict[str, Any] = {"config": _client_config(settings, max_attempts)}
@@ -245,6 +254,8 @@ def _raise_mapped(exc: BaseException, op: str, bucket: str, key: str = "") -> No
     The botocore exception is deliberately not chained: its text is the server's, and
     this module promises messages made only of what it composes itself.
     """
+    from boto3.exceptions import Boto3Error
+
     where = f"s3://{bucket}/{key}" if key else f"s3://{bucket}"
     if isinstance(exc, Boto3Error) and isinstance(exc.__context__, ClientError):
         exc = exc.__context__  # S3UploadFailedError wraps the answer that matters
@@ -295,7 +306,7 @@ def list_objects(
                     etag=str(item.get("ETag", "")),
                     last_modified=item.get("LastModified"),
                 )
-    except _S3_ERRORS as exc:
+    except _s3_errors() as exc:
         _raise_mapped(exc, "list", bucket, prefix)
 
 
@@ -303,7 +314,7 @@ def head_object(client: Any, bucket: str, key: str) -> ObjectRef | None:
     """Size and ETag of one object, or None when it does not exist."""
     try:
         meta = client.head_object(Bucket=bucket, Key=key)
-    except _S3_ERRORS as exc:
+    except _s3_errors() as exc:
         if _is_missing(exc):
             return None
         _raise_mapped(exc, "head", bucket, key)
@@ -327,7 +338,7 @@ def download_file(client: Any, bucket: str, key: str, dest: Path) -> Path:
     try:
         client.download_file(bucket, key, str(tmp))
         os.replace(tmp, dest)
-    except _S3_ERRORS as exc:
+    except _s3_errors() as exc:
         _raise_mapped(exc, "download", bucket, key)
     finally:
         tmp.unlink(missing_ok=True)
@@ -341,7 +352,7 @@ def upload_file(
     extra = {"ContentType": content_type} if content_type else None
     try:
         client.upload_file(str(path), bucket, key, ExtraArgs=extra)
-    except _S3_ERRORS as exc:
+    except _s3_errors() as exc:
         _raise_mapped(exc, "upload", bucket, key)
 
 
@@ -354,7 +365,7 @@ def put_bytes(
         kwargs["ContentType"] = content_type
     try:
         return str(client.put_object(**kwargs).get("ETag", ""))
-    except _S3_ERRORS as exc:
+    except _s3_errors() as exc:
         _raise_mapped(exc, "put", bucket, key)
 
 
@@ -371,7 +382,7 @@ def put_if_absent(client: Any, bucket: str, key: str, body: bytes) -> bool:
         if _is_precondition_failed(exc):
             return False
         _raise_mapped(exc, "put-if-absent", bucket, key)
-    except _S3_ERRORS as exc:
+    except _s3_errors() as exc:
         _raise_mapped(exc, "put-if-absent", bucket, key)
     return True
 
@@ -387,7 +398,7 @@ def put_if_match(client: Any, bucket: str, key: str, body: bytes, etag: str) -> 
         if _is_precondition_failed(exc) or _is_missing(exc):
             return False
         _raise_mapped(exc, "put-if-match", bucket, key)
-    except _S3_ERRORS as exc:
+    except _s3_errors() as exc:
         _raise_mapped(exc, "put-if-match", bucket, key)
     return True
 
@@ -400,7 +411,7 @@ def get_bytes(client: Any, bucket: str, key: str) -> bytes | None:
             return bytes(body.read())
         finally:
             body.close()
-    except _S3_ERRORS as exc:
+    except _s3_errors() as exc:
         if _is_missing(exc):
             return None
         _raise_mapped(exc, "get", bucket, key)
@@ -416,7 +427,7 @@ def delete_object(client: Any, bucket: str, key: str) -> None:
     """Delete one object (no error when it is already gone: S3 deletes are idempotent)."""
     try:
         client.delete_object(Bucket=bucket, Key=key)
-    except _S3_ERRORS as exc:
+    except _s3_errors() as exc:
         _raise_mapped(exc, "delete", bucket, key)
 
 
@@ -437,7 +448,7 @@ def delete_prefix(client: Any, bucket: str, prefix: str) -> int:
 def _delete_batch(client: Any, bucket: str, batch: list[dict[str, str]]) -> int:
     try:
         answer = client.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
-    except _S3_ERRORS as exc:
+    except _s3_errors() as exc:
         _raise_mapped(exc, "delete", bucket, batch[0]["Key"])
     errors = answer.get("Errors", [])
     if errors:

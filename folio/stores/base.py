@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from folio.models import Chunk
+
+if TYPE_CHECKING:  # numpy only for the types: 0.3 s of a CLI start that stores nothing
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = [
     "DocumentVectors",
