@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -58,8 +61,23 @@ def gpu_worker(prefect_stack_server: PrefectStack, tmp_path_factory: pytest.Temp
         stack.env.update(saved)
     yield {"stack": stack, "state_dir": state_dir, "worker": worker, "env": extra}
     if worker.poll() is None:
-        os.killpg(worker.pid, 15)
-        worker.wait(timeout=90)
+        stop_worker(worker)
+
+
+def stop_worker(worker: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, as a service manager stops a worker; SIGKILL after a minute. Prefect's
+    worker has taken over 90 s to exit on SIGTERM in two full-suite runs on this 2-core
+    machine (never when run alone); the server must stop with the worker either way, as
+    it does after a kill too (its supervisor watches the worker's pid)."""
+    os.killpg(worker.pid, signal.SIGTERM)
+    try:
+        worker.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        tree = subprocess.run(["ps", "-o", "pid,stat,etime,args", "-g", str(worker.pid)],
+                              capture_output=True, text=True).stdout
+        warnings.warn(f"worker still running 60 s after SIGTERM, killed:\n{tree}", stacklevel=2)
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=30)
 
 
 def wait_report(flow_run_id: Any, stack: PrefectStack, timeout: float = 300) -> dict[str, Any]:
@@ -134,8 +152,7 @@ def test_ui_run_trigger_and_sweep_batch_share_the_gpu_server(
     assert stats["requests"] == sum(r["totals"]["pages"] for r in (first, second, third))
 
     worker = gpu_worker["worker"]  # the worker stops: so does its server
-    os.killpg(worker.pid, 15)
-    worker.wait(timeout=90)
+    stop_worker(worker)
     deadline = time.monotonic() + 20
     while pid_alive(after[0].server_pid) and time.monotonic() < deadline:
         time.sleep(0.2)
