@@ -105,6 +105,11 @@ class ValidationSettings(BaseModel):
     max_repeat_ratio: float = Field(
         0.5, description="pages whose text is more than this share of one repeated n-gram fail"
     )
+    min_ocr_confidence: float = Field(
+        0.5, ge=0, le=1, description="pages an engine read with a lower mean word confidence "
+        "fail (engines that report one, as tesseract does: readable print scores 0.85-0.96, "
+        "gibberish from an upside-down, handwritten or blurred page about 0.3-0.45)"
+    )
     data_docs: bool = Field(
         True, description="also build Great Expectations Data Docs (about 0.5 s per document)"
     )

@@ -130,6 +130,9 @@ class Attempt(BaseModel):
     completion_tokens: int | None = None
     seconds: float = 0.0
     error: str | None = None  # None when the attempt produced usable output
+    #: degrees the page image was turned clockwise before it was read (an upside-down or
+    #: sideways scan); boxes are in the page's own orientation either way
+    rotated: int = 0
 
 
 class PageResult(BaseModel):

@@ -18,6 +18,9 @@ import difflib
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Iterable
+
+from folio.models import Block
 
 _TAG = re.compile(r"<[^>]{0,200}>")
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -155,3 +158,13 @@ def sequence_similarity(reference: str, hypothesis: str) -> float:
     if not a and not b:
         return 1.0
     return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+
+
+def mean_confidence(blocks: Iterable[Block]) -> float | None:
+    """The engine's confidence in a page (0..1), weighted by each block's characters; None
+    when it reports none (text layers, vision-language models)."""
+    pairs = [(b.confidence, text_chars(b.content)) for b in blocks if b.confidence is not None]
+    weight = sum(n for _, n in pairs)
+    if not weight:
+        return None
+    return sum(c * n for c, n in pairs) / weight

@@ -30,7 +30,7 @@ from folio.config import ValidationSettings
 from folio.engines.base import GENERATIVE_ENGINES
 from folio.errors import FolioError
 from folio.models import KNOWN_LABELS, PageOutcome, PageResult
-from folio.quality import repeat_ratio, text_chars
+from folio.quality import mean_confidence, repeat_ratio, text_chars
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -98,6 +98,12 @@ def suite_definitions(settings: ValidationSettings) -> list[ExpectationSpec]:
             "a model stuck in a loop repeats the same n-grams",
         ),
         ExpectationSpec(
+            "ocr-confidence", "pages", between,
+            {"column": "ocr_confidence", "min_value": settings.min_ocr_confidence},
+            "gibberish from an upside-down, handwritten or blurred page is not text",
+            only_where_false=("quarantined",),
+        ),
+        ExpectationSpec(
             "page-unique", "pages", "ExpectColumnValuesToBeUnique", {"column": "page_key"},
             "exactly one result per page index of a document",
         ),
@@ -144,6 +150,8 @@ def pages_frame(doc_id: str, pages: list[PageResult], item: int = 0) -> pd.DataF
                 repeat_ratio(_page_text(p)) if p.engine in GENERATIVE_ENGINES else 0.0
                 for p in pages
             ],
+            # NaN (not checked) where the engine reports no confidence
+            "ocr_confidence": [_confidence(p) for p in pages],
             "n_results": [counts[p.index] for p in pages],
         }
     )
@@ -166,6 +174,11 @@ def blocks_frame(pages: list[PageResult], item: int = 0) -> pd.DataFrame:
     frame["bottom_margin"] = frame["height"] - frame["y1"]
     frame["min_side"] = np.fmin(frame["x1"] - frame["x0"], frame["y1"] - frame["y0"])
     return frame
+
+
+def _confidence(page: PageResult) -> float:
+    confidence = mean_confidence(page.blocks)
+    return float("nan") if confidence is None else confidence
 
 
 def _page_text(page: PageResult) -> str:

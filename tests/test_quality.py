@@ -108,3 +108,14 @@ def test_comparison_helpers() -> None:
     assert sequence_similarity("a b c d", "a b c d") == 1.0
     assert sequence_similarity("a b c d", "d c b a") < 0.5
     assert text_chars(" a b\n\tc ") == 3
+
+
+def test_mean_confidence_weighs_blocks_by_their_text() -> None:
+    from folio.models import Block
+    from folio.quality import mean_confidence
+
+    blocks = [Block(label="Text", content="x" * 30, order=0, confidence=0.9),
+              Block(label="Text", content="y" * 10, order=1, confidence=0.1),
+              Block(label="Text", content="no confidence", order=2)]
+    assert mean_confidence(blocks) == pytest.approx(0.7)
+    assert mean_confidence(blocks[2:]) is None

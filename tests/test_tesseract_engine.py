@@ -230,3 +230,60 @@ def test_parse_tsv_groups_paragraphs_and_scales_to_points() -> None:
     assert blocks[0].bbox.model_dump() == {"x0": 50.0, "y0": 25.0, "x1": 250.0, "y1": 40.0}
     assert blocks[0].confidence == 0.85
     assert paragraphs_to_blocks(paragraphs, None)[0].bbox is None
+
+
+def upside_down_title(tmp_path: Path, title: str) -> PagePrep:
+    """A page holding one line, scanned upside down: too little text for Tesseract's own
+    orientation step, which then reads it as mirrored gibberish."""
+    pdf = write_text_pdf(tmp_path / "title.pdf", [SamplePage(title=title)])
+    page = render_page(pdf, 0, tmp_path / "title.png")
+    with Image.open(tmp_path / "title.png") as img:
+        img.rotate(180).save(tmp_path / "title.png")
+    return page
+
+
+def test_an_upside_down_scan_is_read_upright_with_boxes_where_the_text_is(
+    engine: TesseractEngine, tmp_path: Path,
+) -> None:
+    page = upside_down_title(tmp_path, "Annual budget review for the northern region")
+    output = engine.recognize(page)
+    assert output.attempt.rotated == 180
+    assert output.markdown.strip("# \n") == "Annual budget review for the northern region"
+    box = output.blocks[0].bbox
+    assert box is not None  # on the page as it lies: the title is at the bottom right
+    assert abs(box.x1 - (page.width_pt - 72)) < 3
+    assert page.height_pt - 80 < box.y0 < box.y1 < page.height_pt - 50
+    assert not list(tmp_path.glob("*.upright.png")), "the turned image is removed"
+
+
+def test_a_page_read_as_gibberish_is_never_ok(engine: TesseractEngine, tmp_path: Path) -> None:
+    """Where OSD has no answer either, the reading stays gibberish: the page check calls
+    it unreadable, so the ladder falls back or quarantines it instead of reporting ok."""
+    from folio.config import ValidationSettings
+    from folio.pipeline.pages import page_problem
+
+    page = upside_down_title(tmp_path, "Quarterly Operations Report")
+    output = engine.recognize(page)
+    assert "Quarterly" not in output.markdown
+    problem = page_problem(output, page, ValidationSettings(), generative=False)
+    assert problem is not None and problem.startswith("unreadable: mean word confidence")
+    upright = write_text_pdf(tmp_path / "upright.pdf", report_pages(seed=4, n=1))
+    readable = engine.recognize(render_page(upright, 0, tmp_path / "upright.png"))
+    assert page_problem(readable, page, ValidationSettings(), generative=False) is None
+    assert readable.attempt.rotated == 0  # a readable page is not turned
+
+
+def test_unrotate_maps_boxes_back_for_every_turn() -> None:
+    from folio.engines.tesseract import Line, Paragraph, Word, unrotate
+
+    size = (100, 200)  # original width, height; one word at x 10-30, y 40-50
+    turned = {  # the same word's box in the image turned clockwise by the key
+        180: Word("w", 70, 150, 20, 10, 90.0),
+        90: Word("w", 150, 10, 10, 20, 90.0),
+        270: Word("w", 40, 70, 10, 20, 90.0),
+    }
+    for degrees, word in turned.items():
+        paragraphs = [Paragraph(lines=[Line(height=10, words=[word])])]
+        unrotate(paragraphs, degrees, size)
+        back = paragraphs[0].words[0]
+        assert (back.left, back.top, back.width, back.height) == (10, 40, 20, 10), degrees

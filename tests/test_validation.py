@@ -170,3 +170,17 @@ def test_many_documents_in_one_run_keep_their_own_failures() -> None:
     assert results[1] == {1: ["repeat-ratio"]}
     assert results[3] == {0: ["page-unique"]}
     assert results[1] == validate_pages("b", looping, SETTINGS)
+
+
+def test_a_page_read_with_low_confidence_fails_and_one_without_confidence_passes() -> None:
+    def with_confidence(index: int, confidence: float | None) -> PageResult:
+        p = page(index)
+        for block in p.blocks:
+            block.confidence = confidence
+        return p.model_copy(update={"engine": "tesseract"})
+
+    pages = [with_confidence(0, 0.93), with_confidence(1, 0.31), with_confidence(2, None),
+             with_confidence(3, 0.2).model_copy(update={"outcome": PageOutcome.QUARANTINED})]
+    assert validate_pages("doc", pages, SETTINGS) == {1: ["ocr-confidence"]}
+    lenient = ValidationSettings(min_ocr_confidence=0.3)
+    assert validate_pages("doc", pages, lenient) == {}

@@ -48,6 +48,11 @@ _SENTENCE_END = tuple(".,;!?")
 
 _META_TIMEOUT_S = 30.0
 
+#: below this mean word confidence (0..1) the page's orientation is checked with
+#: Tesseract's OSD: readable print scores 0.85-0.96; an upside-down scan read as it lies
+#: scores about 0.35 (its words come out as mirrored gibberish)
+ORIENTATION_CHECK_CONFIDENCE = 0.6
+
 
 def _run(cmd: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
     """Run ``cmd`` in its own process group; on timeout kill the whole group.
@@ -188,6 +193,54 @@ def parse_tsv(tsv: str) -> list[Paragraph]:
     return result
 
 
+def words_confidence(paragraphs: list[Paragraph]) -> float | None:
+    """Mean word confidence, 0..1, weighted by word length (None without words): short
+    words and punctuation, often misread on good pages too, weigh less."""
+    words = [w for para in paragraphs for w in para.words]
+    weight = sum(len(w.text) for w in words)
+    if not weight:
+        return None
+    return sum(w.conf * len(w.text) for w in words) / weight / 100.0
+
+
+def parse_osd_rotation(osd: str) -> int:
+    """Degrees (0, 90, 180, 270) to turn the image clockwise so its text stands upright,
+    from ``tesseract --psm 0`` output; 0 when it says nothing usable."""
+    for line in osd.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "Rotate":
+            try:
+                degrees = int(value.strip())
+            except ValueError:
+                return 0
+            return degrees if degrees in (90, 180, 270) else 0
+    return 0
+
+
+def unrotate(paragraphs: list[Paragraph], degrees: int, size: tuple[int, int]) -> None:
+    """Map word boxes read from the image turned ``degrees`` clockwise back onto the
+    original image of ``size`` (width, height) pixels, in place."""
+    width, height = size
+
+    def back(x: int, y: int) -> tuple[int, int]:
+        if degrees == 180:
+            return width - x, height - y
+        if degrees == 90:
+            return y, height - x
+        if degrees == 270:
+            return width - y, x
+        return x, y
+
+    for para in paragraphs:
+        for line in para.lines:
+            moved = []
+            for w in line.words:
+                (ax, ay), (bx, by) = back(w.left, w.top), back(w.left + w.width, w.top + w.height)
+                moved.append(Word(w.text, min(ax, bx), min(ay, by), abs(bx - ax), abs(by - ay),
+                                  w.conf))
+            line.words = moved
+
+
 def _is_header(para: Paragraph, median_line_height: float | None) -> bool:
     """Short, in a clearly bigger font than most of the page, and not ending like a sentence.
 
@@ -300,35 +353,72 @@ class TesseractEngine:
         """
         started = time.perf_counter()
         try:
-            blocks = self._blocks(page)
+            blocks, rotated = self._blocks(page)
         except FolioError as err:
             # the pipeline records this Attempt (with its seconds) instead of a bare error
             err.attempt = self._attempt(started, error=err.reason)  # type: ignore[attr-defined]
             raise
-        return EngineOutput(
-            blocks=blocks, markdown=blocks_to_markdown(blocks), attempt=self._attempt(started)
-        )
+        return EngineOutput(blocks=blocks, markdown=blocks_to_markdown(blocks),
+                            attempt=self._attempt(started, rotated=rotated))
 
-    def _blocks(self, page: PagePrep) -> list[Block]:
+    def _blocks(self, page: PagePrep) -> tuple[list[Block], int]:
+        """The page's blocks, and the degrees its image was turned to read it upright."""
         if not page.image_path:
             raise BadInputError(
                 f"page {page.index} has no rendered image ({page.error or 'no render'})"
             )
+        paragraphs = self._read(page, page.image_path)
+        if not paragraphs and not page.blank:
+            raise BadOutputError(f"empty: tesseract found no words on page {page.index}")
+        rotated = 0
+        confidence = words_confidence(paragraphs)
+        if confidence is not None and confidence < ORIENTATION_CHECK_CONFIDENCE:
+            paragraphs, rotated = self._upright(page, paragraphs, confidence)
+        return paragraphs_to_blocks(paragraphs, _points_per_pixel(page, page.image_path)), rotated
+
+    def _read(self, page: PagePrep, image_path: str) -> list[Paragraph]:
         dpi = page.plan.dpi if page.plan is not None else None
-        result = _run(self.command(page.image_path, dpi), self.timeout_s)
+        result = _run(self.command(image_path, dpi), self.timeout_s)
         if result.returncode != 0:
             raise BadOutputError(
                 f"tesseract exit {result.returncode} on page {page.index}: "
                 f"{result.stderr.strip()[-300:]}"
             )
-        paragraphs = parse_tsv(result.stdout)
-        if not paragraphs and not page.blank:
-            raise BadOutputError(f"empty: tesseract found no words on page {page.index}")
-        return paragraphs_to_blocks(paragraphs, _points_per_pixel(page, page.image_path))
+        return parse_tsv(result.stdout)
 
-    def _attempt(self, started: float, error: str | None = None) -> Attempt:
+    def _upright(self, page: PagePrep, paragraphs: list[Paragraph],
+                 confidence: float) -> tuple[list[Paragraph], int]:
+        """A poorly read page may lie on its side or upside down (Tesseract reads 90 and
+        270 degrees by itself, not 180): ask OSD, read the turned image, and keep the
+        reading with the higher confidence, so a wrong answer from OSD costs only time."""
+        assert page.image_path
+        osd = _run([self.binary, page.image_path, "stdout", "--psm", "0"], self.timeout_s)
+        degrees = parse_osd_rotation(osd.stdout) if osd.returncode == 0 else 0
+        if not degrees:
+            return paragraphs, 0
+        from PIL import Image
+
+        turned_path = f"{page.image_path}.upright.png"
+        try:
+            with Image.open(page.image_path) as img:
+                size = img.size
+                img.rotate(-degrees, expand=True).save(turned_path)  # PIL turns anticlockwise
+            turned = self._read(page, turned_path)
+        finally:
+            try:
+                os.unlink(turned_path)
+            except OSError:
+                pass
+        better = words_confidence(turned)
+        if better is None or better <= confidence:
+            return paragraphs, 0
+        unrotate(turned, degrees, size)
+        return turned, degrees
+
+    def _attempt(self, started: float, error: str | None = None, rotated: int = 0) -> Attempt:
         seconds = round(time.perf_counter() - started, 3)
-        return Attempt(engine=self.name, model=self.model, seconds=seconds, error=error)
+        return Attempt(engine=self.name, model=self.model, seconds=seconds, error=error,
+                       rotated=rotated)
 
     def close(self) -> None:
         """Nothing to release: every page is a separate process."""

@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from folio.config import ValidationSettings
 from folio.engines.base import GENERATIVE_ENGINES, EngineOutput, OcrEngine
 from folio.errors import BadOutputError, FolioError, TransientError, is_transient_code
 from folio.models import Attempt, BBox, Block, PageOutcome, PagePrep, PageResult
 from folio.pipeline.outcome import page_failed
 from folio.pipeline.services import Services
-from folio.quality import repeat_ratio
+from folio.quality import mean_confidence, repeat_ratio
 from folio.route import route_page
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ def _process_page(page: PagePrep, services: Services) -> PageResult:
         try:
             output = _recognize(engine, page, attempt)
             output.blocks = clip_blocks(output.blocks, page.width_pt, page.height_pt)
-            problem = page_problem(output, page, config.validation.max_repeat_ratio,
+            problem = page_problem(output, page, config.validation,
                                    generative=name in GENERATIVE_ENGINES)
             if problem:
                 output.attempt.error = problem
@@ -118,7 +119,7 @@ def clip_blocks(blocks: list[Block], width: float, height: float) -> list[Block]
 
 
 def page_problem(
-    output: EngineOutput, page: PagePrep, max_repeat: float, *, generative: bool
+    output: EngineOutput, page: PagePrep, checks: ValidationSettings, *, generative: bool
 ) -> str | None:
     """The per-page checks the validation suite makes, applied while the page image still
     exists, so a failure can be retried or fall back instead of being quarantined."""
@@ -126,6 +127,10 @@ def page_problem(
     if not text and not page.blank:
         return "empty: no text on a non-blank page"
     ratio = repeat_ratio(text) if generative else 0.0
-    if ratio > max_repeat:
+    if ratio > checks.max_repeat_ratio:
         return f"repetition: {ratio:.0%} of the text is one repeated n-gram"
+    confidence = mean_confidence(output.blocks)
+    if confidence is not None and confidence < checks.min_ocr_confidence:
+        return (f"unreadable: mean word confidence {confidence:.0%} (handwriting, a blurred "
+                "or damaged scan, or a script the engine's languages do not cover)")
     return None
