@@ -157,14 +157,16 @@ def ui_supported() -> bool:
     return hasattr(FastAPI, "frontend")
 
 
-def server_env(home: Path) -> dict[str, str]:
+def server_env(home: Path, *, quiet: bool = False) -> dict[str, str]:
     """The server's environment: its own home; the UI off where it cannot start (unless
     PREFECT_UI_ENABLED says otherwise), so a GPU host's runs still get their API."""
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     if "PREFECT_UI_ENABLED" not in os.environ and not ui_supported():
         env["PREFECT_UI_ENABLED"] = "false"
-        print("folio: this FastAPI cannot serve Prefect's UI (Prefect needs FastAPI.frontend): "
-              "the local server serves its API only", file=sys.stderr, flush=True)
+        if not quiet:
+            print("folio: this FastAPI cannot serve Prefect's UI (Prefect needs "
+                  "FastAPI.frontend): the local server serves its API only", file=sys.stderr,
+                  flush=True)
     return env
 
 

@@ -229,7 +229,7 @@ def _use_local_prefect_server(*, quiet: bool) -> None:
     """Point Prefect at this machine's folio Prefect server, started by the first run and
     reused by the next ones (deployments/local_server.py), unless PREFECT_API_URL names a
     server already or FOLIO_PREFECT_SERVER=ephemeral asks for Prefect's temporary one."""
-    from deployments.local_server import IDLE_ENV, MODE_ENV, attach
+    from deployments.local_server import IDLE_ENV, MODE_ENV, attach, server_env
 
     if os.environ.get("PREFECT_API_URL") or os.environ.get(MODE_ENV) == "ephemeral":
         return
@@ -237,7 +237,9 @@ def _use_local_prefect_server(*, quiet: bool) -> None:
     os.environ["PREFECT_API_URL"] = url
     if started and not quiet:
         idle = float(os.environ.get(IDLE_ENV, 1800))
-        print(f"folio: started a Prefect server for folio runs, UI at {url.removesuffix('/api')} "
+        ui_off = server_env(Path(), quiet=True).get("PREFECT_UI_ENABLED", "").lower() == "false"
+        where = f"API at {url}, no UI here" if ui_off else f"UI at {url.removesuffix('/api')}"
+        print(f"folio: started a Prefect server for folio runs, {where} "
               f"(stops after {idle / 60:.0f} idle minutes; {MODE_ENV}=ephemeral for none)",
               file=sys.stderr)
 
