@@ -157,16 +157,23 @@ def ui_supported() -> bool:
     return hasattr(FastAPI, "frontend")
 
 
-def server_env(home: Path, *, quiet: bool = False) -> dict[str, str]:
+def ui_enabled() -> bool:
+    """Whether the local server serves Prefect's UI: as PREFECT_UI_ENABLED says when it is
+    set, else where this FastAPI can serve it."""
+    setting = os.environ.get("PREFECT_UI_ENABLED")
+    if setting is not None:
+        return setting.strip().lower() not in ("false", "0", "no", "off")
+    return ui_supported()
+
+
+def server_env(home: Path) -> dict[str, str]:
     """The server's environment: its own home; the UI off where it cannot start (unless
     PREFECT_UI_ENABLED says otherwise), so a GPU host's runs still get their API."""
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     if "PREFECT_UI_ENABLED" not in os.environ and not ui_supported():
         env["PREFECT_UI_ENABLED"] = "false"
-        if not quiet:
-            print("folio: this FastAPI cannot serve Prefect's UI (Prefect needs "
-                  "FastAPI.frontend): the local server serves its API only", file=sys.stderr,
-                  flush=True)
+        print("folio: this FastAPI cannot serve Prefect's UI (Prefect needs FastAPI.frontend): "
+              "the local server serves its API only", file=sys.stderr, flush=True)
     return env
 
 

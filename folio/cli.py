@@ -229,7 +229,7 @@ def _use_local_prefect_server(*, quiet: bool) -> None:
     """Point Prefect at this machine's folio Prefect server, started by the first run and
     reused by the next ones (deployments/local_server.py), unless PREFECT_API_URL names a
     server already or FOLIO_PREFECT_SERVER=ephemeral asks for Prefect's temporary one."""
-    from deployments.local_server import IDLE_ENV, MODE_ENV, attach, server_env
+    from deployments.local_server import IDLE_ENV, MODE_ENV, attach, ui_enabled
 
     if os.environ.get("PREFECT_API_URL") or os.environ.get(MODE_ENV) == "ephemeral":
         return
@@ -237,8 +237,7 @@ def _use_local_prefect_server(*, quiet: bool) -> None:
     os.environ["PREFECT_API_URL"] = url
     if started and not quiet:
         idle = float(os.environ.get(IDLE_ENV, 1800))
-        ui_off = server_env(Path(), quiet=True).get("PREFECT_UI_ENABLED", "").lower() == "false"
-        where = f"API at {url}, no UI here" if ui_off else f"UI at {url.removesuffix('/api')}"
+        where = f"UI at {url.removesuffix('/api')}" if ui_enabled() else f"API at {url}, no UI here"
         print(f"folio: started a Prefect server for folio runs, {where} "
               f"(stops after {idle / 60:.0f} idle minutes; {MODE_ENV}=ephemeral for none)",
               file=sys.stderr)
@@ -283,8 +282,6 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_samples(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from folio.samples import make_samples
 
     for name, path in make_samples(Path(args.directory)).items():

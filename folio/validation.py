@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -195,23 +196,16 @@ def _box(bbox: Any) -> tuple[float, float, float, float]:
 # --- running GX --------------------------------------------------------------------------------
 
 
-_PRELOAD = threading.Lock()
-_preloading: list[threading.Thread] = []
-
-
+@functools.cache
 def preload() -> None:
     """Import Great Expectations in the background (it takes seconds), so the first
     document to reach validation does not wait for it at the end of a run. Once per
-    process: later calls do nothing."""
+    process (cached): later calls do nothing."""
 
     def _import() -> None:
         import great_expectations  # noqa: F401
 
-    with _PRELOAD:
-        if not _preloading:
-            _preloading.append(threading.Thread(target=_import, daemon=True,
-                                                name="folio-gx-preload"))
-            _preloading[0].start()
+    threading.Thread(target=_import, daemon=True, name="folio-gx-preload").start()
 
 
 def validate_pages(

@@ -63,5 +63,7 @@ def test_the_ui_is_left_off_where_this_fastapi_cannot_serve_it(
     monkeypatch.delattr(fastapi.FastAPI, "frontend")
     env = local_server.server_env(tmp_path)
     assert env["PREFECT_UI_ENABLED"] == "false" and env["PREFECT_HOME"] == str(tmp_path)
+    assert not local_server.ui_enabled()  # what the CLI's start-up line says
     monkeypatch.setenv("PREFECT_UI_ENABLED", "true")  # the user's own word stands
     assert local_server.server_env(tmp_path)["PREFECT_UI_ENABLED"] == "true"
+    assert local_server.ui_enabled()

@@ -91,13 +91,6 @@ _CREDENTIAL_ERRORS = (
     TokenRetrievalError,
     UnauthorizedSSOTokenError,
 )
-# What boto3/botocore/s3transfer raise; OSError covers local files and sockets.
-def _s3_errors() -> tuple[type[BaseException], ...]:
-    """What an S3 call can raise. boto3 is imported with the first client, not with this
-    module: 0.3 s of every CLI start that reads no S3."""
-    from boto3.exceptions import Boto3Error
-
-    return (ClientError, BotoCoreError, Boto3Error, OSError)
 _PRECONDITION_CODES = frozenset({"PreconditionFailed", "412"})
 
 
@@ -140,6 +133,15 @@ def _custom_endpoint(settings: S3Settings) -> str | None:
         or os.environ.get("AWS_ENDPOINT_URL_S3")
         or os.environ.get("AWS_ENDPOINT_URL")
     )
+
+
+def _s3_errors() -> tuple[type[BaseException], ...]:
+    """What boto3/botocore/s3transfer raise; OSError covers local files and sockets.
+    boto3 is imported with the first client, not with this module: 0.3 s of every CLI
+    start that reads no S3."""
+    from boto3.exceptions import Boto3Error
+
+    return (ClientError, BotoCoreError, Boto3Error, OSError)
 
 
 def _client_config(settings: S3Settings, max_attempts: int) -> Config:
