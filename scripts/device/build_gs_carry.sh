@@ -23,7 +23,7 @@ mkdir -p "$work/root"
 for deb in "$work"/*.deb; do dpkg -x "$deb" "$work/root"; done
 rm -rf "$work/root/usr/share/doc" "$work/root/usr/share/man" "$work/root/usr/share/lintian"
 rm -rf .gs-carry && mkdir -p .gs-carry/bin
-tar -cJf .gs-carry/root.tar.xz -C "$work" root
+tar -cJf .gs-carry/root.tar.xz -C "$work/root" .
 install -m 755 scripts/device/gs-wrapper.sh .gs-carry/bin/gs
 FOLIO_GS_ROOT="$work/check" .gs-carry/bin/gs --version
 du -sh .gs-carry
