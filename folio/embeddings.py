@@ -36,6 +36,8 @@ TOKENIZER_REL = "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
 PACKAGED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2@onnx-int8"
 #: BERT position embeddings of this model: longer inputs cannot be represented
 MODEL_MAX_TOKENS = 512
+#: the smallest batch worth its own thread when a few texts are spread over the cores
+MIN_SPLIT_BATCH = 4
 
 
 def _package_file(package: str, relpath: str, dist: str) -> Path:
@@ -177,7 +179,10 @@ class Embedder:
             return np.zeros((0, self._dim), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.empty((len(texts), self._dim), dtype=np.float32)
-        size = self.settings.batch_size
+        # fewer texts than a batch per core: smaller batches, so a document's last few
+        # dozen chunks (what is left to embed once its last page is done) use every core
+        cores = self.settings.parallel_batches or os.cpu_count() or 1
+        size = min(self.settings.batch_size, max(MIN_SPLIT_BATCH, -(-len(texts) // cores)))
         batches = [order[start : start + size] for start in range(0, len(order), size)]
 
         def run(batch: list[int]) -> npt.NDArray[np.float32]:

@@ -44,6 +44,10 @@ class Behaviour:
     output: str = "generic_page.md"  # file in OUTPUTS, or literal text if not a file
     model: str = "fake-ocr"
     delay_s: float = 0.0
+    # requests that run at once (None: all); the rest wait their turn in arrival order,
+    # as in a batch engine at its sequence limit, so a client that keeps more in flight
+    # sees a GPU's queueing: latency grows with the queue, throughput stays capacity/delay
+    capacity: int | None = None
     fail_on: set[int] = field(default_factory=set)  # 1-based request numbers
     fail_status: int = 503
     fail_always: bool = False
@@ -157,7 +161,12 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(0.05)  # let other requests arrive and be in flight
             os._exit(17)
         if b.delay_s:
-            time.sleep(b.delay_s)
+            slots = self.server.slots  # type: ignore[attr-defined]
+            if slots is None:
+                time.sleep(b.delay_s)
+            else:
+                with slots:
+                    time.sleep(b.delay_s)
         if b.fail_always or number in b.fail_on:
             self._json(b.fail_status, {"error": {"message": "injected failure", "code": b.fail_status}})
             return
@@ -222,6 +231,8 @@ class _Server(ThreadingHTTPServer):
         super().__init__(address, _Handler)
         self.behaviour = behaviour
         self.state = _State()
+        # waiters wake in about the order they came (threading.Condition is FIFO)
+        self.slots = threading.Semaphore(behaviour.capacity) if behaviour.capacity else None
 
 
 class FakeServer:
@@ -270,6 +281,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--output", default="generic_page.md")
     ap.add_argument("--model", default="fake-ocr")
     ap.add_argument("--delay", type=float, default=0.0)
+    ap.add_argument("--capacity", type=int, help="requests run at once; the rest queue")
     ap.add_argument("--startup-delay", type=float, default=0.0, help="seconds before listening")
     ap.add_argument("--unhealthy-for", type=float, default=0.0, help="/health 503 for this long")
     ap.add_argument("--fail-on", default="", help="request numbers answered with --fail-status")
@@ -288,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         Path(a.child_pid_file).write_text(str(child.pid))
     time.sleep(a.startup_delay)
     behaviour = Behaviour(
-        output=a.output, model=a.model, delay_s=a.delay, fail_on=_numbers(a.fail_on),
+        output=a.output, model=a.model, delay_s=a.delay, capacity=a.capacity, fail_on=_numbers(a.fail_on),
         fail_status=a.fail_status, length_on=_numbers(a.length_on),
         midstream_error_on=_numbers(a.midstream_error_on), die_on=a.die_on, die_marker=a.die_marker,
     )

@@ -24,7 +24,7 @@ from folio.pipeline import (
     process_documents,
     start_document,
 )
-from folio.samples import report_pages, write_long_pdf, write_text_pdf
+from folio.samples import report_pages, write_long_pdf, write_scanned_pdf, write_text_pdf
 from tests.openai_fake import FakeServer
 
 FAKE = str(Path(__file__).parent / "openai_fake.py")
@@ -218,3 +218,28 @@ def test_limits_follow_the_configuration() -> None:
     assert cpu.ocr_concurrency == PipelineConfig().limits.page_concurrency
 
 
+
+
+def test_text_layer_pages_never_queue_behind_engine_pages(tmp_path: Path) -> None:
+    """A scanned document is admitted first and keeps the (slow, narrow) engine busy; a
+    born-digital one behind it ends on its trusted text layer at once, without a single
+    request, instead of waiting for ladder slots behind the scanned pages."""
+    root = tmp_path / "pdfs"
+    root.mkdir()
+    scanned = write_scanned_pdf(root / "a-scanned.pdf",
+                                write_long_pdf(tmp_path / "long.pdf", 8), dpi=100)
+    digital = write_text_pdf(root / "b-digital.pdf", report_pages(seed=5, n=2))
+    with FakeServer(delay_s=0.4) as fake:
+        config = gpu_config(tmp_path, fake.url, document_concurrency=1)
+        config.route.mode = "auto"
+        config.ocr.in_flight = 1
+        finished, _ = run_scheduler(config, tmp_path / "out", [scanned, digital])
+        requests = fake.state.requests
+    by_name = {Path(d.source).name: (t, d) for t, d in finished}
+    scanned_at, scanned_doc = by_name["a-scanned.pdf"]
+    digital_at, digital_doc = by_name["b-digital.pdf"]
+    assert scanned_doc.pages_ok == 8 and digital_doc.pages_ok == 2
+    assert {p.route for p in digital_doc.pages} == {"text-layer"}
+    assert requests == 8  # only the scanned pages went to the engine
+    # 8 pages one at a time take >= 3.2 s; the text pages did not wait for most of them
+    assert digital_at < scanned_at - 1.5

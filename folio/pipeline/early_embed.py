@@ -50,14 +50,16 @@ class EarlyEmbeddings:
     """Per run: pages in, vectors of closed chunks out (see the module doc)."""
 
     def __init__(self, embedder: Callable[[], Embedder], settings: ChunkSettings,
-                 batch: int = 32) -> None:
+                 batch: int = 32, workers: int = 1) -> None:
         self._embedder = embedder
         self._settings = settings
         self._batch = max(1, batch)
         self._lock = threading.Lock()
         self._docs: dict[str, _DocumentChunks] = {}
-        # one job at a time: the embedder spreads a job's batches over the cores itself
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="folio-early-embed")
+        # a job is one small batch on one core; ``workers`` jobs run at once, so the
+        # embedding keeps pace with a GPU's pages instead of building a backlog that
+        # load time has to embed after the last page
+        self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="folio-early-embed")
         self._closed = False
 
     def page_done(self, doc: DocumentResult, page: PageResult) -> None:

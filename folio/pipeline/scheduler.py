@@ -11,7 +11,9 @@ so a GPU stayed a quarter busy. Here three pools work side by side:
   page batches of ``limits.pages_per_worker`` pages, taken round-robin across documents,
   so a 1000-page PDF's first pages reach the engine before its last are rendered and the
   short documents beside it are not queued behind it;
-- **OCR** (:func:`ocr_concurrency` threads): the page ladder, page by page, oldest first.
+- **OCR** (:func:`ocr_concurrency` threads): the page ladder, page by page, oldest first,
+  for the pages that need the engine; a page with a trusted text layer (or a blank or
+  failed one) ends on its render thread as it arrives, never queued behind engine pages.
 
 Admission and render-ahead share one watermark (:attr:`SchedulerLimits.watermark_pages`,
 twice the OCR concurrency): a page batch is rendered only while fewer pages than that are
@@ -52,6 +54,7 @@ from folio.pipeline.outcome import page_failed, quarantine
 from folio.pipeline.pages import discard_image, process_page
 from folio.pipeline.prepare import PreparedDocument
 from folio.pipeline.services import Services
+from folio.route import route_page
 
 if TYPE_CHECKING:
     from folio.pdf.page_worker import WorkerJob
@@ -314,6 +317,9 @@ class PageScheduler:
                 self._cond.notify_all()
 
     def _receive(self, doc: _Document, page: PagePrep, reserved: int) -> None:
+        if not needs_engine(page, self.config):
+            self._process_now(doc, page, reserved)
+            return
         size = _image_size(page)
         if time.monotonic() > doc.deadline:
             discard_image(page)
@@ -337,6 +343,19 @@ class PageScheduler:
                 self._page_estimate += (size - self._page_estimate) // min(self._measured, 64)
             self._ready.append(_Ready(doc, page, size))
             self._cond.notify_all()
+
+    def _process_now(self, doc: _Document, page: PagePrep, reserved: int) -> None:
+        """A page the engine never sees (a trusted text layer, a blank page, a page the
+        worker could not prepare) ends here, on the render thread, at once: it must not
+        queue behind engine pages for a ladder slot, since every page after it in its
+        document waits for it before its chunks can close and be embedded."""
+        result = process_page(page, self.services)  # never raises
+        with self._cond:
+            self._reserved -= reserved
+            self._rendering -= 1
+            self._record(doc, result)
+            self._cond.notify_all()
+        self._announce(doc, result)
 
     # --- OCR -------------------------------------------------------------------------------
     def _ocr_loop(self) -> None:
@@ -402,6 +421,14 @@ class PageScheduler:
             self.services.page_done(doc.prep.result, result)
         except Exception:  # only a head start: the document's load does it anyway
             log.exception("per-page work for %s failed", doc.source)
+
+
+def needs_engine(page: PagePrep, config: PipelineConfig) -> bool:
+    """Whether the page goes up the engine ladder (else its text layer, or its error,
+    is its result, and it takes no engine slot)."""
+    if page.error:
+        return False
+    return route_page(page, config.route).kind not in ("text-layer", "none")
 
 
 def _image_size(page: PagePrep) -> int:
