@@ -126,10 +126,11 @@ def run_request(request: IngestRequest, *, report: str | None) -> dict[str, Any]
 
 
 def run_timing(started: float, scheduler: PageScheduler, *, loaded: float, closed: float
-               ) -> dict[str, float | None]:
+               ) -> dict[str, Any]:
     """When pages first and last ended, when the last document was loaded, the run's
     resources closed and the run ended, in seconds from its start; and how long it went
-    on after its last page (validation and loading beside the OCR keep that short)."""
+    on after its last page (validation and loading beside the OCR keep that short); and
+    the scheduler's queue about once a second."""
     now = time.monotonic()
 
     def since(at: float | None) -> float | None:
@@ -139,7 +140,8 @@ def run_timing(started: float, scheduler: PageScheduler, *, loaded: float, close
     return {"first_page_s": since(scheduler.first_page_at), "last_page_s": since(last),
             "loaded_s": since(loaded), "closed_s": since(closed),
             "after_last_page_s": None if last is None else round(now - last, 3),
-            "seconds": round(now - started, 3)}
+            "seconds": round(now - started, 3),
+            "queue": [sample.model_dump() for sample in scheduler.timeline]}
 
 
 def ingest_documents(refs: list[SourceRef], services: Services

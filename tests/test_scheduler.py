@@ -233,7 +233,7 @@ def test_text_layer_pages_never_queue_behind_engine_pages(tmp_path: Path) -> Non
         config = gpu_config(tmp_path, fake.url, document_concurrency=1)
         config.route.mode = "auto"
         config.ocr.in_flight = 1
-        finished, _ = run_scheduler(config, tmp_path / "out", [scanned, digital])
+        finished, scheduler = run_scheduler(config, tmp_path / "out", [scanned, digital])
         requests = fake.state.requests
     by_name = {Path(d.source).name: (t, d) for t, d in finished}
     scanned_at, scanned_doc = by_name["a-scanned.pdf"]
@@ -243,3 +243,37 @@ def test_text_layer_pages_never_queue_behind_engine_pages(tmp_path: Path) -> Non
     assert requests == 8  # only the scanned pages went to the engine
     # 8 pages one at a time take >= 3.2 s; the text pages did not wait for most of them
     assert digital_at < scanned_at - 1.5
+    # the run's queue timeline: about a sample a second, within the budgets
+    timeline = scheduler.timeline
+    assert len(timeline) >= 3 and timeline == sorted(timeline, key=lambda q: q.t)
+    assert all(q.in_ladder <= 1 and q.documents <= 2 for q in timeline)
+    assert any(q.in_ladder == 1 for q in timeline)
+
+
+def test_a_page_holding_back_done_pages_goes_to_the_engine_first(tmp_path: Path) -> None:
+    """A mixed document (a scanned first page, then text pages) arrives while a scanned
+    one's pages wait for the one-request engine: its engine page, with the later pages
+    already done behind it, is sent before the waiting scanned pages, so the mixed
+    document ends after about two engine pages, not after the scanned one's whole batch."""
+    import pypdfium2 as pdfium
+
+    root = tmp_path / "pdfs"
+    root.mkdir()
+    text = write_long_pdf(tmp_path / "text.pdf", 6)
+    scanned = write_scanned_pdf(root / "a-scanned.pdf", text, dpi=100)
+    mixed = pdfium.PdfDocument.new()
+    mixed.import_pages(pdfium.PdfDocument(str(scanned)), [0])
+    mixed.import_pages(pdfium.PdfDocument(str(text)), [1, 2, 3, 4, 5])
+    mixed.save(str(root / "b-mixed.pdf"))
+    with FakeServer(delay_s=0.4) as fake, PageLog() as pages:
+        config = gpu_config(tmp_path, fake.url, document_concurrency=2)
+        config.route.mode = "auto"
+        config.ocr.in_flight = 1
+        finished, _ = run_scheduler(config, tmp_path / "out", [scanned, root / "b-mixed.pdf"])
+        assert fake.state.requests == 7
+    by_name = {Path(d.source).name: (t, d) for t, d in finished}
+    mixed_at, mixed_doc = by_name["b-mixed.pdf"]
+    assert mixed_doc.pages_ok == 6 and mixed_doc.pages[0].route == "ocr"
+    scanned_pages_before = sum(1 for t, src in pages.events
+                               if src == str(scanned) and t < mixed_at)
+    assert scanned_pages_before <= 3, scanned_pages_before

@@ -11,8 +11,9 @@ so a GPU stayed a quarter busy. Here three pools work side by side:
   page batches of ``limits.pages_per_worker`` pages, taken round-robin across documents,
   so a 1000-page PDF's first pages reach the engine before its last are rendered and the
   short documents beside it are not queued behind it;
-- **OCR** (:func:`ocr_concurrency` threads): the page ladder, page by page, oldest first,
-  for the pages that need the engine; a page with a trusted text layer (or a blank or
+- **OCR** (:func:`ocr_concurrency` threads): the page ladder, page by page, oldest first
+  (but a page whose document's later pages are done goes first), for the pages that
+  need the engine; a page with a trusted text layer (or a blank or
   failed one) ends on its render thread as it arrives, never queued behind engine pages.
 
 Admission and render-ahead share one watermark (:attr:`SchedulerLimits.watermark_pages`,
@@ -104,6 +105,20 @@ def ocr_concurrency(config: PipelineConfig) -> int:
     return max(config.limits.page_concurrency, 1)
 
 
+class QueueSample(BaseModel):
+    """What stood in front of the engine ``t`` seconds after the scheduler started: pages rendered
+    and waiting for a ladder slot, pages in the ladder (at the engine), pages being
+    rendered, documents being prepared and admitted. A GPU run whose engine went short
+    shows it here: ``in_ladder`` under the budget while ``ready`` is 0."""
+
+    t: float
+    ready: int
+    in_ladder: int
+    rendering: int
+    preparing: int
+    documents: int
+
+
 @dataclass
 class _Document:
     """One admitted document's page accounting."""
@@ -113,6 +128,7 @@ class _Document:
     deadline: float
     results: dict[int, PageResult] = field(default_factory=dict)
     running_jobs: int = 0
+    last_done: int = -1  # the highest page index with a result
 
     @property
     def source(self) -> str:
@@ -167,6 +183,9 @@ class PageScheduler:
         #: when the first and the last page ended (time.monotonic), None before any
         self.first_page_at: float | None = None
         self.last_page_at: float | None = None
+        #: about once a second: what stood in front of the engine (see :class:`QueueSample`)
+        self.timeline: list[QueueSample] = []
+        self._started_at = time.monotonic()
 
     # --- the public loop -------------------------------------------------------------------
     def run(self, refs: Iterable[SourceRef]) -> Iterator[DocumentResult]:
@@ -177,10 +196,12 @@ class PageScheduler:
         yielded = 0
         lim = self.limits
         self._start_threads()
+        self._started_at = time.monotonic()
         prepare_pool = ThreadPoolExecutor(lim.prepare_workers, thread_name_prefix="folio-prepare")
         try:
             while yielded < total:
                 with self._cond:
+                    self._sample()
                     while pending and self._should_admit():
                         self._preparing += 1
                         prepare_pool.submit(self._admit, pending.popleft())
@@ -202,6 +223,15 @@ class PageScheduler:
             for thread in self._threads:
                 thread.join()
             self._discard_waiting()
+
+    def _sample(self) -> None:
+        """One timeline entry per second at most (lock held)."""
+        at = round(time.monotonic() - self._started_at, 1)
+        if self.timeline and at - self.timeline[-1].t < 1.0:
+            return
+        self.timeline.append(QueueSample(
+            t=at, ready=len(self._ready), in_ladder=self._in_ladder, rendering=self._rendering,
+            preparing=self._preparing, documents=len(self._docs)))
 
     # --- admission -------------------------------------------------------------------------
     def _near_pages(self) -> int:
@@ -365,7 +395,7 @@ class PageScheduler:
                     self._cond.wait(timeout=0.5)
                 if self._stop.is_set():
                     return
-                item = self._ready.popleft()
+                item = self._next_ready()
                 self._in_ladder += 1
                 self.peak_in_ladder = max(self.peak_in_ladder, self._in_ladder)
             result = process_page(item.page, self.services)  # never raises; drops the image
@@ -376,10 +406,23 @@ class PageScheduler:
                 self._cond.notify_all()
             self._announce(item.doc, result)
 
+    def _next_ready(self) -> _Ready:
+        """The oldest waiting page, except that a page with later pages of its document
+        already done goes first (lock held): those pages, often a long born-digital
+        document's text, cannot be chunked and embedded until it is back, and a run
+        whose long documents end in its last seconds loads them after its last page.
+        Scanned documents' pages end about in order, so they keep their turn."""
+        for position, item in enumerate(self._ready):
+            if item.doc.last_done > item.page.index:
+                del self._ready[position]
+                return item
+        return self._ready.popleft()
+
     def _record(self, doc: _Document, result: PageResult) -> None:
         """A page's result (lock held); the document ends with its last page. Listeners
         hear of it after the lock is released (:meth:`_announce`): they do I/O."""
         doc.results[result.index] = result
+        doc.last_done = max(doc.last_done, result.index)
         self.last_page_at = time.monotonic()
         self.first_page_at = self.first_page_at or self.last_page_at
         self._maybe_finish(doc)
