@@ -198,13 +198,15 @@ class PageScheduler:
         self._start_threads()
         self._started_at = time.monotonic()
         prepare_pool = ThreadPoolExecutor(lim.prepare_workers, thread_name_prefix="folio-prepare")
+        # admission has its own thread: the caller may take a while with each document
+        # it is handed (a flow submits a task per document), and a run of short
+        # documents must not leave the engine waiting for the caller's loop
+        control = threading.Thread(target=self._control_loop, args=(pending, prepare_pool),
+                                   name="folio-admit", daemon=True)
+        control.start()
         try:
             while yielded < total:
                 with self._cond:
-                    self._sample()
-                    while pending and self._should_admit():
-                        self._preparing += 1
-                        prepare_pool.submit(self._admit, pending.popleft())
                     if not self._finished:
                         self._cond.wait(timeout=1.0)
                     done = list(self._finished)
@@ -219,10 +221,23 @@ class PageScheduler:
             self._stop.set()
             with self._cond:
                 self._cond.notify_all()
+            control.join()
             prepare_pool.shutdown(wait=True, cancel_futures=True)
             for thread in self._threads:
                 thread.join()
             self._discard_waiting()
+
+    def _control_loop(self, pending: deque[SourceRef], prepare_pool: ThreadPoolExecutor) -> None:
+        """Admit documents whenever there is room, and sample the queue, until stopped."""
+        while True:
+            with self._cond:
+                if self._stop.is_set():  # checked under the lock: run() notifies under it
+                    return
+                self._sample()
+                while pending and self._should_admit():
+                    self._preparing += 1
+                    prepare_pool.submit(self._admit, pending.popleft())
+                self._cond.wait(timeout=1.0)
 
     def _sample(self) -> None:
         """One timeline entry per second at most (lock held)."""
