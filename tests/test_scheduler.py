@@ -216,8 +216,7 @@ def test_limits_follow_the_configuration() -> None:
     assert limits.image_budget_bytes == 8 * 1024 * 1024 and limits.watermark_pages >= 128
     cpu = SchedulerLimits.from_config(PipelineConfig())
     assert cpu.ocr_concurrency == PipelineConfig().limits.page_concurrency
-
-
+    assert cpu.prepare_burst == 2 * cpu.prepare_workers
 
 
 def test_text_layer_pages_never_queue_behind_engine_pages(tmp_path: Path) -> None:
@@ -289,3 +288,29 @@ def test_a_page_holding_back_done_pages_goes_to_the_engine_first(
     engine_page = done.index(("b-mixed.pdf", 0))
     scanned_before = sum(1 for name, _ in done[:engine_page] if name == "a-scanned.pdf")
     assert scanned_before <= 3, done
+
+
+def test_preparation_widens_while_the_engine_is_short_of_pages(tmp_path: Path) -> None:
+    """Many short documents, each slow to prepare, and an engine with room to spare:
+    more documents are prepared at once than ``document_concurrency`` (up to the burst),
+    so the engine is not left waiting on preparation; every document still ends."""
+    root = tmp_path / "pdfs"
+    root.mkdir()
+    sources = [write_text_pdf(root / f"d{n}.pdf", report_pages(seed=40 + n, n=1))
+               for n in range(8)]
+    with FakeServer(delay_s=0.05) as fake:
+        config = gpu_config(tmp_path, fake.url, document_concurrency=2)
+        config.ocr.in_flight = 16
+        services = Services(config, str(tmp_path / "out"))
+
+        def slow_prepare(ref: Any) -> Any:
+            time.sleep(0.5)  # like a probe and a Ghostscript pass
+            return start_document(ref, services)
+
+        scheduler = PageScheduler(services, prepare=slow_prepare)
+        try:
+            docs = list(scheduler.run(discover([str(p) for p in sources], config.s3)))
+        finally:
+            services.close()
+    assert len(docs) == 8 and all(d.pages_ok == d.page_count for d in docs)
+    assert scheduler.peak_preparing == scheduler.limits.prepare_burst == 4

@@ -5,8 +5,9 @@ Why: with a window of documents (the old design), the engine waited for whicheve
 document was slowest to prepare, and one long PDF held back every short one behind it,
 so a GPU stayed a quarter busy. Here three pools work side by side:
 
-- **prepare** (``limits.document_concurrency`` threads): fetch, hash, probe, compress or
-  repair a document (the caller's ``prepare`` function, so a flow can make it a task);
+- **prepare** (``limits.document_concurrency`` threads, twice that while the engine is
+  short of pages): fetch, hash, probe, compress or repair a document (the caller's
+  ``prepare`` function, so a flow can make it a task);
 - **render** (``limits.render_workers`` threads, each driving one page-worker child):
   page batches of ``limits.pages_per_worker`` pages, taken round-robin across documents,
   so a 1000-page PDF's first pages reach the engine before its last are rendered and the
@@ -75,6 +76,9 @@ class SchedulerLimits(BaseModel):
     ocr_concurrency: int = Field(ge=1, description="pages in the engine ladder at once")
     render_workers: int = Field(ge=1, description="page-worker children at once")
     prepare_workers: int = Field(ge=1, description="documents being prepared at once")
+    prepare_burst: int = Field(ge=1, description="documents being prepared at once while "
+                               "the engine is short of pages (no page waiting, the ladder "
+                               "below its budget)")
     pages_per_worker: int = Field(ge=1)
     image_budget_bytes: int = Field(ge=1, description="rendered images waiting on disk")
     watermark_pages: int = Field(ge=1, description="pages waiting or rendering before render "
@@ -89,6 +93,9 @@ class SchedulerLimits(BaseModel):
             ocr_concurrency=ocr,
             render_workers=limits.render_workers,
             prepare_workers=limits.document_concurrency,
+            # preparing is mostly waiting on child processes (probe, Ghostscript): when
+            # many short documents come first, twice as many keep a GPU fed
+            prepare_burst=2 * limits.document_concurrency,
             pages_per_worker=limits.pages_per_worker,
             image_budget_bytes=limits.prepared_image_mb * 1024 * 1024,
             # enough ready pages to refill the engine twice over while more render
@@ -179,6 +186,7 @@ class PageScheduler:
         #: the largest image bytes seen waiting at once (for tests and benchmarks)
         self.peak_image_bytes = 0
         self.peak_in_ladder = 0
+        self.peak_preparing = 0
         self._in_ladder = 0
         #: when the first and the last page ended (time.monotonic), None before any
         self.first_page_at: float | None = None
@@ -197,7 +205,8 @@ class PageScheduler:
         lim = self.limits
         self._start_threads()
         self._started_at = time.monotonic()
-        prepare_pool = ThreadPoolExecutor(lim.prepare_workers, thread_name_prefix="folio-prepare")
+        prepare_pool = ThreadPoolExecutor(max(lim.prepare_workers, lim.prepare_burst),
+                                          thread_name_prefix="folio-prepare")
         # admission has its own thread: the caller may take a while with each document
         # it is handed (a flow submits a task per document), and a run of short
         # documents must not leave the engine waiting for the caller's loop
@@ -236,6 +245,7 @@ class PageScheduler:
                 self._sample()
                 while pending and self._should_admit():
                     self._preparing += 1
+                    self.peak_preparing = max(self.peak_preparing, self._preparing)
                     prepare_pool.submit(self._admit, pending.popleft())
                 self._cond.wait(timeout=1.0)
 
@@ -256,13 +266,20 @@ class PageScheduler:
 
     def _should_admit(self) -> bool:
         lim = self.limits
-        if self._preparing >= lim.prepare_workers:
+        workers = lim.prepare_burst if self._engine_short() else lim.prepare_workers
+        if self._preparing >= workers:
             return False
         if len(self._docs) + self._preparing >= lim.max_documents:
             return False
         # a document being prepared counts as one batch of pages until it is known
         near = self._near_pages() + self._preparing * lim.pages_per_worker
         return near < lim.watermark_pages
+
+    def _engine_short(self) -> bool:
+        """No page waits for the engine and the ladder, with what is being rendered, is
+        below its budget: the engine will idle unless more documents come in."""
+        return not self._ready and (
+            self._in_ladder + self._rendering < self.limits.ocr_concurrency)
 
     def _admit(self, ref: SourceRef) -> None:
         try:
