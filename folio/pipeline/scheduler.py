@@ -12,10 +12,10 @@ so a GPU stayed a quarter busy. Here three pools work side by side:
   page batches of ``limits.pages_per_worker`` pages, taken round-robin across documents,
   so a 1000-page PDF's first pages reach the engine before its last are rendered and the
   short documents beside it are not queued behind it;
-- **OCR** (:func:`ocr_concurrency` threads): the page ladder, page by page, oldest first
-  (but a page whose document's later pages are done goes first), for the pages that
-  need the engine; a page with a trusted text layer (or a blank or
-  failed one) ends on its render thread as it arrives, never queued behind engine pages.
+- **OCR** (:func:`ocr_concurrency` threads): the engine ladder, page by page, oldest
+  first (but a page whose document's later pages are done goes first). Only pages that
+  need the engine queue for it: a page with a trusted text layer (or a blank or failed
+  one) ends on its render thread as it arrives.
 
 Admission and render-ahead share one watermark (:attr:`SchedulerLimits.watermark_pages`,
 twice the OCR concurrency): a page batch is rendered only while fewer pages than that are
@@ -113,10 +113,10 @@ def ocr_concurrency(config: PipelineConfig) -> int:
 
 
 class QueueSample(BaseModel):
-    """What stood in front of the engine ``t`` seconds after the scheduler started: pages rendered
-    and waiting for a ladder slot, pages in the ladder (at the engine), pages being
-    rendered, documents being prepared and admitted. A GPU run whose engine went short
-    shows it here: ``in_ladder`` under the budget while ``ready`` is 0."""
+    """What stood in front of the engine ``t`` seconds after the scheduler started:
+    pages rendered and waiting for a ladder slot, pages in the ladder (at the engine),
+    pages being rendered, documents being prepared and admitted. A GPU run whose engine
+    went short shows it here: ``in_ladder`` under the budget while ``ready`` is 0."""
 
     t: float
     ready: int
