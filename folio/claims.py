@@ -31,24 +31,23 @@ retries it.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import logging
-import os
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Any, Self
 
 from pydantic import BaseModel, Field, ValidationError
 
 from folio.config import S3Settings
-from folio.errors import ConfigError
 from folio.io import s3 as s3io
+from folio.io.layout import CLAIMS, FAILED, LEDGER
 from folio.io.s3 import ObjectRef
+from folio.io.sinks import Sink, open_sink
 
 __all__ = [
     "Claim",
@@ -56,15 +55,11 @@ __all__ = [
     "ClaimLedger",
     "DoneRecord",
     "Failure",
-    "LedgerStore",
-    "LocalLedgerStore",
-    "S3LedgerStore",
     "fingerprint",
     "key_hash",
     "line_from_outputs",
     "line_outcome",
     "list_pdfs",
-    "open_store",
     "record_lines",
     "report_lines",
 ]
@@ -73,9 +68,6 @@ log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 
-CLAIMS = "_claims"
-LEDGER = "_ledger"
-FAILED = "_failed"
 #: how often a claimer retries when the claim object vanishes between create and read
 _RACE_RETRIES = 3
 
@@ -92,166 +84,6 @@ def fingerprint(etag: str, size: int) -> str:
 
 def _object_fp(obj: ObjectRef) -> str:
     return fingerprint(obj.etag, obj.size)
-
-
-# --- storage: S3 conditional writes, or a local folder with the same semantics ----------
-
-
-class LedgerStore(Protocol):
-    """Small objects with create-if-absent and compare-and-swap, by relative path.
-
-    ``create`` and ``replace`` return the new object's ETag (None when the condition
-    failed). The ETag may be a local guess: a later ``replace`` with it may fail even
-    though nobody else wrote, and callers then re-read and retry.
-    """
-
-    def create(self, rel: str, body: bytes) -> str | None: ...
-
-    def read(self, rel: str) -> tuple[bytes, str] | None: ...
-
-    def replace(self, rel: str, body: bytes, etag: str) -> str | None: ...
-
-    def put(self, rel: str, body: bytes) -> None: ...
-
-    def delete(self, rel: str) -> None: ...
-
-    def exists(self, rel: str) -> bool: ...
-
-    def names(self, rel_prefix: str) -> Iterator[str]:
-        """Paths (relative to the store) of every object under ``rel_prefix``."""
-        ...
-
-
-def _md5_etag(body: bytes) -> str:
-    """The ETag S3 gives a single-part upload without SSE-KMS (MinIO, R2, moto alike)."""
-    return '"' + hashlib.md5(body, usedforsecurity=False).hexdigest() + '"'
-
-
-class S3LedgerStore:
-    """The ledger under ``s3://bucket/prefix/`` through :mod:`folio.io.s3`."""
-
-    def __init__(self, client: Any, bucket: str, prefix: str) -> None:
-        self.client = client
-        self.bucket = bucket
-        self.prefix = prefix.strip("/")
-
-    def __repr__(self) -> str:
-        return f"S3LedgerStore('s3://{self.bucket}/{self.prefix}')"
-
-    def _key(self, rel: str) -> str:
-        return f"{self.prefix}/{rel}" if self.prefix else rel
-
-    def create(self, rel: str, body: bytes) -> str | None:
-        ok = s3io.put_if_absent(self.client, self.bucket, self._key(rel), body)
-        return _md5_etag(body) if ok else None
-
-    def read(self, rel: str) -> tuple[bytes, str] | None:
-        # HEAD before GET: the ETag is never newer than the body, so a swap based on a
-        # body that changed in between fails instead of overwriting unseen data
-        head = s3io.head_object(self.client, self.bucket, self._key(rel))
-        if head is None:
-            return None
-        body = s3io.get_bytes(self.client, self.bucket, self._key(rel))
-        return None if body is None else (body, head.etag)
-
-    def replace(self, rel: str, body: bytes, etag: str) -> str | None:
-        ok = s3io.put_if_match(self.client, self.bucket, self._key(rel), body, etag)
-        return _md5_etag(body) if ok else None
-
-    def put(self, rel: str, body: bytes) -> None:
-        s3io.put_bytes(self.client, self.bucket, self._key(rel), body,
-                       content_type="application/json")
-
-    def delete(self, rel: str) -> None:
-        s3io.delete_object(self.client, self.bucket, self._key(rel))
-
-    def exists(self, rel: str) -> bool:
-        return s3io.head_object(self.client, self.bucket, self._key(rel)) is not None
-
-    def names(self, rel_prefix: str) -> Iterator[str]:
-        strip = len(self._key(""))
-        for ref in s3io.list_objects(self.client, self.bucket, self._key(rel_prefix)):
-            yield ref.key[strip:]
-
-
-class LocalLedgerStore:
-    """The ledger in a local folder (laptops): hard links for create, a file lock for
-    compare-and-swap; safe between processes of one host."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = Path(root).expanduser().absolute()
-
-    def _path(self, rel: str) -> Path:
-        return self.root / rel
-
-    @staticmethod
-    def _etag(body: bytes) -> str:
-        return hashlib.sha256(body).hexdigest()
-
-    def _write_temp(self, path: Path, body: bytes) -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-        tmp.write_bytes(body)
-        return tmp
-
-    def create(self, rel: str, body: bytes) -> str | None:
-        path = self._path(rel)
-        tmp = self._write_temp(path, body)
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            return None
-        finally:
-            tmp.unlink(missing_ok=True)
-        return self._etag(body)
-
-    def read(self, rel: str) -> tuple[bytes, str] | None:
-        try:
-            body = self._path(rel).read_bytes()
-        except FileNotFoundError:
-            return None
-        return body, self._etag(body)
-
-    def replace(self, rel: str, body: bytes, etag: str) -> str | None:
-        path = self._path(rel)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path.with_name(f".{path.name}.lock"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            current = self.read(rel)
-            if current is None or current[1] != etag:
-                return None
-            os.replace(self._write_temp(path, body), path)
-        return self._etag(body)
-
-    def put(self, rel: str, body: bytes) -> None:
-        path = self._path(rel)
-        os.replace(self._write_temp(path, body), path)
-
-    def delete(self, rel: str) -> None:
-        self._path(rel).unlink(missing_ok=True)
-
-    def exists(self, rel: str) -> bool:
-        return self._path(rel).is_file()
-
-    def names(self, rel_prefix: str) -> Iterator[str]:
-        base = self._path(rel_prefix)
-        if not base.is_dir():
-            return
-        for folder, _, files in os.walk(base):
-            for name in files:
-                if not name.startswith("."):
-                    yield str((Path(folder) / name).relative_to(self.root))
-
-
-def open_store(out: str, s3: S3Settings) -> LedgerStore:
-    """The ledger store beside the outputs ``out`` (``s3://bucket/prefix`` or a folder)."""
-    scheme, sep, rest = out.partition("://")
-    if sep and scheme.lower() == "s3":
-        bucket, prefix = s3io.parse_s3_uri(out)
-        return S3LedgerStore(s3io.client_for(s3), bucket, prefix)
-    if sep and scheme.lower() != "file":
-        raise ConfigError(f"unsupported output {out!r}: use a local folder or s3://bucket/prefix")
-    return LocalLedgerStore(Path(rest if sep else out))
 
 
 # --- records ---------------------------------------------------------------------------
@@ -320,12 +152,12 @@ class ClaimLedger:
     """Claims, done records and failures for one pipeline configuration.
 
     Example:
-        >>> ledger = ClaimLedger(LocalLedgerStore(tmp), "cfg1")  # doctest: +SKIP
+        >>> ledger = ClaimLedger(LocalSink(tmp), "cfg1")  # doctest: +SKIP
         >>> claim = ledger.try_claim(obj, owner="sweep-a", lease_s=300)  # doctest: +SKIP
         >>> ledger.complete(claim, sha256=digest, outcome="ok")  # doctest: +SKIP
     """
 
-    def __init__(self, store: LedgerStore, config_hash: str, *, clock: Clock = time.time) -> None:
+    def __init__(self, store: Sink, config_hash: str, *, clock: Clock = time.time) -> None:
         self.store = store
         self.config_hash = config_hash
         self.clock = clock
@@ -334,7 +166,7 @@ class ClaimLedger:
     def for_output(
         cls, out: str, s3: S3Settings, config_hash: str, *, clock: Clock = time.time
     ) -> ClaimLedger:
-        return cls(open_store(out, s3), config_hash, clock=clock)
+        return cls(open_sink(out, s3), config_hash, clock=clock)
 
     # paths
     def claim_path(self, uri: str) -> str:
@@ -372,7 +204,7 @@ class ClaimLedger:
             config_hash=self.config_hash, sha256=sha256, doc_id=doc_id, outcome=outcome,
             cached=cached, owner=claim.owner, batch=claim.batch, completed_at=self.clock(),
         )
-        self.store.put(self.done_path(_ref(claim)), _dump(record))
+        self.store.write_bytes(self.done_path(_ref(claim)), _dump(record))
         self.store.delete(self.failed_path(claim.source))
         self.release(claim)
         return record
@@ -404,7 +236,7 @@ class ClaimLedger:
             config_hash=self.config_hash, reason=reason, retryable=retryable, attempts=attempts,
             owner=claim.owner, batch=claim.batch, failed_at=self.clock(),
         )
-        self.store.put(self.failed_path(claim.source), _dump(record))
+        self.store.write_bytes(self.failed_path(claim.source), _dump(record))
         self.release(claim)
         return record
 

@@ -260,12 +260,13 @@ def cmd_search(args: argparse.Namespace) -> int:
     from folio.config import PipelineConfig
     from folio.embeddings import Embedder
     from folio.errors import NothingToDoError
+    from folio.io.layout import VECTORS
     from folio.io.sinks import open_sink
     from folio.stores import open_store
 
     config = PipelineConfig()
     settings = config.store.model_copy(update={"uri": args.store_uri or config.store.uri})
-    default_uri = open_sink(args.out, config.s3).uri("_vectors")
+    default_uri = open_sink(args.out, config.s3).uri(VECTORS)
     where = settings.uri or default_uri
     if settings.kind == "lancedb" and "://" not in where and not Path(where).is_dir():
         raise NothingToDoError(f"no vectors under {where}: ingest into --out {args.out} first, "

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from folio.io.keys import doc_slug, safe_key
+from folio.io.layout import INDEX, QUARANTINE
 from folio.io.sinks import Sink
 from folio.models import DocumentOutcome, DocumentResult, PageOutcome, PageResult
 
@@ -56,7 +57,7 @@ def document_folder(doc: DocumentResult) -> str:
 
 
 def index_path(sha256: str, config_hash: str) -> str:
-    return f"_index/{safe_key(sha256)}-{safe_key(config_hash)}.json"
+    return f"{INDEX}/{safe_key(sha256)}-{safe_key(config_hash)}.json"
 
 
 def _quarantine_name(doc: DocumentResult) -> str:
@@ -67,7 +68,7 @@ def _quarantine_name(doc: DocumentResult) -> str:
 
 
 def quarantine_path(doc: DocumentResult) -> str:
-    return f"_quarantine/{_quarantine_name(doc)}.json"
+    return f"{QUARANTINE}/{_quarantine_name(doc)}.json"
 
 
 def _comment(text: str) -> str:

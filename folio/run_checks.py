@@ -8,11 +8,12 @@ import uuid
 
 from folio.config import PipelineConfig
 from folio.errors import ConfigError, NothingToDoError, StorageError
+from folio.io.layout import CHECKS, VECTORS
 from folio.io.sinks import LocalSink, open_sink
 from folio.io.sources import has_documents
 
 #: where the write check leaves (and removes) its probe
-PROBE_DIR = "_checks"
+PROBE_DIR = CHECKS
 
 
 def check_run(sources: list[str], out: str, config: PipelineConfig) -> None:
@@ -47,7 +48,7 @@ def check_destination(out: str, config: PipelineConfig) -> None:
         from folio.stores import open_store
 
         dim = Embedder(config.embedding).dim
-        store = open_store(config.store, default_uri=sink.uri("_vectors"), s3=config.s3, dim=dim)
+        store = open_store(config.store, default_uri=sink.uri(VECTORS), s3=config.s3, dim=dim)
         try:
             store.count()
         finally:

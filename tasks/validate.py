@@ -8,6 +8,7 @@ from pathlib import Path
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from folio.io.layout import DATA_DOCS
 from folio.io.sinks import LocalSink
 from folio.models import DocumentOutcome, DocumentResult, PageOutcome
 from folio.pipeline import Services, validate_document
@@ -42,7 +43,7 @@ def data_docs_dir(services: Services) -> Path | None:
     if settings.data_docs_dir:
         return Path(settings.data_docs_dir).expanduser().absolute()
     if isinstance(services.sink, LocalSink):
-        return Path(services.sink.uri("_data_docs")).absolute()
+        return Path(services.sink.uri(DATA_DOCS)).absolute()
     return None
 
 

@@ -13,14 +13,12 @@ from folio.claims import (
     Claim,
     ClaimKeeper,
     ClaimLedger,
-    LedgerStore,
-    LocalLedgerStore,
-    S3LedgerStore,
     key_hash,
     list_pdfs,
     record_lines,
 )
 from folio.io.s3 import ObjectRef, make_client
+from folio.io.sinks import LocalSink, S3Sink, Sink
 
 
 class FakeClock:
@@ -36,14 +34,14 @@ def obj(key: str, etag: str = '"e1"', size: int = 10, bucket: str = "src") -> Ob
 
 
 @pytest.fixture(params=["s3", "local"])
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], LedgerStore]:
-    """A factory of stores over one ledger location (each with its own client, like
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Sink]:
+    """A factory of sinks over one ledger location (each with its own client, like
     separate processes)."""
     if request.param == "local":
-        return lambda: LocalLedgerStore(tmp_path / "ledger")
+        return lambda: LocalSink(tmp_path / "ledger")
     server = request.getfixturevalue("s3_server")
     bucket = server.create_bucket()
-    return lambda: S3LedgerStore(make_client(server.settings), bucket, "out/run")
+    return lambda: S3Sink(bucket, "out/run", make_client(server.settings))
 
 
 def race(n: int, fn: Callable[[int], Any]) -> list[Any]:
@@ -63,7 +61,7 @@ def race(n: int, fn: Callable[[int], Any]) -> list[Any]:
     return results
 
 
-def test_racing_claimers_exactly_one_wins(make_store: Callable[[], LedgerStore]) -> None:
+def test_racing_claimers_exactly_one_wins(make_store: Callable[[], Sink]) -> None:
     ledgers = [ClaimLedger(make_store(), "cfg") for _ in range(6)]
     for round_ in range(5):
         doc = obj(f"in/doc-{round_}.pdf")
@@ -77,7 +75,7 @@ def test_racing_claimers_exactly_one_wins(make_store: Callable[[], LedgerStore])
         assert ledgers[0].current(doc.uri).token == winners[0].token  # type: ignore[union-attr]
 
 
-def test_expired_lease_is_taken_over_by_exactly_one(make_store: Callable[[], LedgerStore]) -> None:
+def test_expired_lease_is_taken_over_by_exactly_one(make_store: Callable[[], Sink]) -> None:
     clock = FakeClock()
     first = ClaimLedger(make_store(), "cfg", clock=clock)
     doc = obj("in/slow.pdf")
@@ -96,7 +94,7 @@ def test_expired_lease_is_taken_over_by_exactly_one(make_store: Callable[[], Led
     assert first.current(doc.uri).owner == winners[0].owner  # type: ignore[union-attr]
 
 
-def test_renewal_keeps_the_claim_and_records_the_batch(make_store: Callable[[], LedgerStore]) -> None:
+def test_renewal_keeps_the_claim_and_records_the_batch(make_store: Callable[[], Sink]) -> None:
     clock = FakeClock()
     ledger = ClaimLedger(make_store(), "cfg", clock=clock)
     other = ClaimLedger(make_store(), "cfg", clock=clock)
@@ -114,7 +112,7 @@ def test_renewal_keeps_the_claim_and_records_the_batch(make_store: Callable[[], 
 
 
 def test_completed_document_is_skipped_and_a_new_version_is_not(
-    make_store: Callable[[], LedgerStore],
+    make_store: Callable[[], Sink],
 ) -> None:
     ledger = ClaimLedger(make_store(), "cfg")
     doc = obj("in/a.pdf")
@@ -129,7 +127,7 @@ def test_completed_document_is_skipped_and_a_new_version_is_not(
     assert ledger.current(doc.uri).released  # type: ignore[union-attr]
 
 
-def test_failed_document_is_retried_and_never_done(make_store: Callable[[], LedgerStore]) -> None:
+def test_failed_document_is_retried_and_never_done(make_store: Callable[[], Sink]) -> None:
     ledger = ClaimLedger(make_store(), "cfg")
     doc = obj("in/bad.pdf")
     for attempt in (1, 2, 3):
@@ -162,7 +160,7 @@ ODD_KEYS = [
 
 
 @pytest.mark.parametrize("key", ODD_KEYS)
-def test_odd_keys_are_safe(make_store: Callable[[], LedgerStore], key: str) -> None:
+def test_odd_keys_are_safe(make_store: Callable[[], Sink], key: str) -> None:
     ledger = ClaimLedger(make_store(), "cfg")
     doc = obj(key)
     claim = ledger.try_claim(doc, "a", lease_s=60)
@@ -175,8 +173,8 @@ def test_odd_keys_are_safe(make_store: Callable[[], LedgerStore], key: str) -> N
 
 def test_keeper_renews_in_the_background_and_reports_loss(s3_server: Any) -> None:
     bucket = s3_server.create_bucket()
-    ledger = ClaimLedger(S3LedgerStore(s3_server.client, bucket, "out"), "cfg")
-    rival = ClaimLedger(S3LedgerStore(s3_server.client, bucket, "out"), "cfg")
+    ledger = ClaimLedger(S3Sink(bucket, "out", s3_server.client), "cfg")
+    rival = ClaimLedger(S3Sink(bucket, "out", s3_server.client), "cfg")
     kept, stolen = obj("in/kept.pdf"), obj("in/stolen.pdf")
     with ClaimKeeper(ledger, lease_s=1.5, interval_s=0.3) as keeper:
         for doc in (kept, stolen):

@@ -1,15 +1,22 @@
-"""Where outputs go: a local folder or an S3 prefix, behind one small interface.
+"""Everything folio keeps under an output location, a local folder or an S3 prefix,
+goes through this one interface: outputs, the done-index, quarantine records, and the
+sweep's claims, done ledger and failures (:mod:`folio.claims`). The names folio uses
+under it are in :mod:`folio.io.layout`.
 
 Paths given to a sink are relative (``slug/document.md``) and checked; a reader never
 sees half a file: local writes go to a temp file and are renamed into place, and S3 PUTs
-are atomic by nature.
+are atomic by nature. Conditional writes (create-if-absent, compare-and-swap on an ETag)
+are S3's ``If-None-Match`` / ``If-Match`` there, a hard link and a file lock here.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -48,6 +55,34 @@ class Sink(Protocol):
     def delete_prefix(self, relpath: str) -> int:
         """Delete a file or a whole folder; returns how many files went."""
         ...
+
+    # small records with conditions (the sweep's claims and ledger)
+    def create(self, relpath: str, data: bytes) -> str | None:
+        """Create only if absent; the new object's ETag, or None when it existed."""
+        ...
+
+    def read(self, relpath: str) -> tuple[bytes, str] | None:
+        """The bytes and their ETag, or None when absent."""
+        ...
+
+    def replace(self, relpath: str, data: bytes, etag: str) -> str | None:
+        """Replace only if the ETag is still ``etag``; the new ETag, or None when the
+        object changed or vanished. The ETag may be a local guess: a later ``replace``
+        with it may fail though nobody else wrote, and callers then re-read and retry."""
+        ...
+
+    def delete(self, relpath: str) -> None:
+        """Delete one file (nothing when it is already gone)."""
+        ...
+
+    def names(self, prefix: str) -> Iterator[str]:
+        """Paths (relative to the sink) of every file under the folder ``prefix``."""
+        ...
+
+
+def _md5_etag(body: bytes) -> str:
+    """The ETag S3 gives a single-part upload without SSE-KMS (MinIO, R2, moto alike)."""
+    return '"' + hashlib.md5(body, usedforsecurity=False).hexdigest() + '"'
 
 
 class LocalSink:
@@ -130,6 +165,55 @@ class LocalSink:
             return 1
         return 0
 
+    @staticmethod
+    def _etag(body: bytes) -> str:
+        return hashlib.sha256(body).hexdigest()
+
+    def create(self, relpath: str, data: bytes) -> str | None:
+        return self._etag(data) if self.write_if_absent(relpath, data) else None
+
+    def read(self, relpath: str) -> tuple[bytes, str] | None:
+        path = self._path(relpath)
+        try:
+            body = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"read {path}: {exc.strerror or type(exc).__name__}") from exc
+        return body, self._etag(body)
+
+    def replace(self, relpath: str, data: bytes, etag: str) -> str | None:
+        """Compare-and-swap under a lock file beside the record: safe between the
+        processes of one host (laptops; a fleet shares an S3 prefix instead)."""
+        path = self._path(relpath)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path.with_name(f".{path.name}.lock"), "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                current = self.read(relpath)
+                if current is None or current[1] != etag:
+                    return None
+                os.replace(self._temp_copy(path, data), path)
+        except OSError as exc:
+            raise StorageError(f"write {path}: {exc.strerror or type(exc).__name__}") from exc
+        return self._etag(data)
+
+    def delete(self, relpath: str) -> None:
+        path = self._path(relpath)
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            raise StorageError(f"delete {path}: {exc.strerror or type(exc).__name__}") from exc
+
+    def names(self, prefix: str) -> Iterator[str]:
+        base = self._path(prefix.rstrip("/"))
+        if not base.is_dir():
+            return
+        for folder, _, files in os.walk(base):
+            for name in files:
+                if not name.startswith("."):  # temp and lock files
+                    yield (Path(folder) / name).relative_to(self.root).as_posix()
+
 
 class S3Sink:
     """Outputs under ``s3://bucket/prefix/``."""
@@ -173,6 +257,31 @@ class S3Sink:
             s3io.delete_object(self.client, self.bucket, key)
             removed += 1
         return removed
+
+    def create(self, relpath: str, data: bytes) -> str | None:
+        return _md5_etag(data) if self.write_if_absent(relpath, data) else None
+
+    def read(self, relpath: str) -> tuple[bytes, str] | None:
+        # HEAD before GET: the ETag is never newer than the body, so a swap based on a
+        # body that changed in between fails instead of overwriting unseen data
+        key = self._key(relpath)
+        head = s3io.head_object(self.client, self.bucket, key)
+        if head is None:
+            return None
+        body = s3io.get_bytes(self.client, self.bucket, key)
+        return None if body is None else (body, head.etag)
+
+    def replace(self, relpath: str, data: bytes, etag: str) -> str | None:
+        ok = s3io.put_if_match(self.client, self.bucket, self._key(relpath), data, etag)
+        return _md5_etag(data) if ok else None
+
+    def delete(self, relpath: str) -> None:
+        s3io.delete_object(self.client, self.bucket, self._key(relpath))
+
+    def names(self, prefix: str) -> Iterator[str]:
+        strip = len(f"{self.prefix}/") if self.prefix else 0
+        for ref in s3io.list_objects(self.client, self.bucket, self._key(prefix.rstrip("/")) + "/"):
+            yield ref.key[strip:]
 
 
 _CONTENT_TYPES = {

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from folio.config import PipelineConfig
 from folio.engines.base import OcrEngine
+from folio.io.layout import VECTORS
 from folio.io.sinks import Sink, open_sink
 from folio.pipeline.batcher import Batcher
 
@@ -59,7 +60,7 @@ class Services:
             if self._store is None:
                 from folio.stores import open_store
 
-                default_uri = self.sink.uri("_vectors")
+                default_uri = self.sink.uri(VECTORS)
                 self._store = open_store(
                     self.config.store, default_uri=default_uri, s3=self.config.s3, dim=embedder.dim
                 )

@@ -1,0 +1,27 @@
+"""Every name folio gives to what it keeps under an output location (``out``), beside the
+documents' own folders. One place, so that a new kind of record cannot collide with an
+old one, and a person reading a bucket can look up what each folder is.
+
+Document folders are ``{stem}-{id12}/`` (:func:`folio.io.keys.doc_slug`): the content id
+at the end keeps a document named ``_index.pdf`` apart from these names.
+"""
+
+from __future__ import annotations
+
+#: done-index: one record per (content hash, configuration), so a renamed or re-uploaded
+#: copy of a document is answered "cached" (:func:`folio.outputs.find_done`)
+INDEX = "_index"
+#: one record per quarantined document: why, and whether a retry may help
+QUARANTINE = "_quarantine"
+#: the default vector store (LanceDB) when none is configured
+VECTORS = "_vectors"
+#: Great Expectations Data Docs of documents with quarantined pages (local outputs only)
+DATA_DOCS = "_data_docs"
+#: the sweep's leases on source documents (:mod:`folio.claims`)
+CLAIMS = "_claims"
+#: the sweep's done ledger: one record per source version and configuration
+LEDGER = "_ledger"
+#: the sweep's last failure per source: retried, never done
+FAILED = "_failed"
+#: probe objects of the pre-run write check (:mod:`folio.run_checks`), deleted after it
+CHECKS = "_checks"
