@@ -1,0 +1,469 @@
+"""Output fidelity of folio's CPU path against ground truth written by others.
+
+Runs folio's pipeline as a user gets it by default (engine tesseract, route auto, no
+vector store) over the corpus documents that come with ground truth, one document at a
+time, and scores:
+
+* ``olmocr``: olmOCR-bench unit tests (present/absent/order/table/baseline; math reported
+  but out of the headline), rules in ``bench/fidelity_scoring.py``;
+* ``docling``: docling's ground-truth documents: running header/footer labelling and
+  leakage into the markdown, table structure (cell text at the same row/column slot),
+  word recall and order of the whole markdown;
+* ``linn``: OCRmyPDF's scanned ``linn`` variants against ``linn.txt`` (as
+  ``bench/ocr_quality.py``): word recall and order.
+
+    .venv/bin/python bench/fidelity.py [--corpus DIR] [--out PATH]
+        [--only olmocr,docling,linn] [--limit N]
+
+A document folio fails on (exception, quarantined document, quarantined page) fails its
+tests; rows whose files are absent are skipped and listed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import json
+import os
+import resource
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _measure import median
+from fidelity_scoring import (
+    header_footer_scores,
+    pass_rates,
+    run_olmocr_test,
+    strip_md_markup,
+    table_structure_scores,
+)
+
+from folio.config import PipelineConfig
+from folio.io.sources import discover
+from folio.models import DocumentOutcome, DocumentResult, PageOutcome
+from folio.pipeline import Services, process_document
+from folio.quality import sequence_similarity, word_recall
+
+REPO = Path(__file__).resolve().parents[1]
+CATEGORIES = ("olmocr", "docling", "linn")
+LINN_REFERENCE = "ocrmypdf/linn.txt"
+DOCLING_GT = "docling/groundtruth/"
+
+
+@dataclass
+class Row:
+    """One MANIFEST row this bench scores."""
+
+    category: str
+    pdf: str  # local_path, relative to the corpus
+    kind: str  # "scanned" | "born-digital" | "other"
+    truth: list[str]  # ground-truth files, relative to the corpus
+
+
+def _kind(manifest_kind: str) -> str:
+    k = manifest_kind.lower()
+    if "scanned" in k:
+        return "scanned"
+    return "born-digital" if "born-digital" in k else "other"
+
+
+def _truth_files(field: str) -> list[str]:
+    """``a.md (from x); b.json (from y)`` -> [a.md, b.json]."""
+    return [part.split(" (from ")[0].strip() for part in field.split(";") if part.strip()]
+
+
+def select_rows(corpus: Path, only: set[str]) -> tuple[list[Row], list[str]]:
+    """The MANIFEST rows with ground truth this bench knows, and the ones skipped because
+    a file is missing (said, never silently dropped)."""
+    rows, skipped = [], []
+    with open(corpus / "MANIFEST.tsv", newline="") as fh:
+        for r in csv.DictReader(fh, delimiter="\t"):
+            gt = r["ground_truth_file"]
+            files = _truth_files(gt)
+            if gt.endswith(".tests.jsonl") and "olmocr/bench/" in gt:
+                category = "olmocr"
+            elif gt.startswith(DOCLING_GT):
+                category = "docling"
+            elif gt.startswith(LINN_REFERENCE):
+                category = "linn"
+            else:
+                continue
+            if category not in only:
+                continue
+            missing = [f for f in [r["local_path"], *files] if not (corpus / f).is_file()]
+            if missing:
+                skipped.append(f"{r['local_path']}: missing {', '.join(missing)}")
+                continue
+            rows.append(Row(category, r["local_path"], _kind(r["kind"]), files))
+    return rows, skipped
+
+
+def tree_cpu_seconds() -> float:
+    """CPU seconds of this process, its reaped children (tesseract), and its live
+    descendants with what they reaped (the page-worker zygote forks one child per page
+    and reaps it itself, so RUSAGE_CHILDREN alone would miss render time)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    tick = os.sysconf("SC_CLK_TCK")
+    stack, seen = [os.getpid()], set()
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as fh:
+                    stack += [int(c) for c in fh.read().split()]
+        except OSError:
+            pass
+        if pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            total += sum(int(v) for v in fields[11:15]) / tick  # utime stime cutime cstime
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+def run_document(pdf: Path, services: Services, config: PipelineConfig) -> dict[str, Any]:
+    """folio on one document, timed; never raises (a crash becomes ``error``)."""
+    rusage_self = resource.getrusage(resource.RUSAGE_SELF)
+    rusage_kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu0, wall0 = tree_cpu_seconds(), time.monotonic()
+    doc: DocumentResult | None = None
+    error = None
+    try:
+        refs = discover([str(pdf)], config.s3)
+        doc = process_document(refs[0], services)
+    except Exception as exc:  # the bench must outlive folio's failures
+        error = f"{type(exc).__name__}: {exc}"
+        traceback.print_exc()
+    wall = time.monotonic() - wall0
+    cpu = tree_cpu_seconds() - cpu0
+    after_self = resource.getrusage(resource.RUSAGE_SELF)
+    after_kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rusage_cpu = ((after_self.ru_utime + after_self.ru_stime)
+                  - (rusage_self.ru_utime + rusage_self.ru_stime)
+                  + (after_kids.ru_utime + after_kids.ru_stime)
+                  - (rusage_kids.ru_utime + rusage_kids.ru_stime))
+    return {"doc": doc, "error": error, "seconds": wall, "cpu_seconds": cpu,
+            "rusage_cpu_seconds": rusage_cpu}
+
+
+def page_texts(doc: DocumentResult | None) -> dict[int, str | None]:
+    """1-based page -> markdown; None for a page folio quarantined."""
+    if doc is None or doc.outcome == DocumentOutcome.QUARANTINED:
+        return {}
+    return {p.index + 1: (None if p.outcome == PageOutcome.QUARANTINED else p.markdown)
+            for p in doc.pages}
+
+
+def full_text(doc: DocumentResult | None) -> str:
+    """The whole document's markdown as a user receives it ("" when folio failed it)."""
+    texts = page_texts(doc)
+    return "\n\n".join(t or "" for _, t in sorted(texts.items()))
+
+
+def score_olmocr(row: Row, corpus: Path, doc: DocumentResult | None) -> dict[str, Any]:
+    texts = page_texts(doc)
+    results = []
+    for line in (corpus / row.truth[0]).read_text().splitlines():
+        if not line.strip():
+            continue
+        test = json.loads(line)
+        passed, why = run_olmocr_test(test, texts.get(int(test.get("page", 1))))
+        results.append({"id": test["id"], "type": test["type"], "passed": passed, "why": why})
+    rates = pass_rates(results)
+    return {"tests": results, "pass_rate": rates["pass_rate"],
+            "passed": sum(r["passed"] for r in results if r["type"] != "math"),
+            "counted": rates["tests_counted"]}
+
+
+def score_docling(row: Row, corpus: Path, doc: DocumentResult | None) -> dict[str, Any]:
+    md_file = next(f for f in row.truth if f.endswith(".md"))
+    json_file = next(f for f in row.truth if f.endswith(".json"))
+    reference = strip_md_markup((corpus / md_file).read_text())
+    gt = json.loads((corpus / json_file).read_text())
+    texts = page_texts(doc)
+    pages: dict[int, tuple[str, list[tuple[str, str]]]] = {}
+    if doc is not None:
+        for p in doc.pages:
+            if texts.get(p.index + 1) is not None:
+                pages[p.index + 1] = (p.markdown, [(b.label, b.content) for b in p.blocks])
+    hypothesis = full_text(doc)
+    return {
+        "word_recall": round(word_recall(reference, hypothesis), 4),
+        "sequence_similarity": round(sequence_similarity(reference, hypothesis), 4),
+        "header_footer": header_footer_scores(gt, pages),
+        "tables": table_structure_scores(gt, {k: v[0] for k, v in pages.items()}),
+    }
+
+
+def score_linn(row: Row, corpus: Path, doc: DocumentResult | None) -> dict[str, Any]:
+    """Every page of every variant is the same brochure page (cardinal.pdf holds it four
+    times, turned), so each page is compared with ``linn.txt`` and the pages averaged;
+    joining the pages would cut the order score of a multi-page variant to 1/pages."""
+    reference = (corpus / LINN_REFERENCE).read_text()
+    texts = page_texts(doc)
+    pages = doc.page_count if doc is not None and doc.page_count else 1
+    hyps = [texts.get(i) or "" for i in range(1, pages + 1)]
+    recall = [word_recall(reference, h) for h in hyps]
+    order = [sequence_similarity(reference, h) for h in hyps]
+    return {"word_recall": round(sum(recall) / len(recall), 4),
+            "sequence_similarity": round(sum(order) / len(order), 4),
+            "per_page": [{"page": i, "word_recall": round(r, 4), "sequence_similarity": round(o, 4)}
+                         for i, (r, o) in enumerate(zip(recall, order), 1)]}
+
+
+SCORERS = {"olmocr": score_olmocr, "docling": score_docling, "linn": score_linn}
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def summarise(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Headline figures from the per-document rows."""
+    olm = [t for d in docs if d["category"] == "olmocr" for t in d["scores"]["tests"]]
+    rates = pass_rates(olm)
+    dl = [d for d in docs if d["category"] == "docling"]
+    hf_items = sum(d["scores"]["header_footer"]["items"] for d in dl)
+    hf_labelled = sum(d["scores"]["header_footer"]["labelled"] for d in dl)
+    hf_in_md = sum(round((d["scores"]["header_footer"]["in_markdown"] or 0)
+                         * d["scores"]["header_footer"]["items"]) for d in dl)
+    mw = sum(d["scores"]["header_footer"]["multiword_items"] for d in dl)
+    mw_in = sum(round((d["scores"]["header_footer"]["multiword_in_markdown"] or 0)
+                      * d["scores"]["header_footer"]["multiword_items"]) for d in dl)
+    tables = [t for d in dl for t in d["scores"]["tables"]]
+    gt_cells = sum(t["gt_cells"] for t in tables)
+    agreed = sum(round((t["cell_position_agreement"] or 0) * t["gt_cells"]) for t in tables)
+    recall_rows = [d for d in docs if "word_recall" in d["scores"]]
+    pages = sum(d["pages"] for d in docs)
+    cpu = [d["cpu_seconds"] for d in docs]
+    return {
+        "olmocr_tests_pass_rate": rates["pass_rate"],
+        "olmocr_tests_counted": rates["tests_counted"],
+        "olmocr_table_pass_rate": rates["table_pass_rate"],
+        "olmocr_by_type": rates["by_type"],
+        "header_footer_recall": round(hf_labelled / hf_items, 4) if hf_items else None,
+        "header_footer_in_markdown": round(hf_in_md / hf_items, 4) if hf_items else None,
+        "header_footer_in_markdown_multiword": round(mw_in / mw, 4) if mw else None,
+        "header_footer_items": hf_items,
+        "table_structure": {
+            "measure": "per ground-truth table: detected = folio emitted any table (HTML or "
+                       "markdown) on that page; cell_position_agreement = share of non-empty "
+                       "ground-truth cells whose normalised words equal those of the folio "
+                       "table cell at the same top-left (row, col) slot, best folio table on "
+                       "the page; pooled over all cells",
+            "tables": len(tables),
+            "detected_rate": _mean([float(t["detected"]) for t in tables]),
+            "cell_position_agreement": round(agreed / gt_cells, 4) if gt_cells else None,
+            "gt_cells": gt_cells,
+        },
+        "word_recall_born_digital": _mean([d["scores"]["word_recall"] for d in recall_rows
+                                           if d["kind"] == "born-digital"]),
+        "word_recall_scanned": _mean([d["scores"]["word_recall"] for d in recall_rows
+                                      if d["kind"] == "scanned"]),
+        "sequence_similarity_born_digital": _mean([d["scores"]["sequence_similarity"]
+                                                   for d in recall_rows
+                                                   if d["kind"] == "born-digital"]),
+        "sequence_similarity_scanned": _mean([d["scores"]["sequence_similarity"]
+                                              for d in recall_rows if d["kind"] == "scanned"]),
+        "word_recall_by_category": {c: _mean([d["scores"]["word_recall"] for d in recall_rows
+                                              if d["category"] == c]) for c in ("docling", "linn")},
+        "cpu_seconds_per_page": {
+            "median": round(median([d["cpu_seconds"] / max(1, d["pages"]) for d in docs]), 3)
+            if docs else None,
+            "total": round(sum(cpu), 1),
+            "per_page_overall": round(sum(cpu) / pages, 3) if pages else None,
+            "measure": "process-tree CPU (self + reaped children + live descendants incl. "
+                       "what they reaped, from /proc) delta per document",
+        },
+        "wall_seconds_per_page": {
+            "median": round(median([d["seconds"] / max(1, d["pages"]) for d in docs]), 3)
+            if docs else None,
+            "total": round(sum(d["seconds"] for d in docs), 1),
+        },
+        "documents": len(docs),
+        "pages": pages,
+        "documents_failed": [d["source"] for d in docs if d["outcome"] != "ok"],
+    }
+
+
+def print_tables(docs: list[dict[str, Any]], summary: dict[str, Any]) -> None:
+    """A readable table per category (the JSON has everything)."""
+    for cat in CATEGORIES:
+        rows = [d for d in docs if d["category"] == cat]
+        if not rows:
+            continue
+        print(f"\n== {cat} ==")
+        if cat == "olmocr":
+            print(f"{'document':44} {'pages':>5} {'sec':>6} {'outcome':>11} {'passed':>8}")
+            for d in rows:
+                s = d["scores"]
+                print(f"{d['source']:44} {d['pages']:5} {d['seconds']:6.1f} {d['outcome']:>11} "
+                      f"{s['passed']:>3}/{s['counted']:<4}")
+            for t, v in summary["olmocr_by_type"].items():
+                print(f"  {t:10} {v['passed']:3}/{v['tests']:<3} {v['pass_rate']}")
+        else:
+            extra = cat == "docling"
+            print(f"{'document':44} {'pages':>5} {'sec':>6} {'outcome':>11} {'recall':>7} "
+                  f"{'order':>6}" + (f" {'hf lab':>7} {'hf md':>6} {'tables':>7}" if extra else ""))
+            for d in rows:
+                s = d["scores"]
+                line = (f"{d['source']:44} {d['pages']:5} {d['seconds']:6.1f} {d['outcome']:>11} "
+                        f"{s['word_recall']:7.3f} {s['sequence_similarity']:6.3f}")
+                if extra:
+                    hf = s["header_footer"]
+                    agree = [t["cell_position_agreement"] for t in s["tables"]]
+                    line += (f" {hf['labelled']:>3}/{hf['items']:<3} {hf['in_markdown'] or 0:6.2f}"
+                             f" {','.join(f'{a:.2f}' for a in agree) or '-':>7}")
+                print(line)
+    keys = ("olmocr_tests_pass_rate", "olmocr_table_pass_rate", "header_footer_recall",
+            "header_footer_in_markdown", "word_recall_born_digital", "word_recall_scanned",
+            "documents", "pages")
+    print("\n== headline ==")
+    for k in keys:
+        print(f"  {k:28} {summary[k]}")
+    print(f"  {'table_structure':28} {json.dumps({k: v for k, v in summary['table_structure'].items() if k != 'measure'})}")
+    print(f"  {'cpu_seconds_per_page':28} {json.dumps({k: v for k, v in summary['cpu_seconds_per_page'].items() if k != 'measure'})}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    default_corpus = os.environ.get("FOLIO_CORPUS_DIR", str(REPO.parent / "shared" / "corpus"))
+    parser.add_argument("--corpus", default=default_corpus)
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "fidelity.json"))
+    parser.add_argument("--only", default=",".join(CATEGORIES),
+                        help="comma-separated categories: " + ",".join(CATEGORIES))
+    parser.add_argument("--limit", type=int, default=None, help="at most N documents")
+    args = parser.parse_args(argv)
+    corpus = Path(args.corpus).resolve()
+    if not (corpus / "MANIFEST.tsv").is_file():
+        raise SystemExit(f"corpus absent at {corpus}: pass --corpus or set FOLIO_CORPUS_DIR")
+    only = {c.strip() for c in args.only.split(",") if c.strip()}
+    if unknown := only - set(CATEGORIES):
+        raise SystemExit(f"unknown categories: {sorted(unknown)}")
+    rows, skipped = select_rows(corpus, only)
+    for s in skipped:
+        print(f"skipped (file absent): {s}", file=sys.stderr)
+    selected = len(rows)
+    if args.limit is not None:
+        rows = rows[: args.limit]
+
+    started = time.monotonic()
+    docs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="folio-fidelity-") as tmp:
+        config = PipelineConfig.model_validate(
+            {"store": {"kind": "none"}, "work_dir": str(Path(tmp) / "work")})
+        services = Services(config, str(Path(tmp) / "out"))
+        try:
+            for n, row in enumerate(rows, 1):
+                run = run_document(corpus / row.pdf, services, config)
+                doc: DocumentResult | None = run["doc"]
+                try:
+                    scores = SCORERS[row.category](row, corpus, doc)
+                except Exception as exc:  # a scoring bug must not hide the other documents
+                    traceback.print_exc()
+                    scores = {"error": f"{type(exc).__name__}: {exc}"}
+                pages = doc.page_count if doc is not None and doc.page_count else 0
+                docs.append({
+                    "category": row.category, "source": row.pdf, "kind": row.kind,
+                    "ground_truth": row.truth,
+                    "outcome": "crashed" if run["error"] else (doc.outcome.value if doc else "none"),
+                    "reason": run["error"] or (doc.reason if doc else ""),
+                    "pages": pages,
+                    "routes": [p.route for p in doc.pages] if doc else [],
+                    "page_outcomes": [p.outcome.value for p in doc.pages] if doc else [],
+                    "labels": sorted({b.label for p in doc.pages for b in p.blocks}) if doc else [],
+                    "markdown_chars": [len(p.markdown) for p in doc.pages] if doc else [],
+                    "seconds": round(run["seconds"], 2),
+                    "seconds_per_page": round(run["seconds"] / max(1, pages), 2),
+                    "cpu_seconds": round(run["cpu_seconds"], 2),
+                    "rusage_cpu_seconds": round(run["rusage_cpu_seconds"], 2),
+                    "scores": scores,
+                })
+                print(f"[{n}/{len(rows)}] {row.category:7} {row.pdf:44} {docs[-1]['outcome']:>10} "
+                      f"{run['seconds']:6.1f}s", flush=True)
+        finally:
+            services.close()
+    wall = time.monotonic() - started
+    scored = [d for d in docs if "error" not in d["scores"]]
+    summary = summarise(scored)
+    print_tables(scored, summary)
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
+                            capture_output=True, text=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "folio"], cwd=REPO,
+                                capture_output=True, text=True).stdout.strip())
+    result = {
+        "command": " ".join(shlex.quote(a) for a in [".venv/bin/python", *sys.argv]),
+        "commit": commit,
+        "folio_tree_dirty": dirty,
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "configuration": {
+            "description": "folio's defaults as a user gets them: engine tesseract, route auto, "
+                           "default render plan and validation; store none (no embeddings); "
+                           "documents run one at a time through folio.pipeline.process_document",
+            "engine": config.ocr.engine, "route": config.route.model_dump(mode="json"),
+            "host_cpus": os.cpu_count(),
+        },
+        "coverage": {
+            "categories": sorted(only),
+            "rows_selected": selected,
+            "limit": args.limit,
+            "documents_run": len(docs),
+            "skipped_missing_files": skipped,
+            "scoring_errors": [{"source": d["source"], "error": d["scores"]["error"]}
+                               for d in docs if "error" in d["scores"]],
+            "not_covered": "MANIFEST ground truth outside these categories (olmocr/sample_dataset "
+                           "and olmocr/gnarly .md, docling/ocr .md, pypdf .tex/.html/.txt, "
+                           "robustness rows) is not scored here",
+        },
+        "scoring_rules": {
+            "olmocr": "olmOCR-bench rules reimplemented in bench/fidelity_scoring.py: "
+                      "present/absent by Levenshtein substring distance <= max_diffs (not "
+                      "rapidfuzz partial_ratio); order: some 'before' match starts before some "
+                      "'after' match; table: indel-ratio cell match with up/down/left/right/"
+                      "top_heading/left_heading relations over HTML and markdown tables; "
+                      "baseline: blank-page max_length / text present and no loop; math: exact "
+                      "delimited LaTeX match only, excluded from olmocr_tests_pass_rate; a "
+                      "failed document or quarantined page fails all its tests",
+            "word_recall": "folio.quality.word_recall (multiset word recall of the reference), "
+                           "sequence_similarity = folio.quality.sequence_similarity (difflib "
+                           "ratio of word sequences); docling: whole-document markdown vs "
+                           "groundtruth .md minus HTML comments; linn: each page vs linn.txt, "
+                           "pages averaged; headline = mean over documents (born-digital = "
+                           "docling rows, scanned = linn rows; olmocr rows have no reference "
+                           "text)",
+            "header_footer": "docling page_header/page_footer texts; recall = share held by a "
+                             "folio Page-Header/Page-Footer block on the same page (contiguous "
+                             "words); in_markdown = share whose words still occur contiguously "
+                             "in that page's markdown (lower is better)",
+        },
+        "wall_seconds": round(wall, 1),
+        **summary,
+        "per_document": docs,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    print(f"\nwrote {out} ({len(docs)} documents, {summary['pages']} pages, {wall:.0f}s)")
+
+
+if __name__ == "__main__":
+    main()
