@@ -443,7 +443,12 @@ def phase_deployment(args: argparse.Namespace) -> dict[str, Any]:
                             env, logs / "worker.log"))
         sources = round_sources(work, 1)
         out = work / "out-deployment"
+        report_path = work / "report-deployment.json"
+        report_path.unlink(missing_ok=True)
+        # the flow's `report` parameter writes the run report (an output, no change to
+        # the run) for its timing: the seconds after the last page, the queue timeline
         parameters = {"sources": [str(sources)], "out": str(out), "engine": "vllm",
+                      "report": str(report_path),
                       "settings": {k: v for k, v in user_settings().items()
                                    if not k.startswith("server.")}}
         script = (
@@ -462,8 +467,10 @@ def phase_deployment(args: argparse.Namespace) -> dict[str, Any]:
         pages, tokens = ocr_pages_in(out)
         run_seconds = (info["end"] - info["start"]) if info["end"] and info["start"] else t1 - t0
         start_mono = t0 + ((info["start"] or wall0) - wall0)
+        timing = (json.loads(report_path.read_text()).get("timing")
+                  if report_path.is_file() else None)
         return {"phase": "deployment", "gpu": args.gpu, "state": info["state"], "pool": pool,
-                "pages_ocr": pages, "seconds": round(run_seconds, 2),
+                "pages_ocr": pages, "seconds": round(run_seconds, 2), "timing": timing,
                 "submit_to_end_seconds": round(t1 - t0, 2),
                 "pages_per_s": round(pages / run_seconds, 3),
                 "completion_tokens_per_page": tokens // max(pages, 1),
@@ -573,7 +580,8 @@ def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
             # from submitting the run to its end: the worker starting its process included
             "wall_ratio": round(d["pages_ocr"] / d["submit_to_end_seconds"] / r_rate, 3),
             "gpu_utilization_pipeline": d["queue"].get("gpu_utilization_mean"),
-            "seconds_after_last_page": None, "settings": settings, "command": command,
+            "seconds_after_last_page": (d.get("timing") or {}).get("after_last_page_s"),
+            "settings": settings, "command": command,
             "how": "a Prefect server, the pools of deployments.work_pools --apply, flows/gpu.py:"
                    "ingest deployed to the GPU pool from this checkout, one process worker; "
                    "seconds from the flow run's start to its end as Prefect recorded them",
