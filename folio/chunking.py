@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from folio import running_heads
 from folio.config import ChunkSettings
 from folio.models import BBox, Block, Chunk, DocumentResult, Label, PageOutcome, PageResult
 
@@ -238,32 +239,46 @@ def _blocks_from_markdown(markdown: str) -> list[Block]:
     return blocks
 
 
-def _page_blocks(page: PageResult) -> list[Block]:
-    if page.blocks:
-        return sorted(page.blocks, key=lambda b: b.order)
-    return _blocks_from_markdown(page.markdown)
-
-
 class ChunkStream:
     """A document's chunks as its pages arrive in reading order: every chunk but the one
     still open is final, so the chunks of a long document's first pages can be embedded
     while its last pages are still in OCR. Fed every page, it gives exactly
-    :func:`chunk_document`'s chunks."""
+    :func:`chunk_document`'s chunks.
+
+    Running headers and footers are left out (:mod:`folio.running_heads`); whether a
+    line is one depends on the pages up to ``WINDOW`` ahead, so a page is chunked only
+    once those have arrived (or at :meth:`close`)."""
 
     def __init__(self, doc: DocumentResult, settings: ChunkSettings) -> None:
         self._chunker = _Chunker(doc=doc, settings=settings)
+        self._pages: list[PageResult] = []
+        self._fed = 0
 
     def add(self, page: PageResult) -> list[Chunk]:
-        """The chunks that ``page`` closed (pages must come in index order)."""
+        """The chunks that ``page`` (and the pages before it) closed; pages must come in
+        index order."""
         before = len(self._chunker.chunks)
-        if page.outcome != PageOutcome.QUARANTINED:
-            for block in _page_blocks(page):
-                self._chunker.block(block, page.index)
+        self._pages.append(page)
+        while self._fed + running_heads.WINDOW < len(self._pages):
+            self._feed(self._fed)
         return self._chunker.chunks[before:]
 
+    def _feed(self, k: int) -> None:
+        page = self._pages[k]
+        self._fed = k + 1
+        if page.outcome == PageOutcome.QUARANTINED:
+            return
+        heads = running_heads.head_blocks(self._pages, k) if page.blocks else {}
+        blocks = [b for n, b in enumerate(page.blocks) if n not in heads]
+        for block in (sorted(blocks, key=lambda b: b.order) if page.blocks
+                      else _blocks_from_markdown(page.markdown)):
+            self._chunker.block(block, page.index)
+
     def close(self) -> list[Chunk]:
-        """The last chunk, once no page follows."""
+        """The rest, once no page follows."""
         before = len(self._chunker.chunks)
+        while self._fed < len(self._pages):
+            self._feed(self._fed)
         self._chunker.flush()
         return self._chunker.chunks[before:]
 

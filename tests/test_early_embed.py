@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from folio import running_heads
 from folio.chunking import chunk_document, embedding_text
 from folio.config import ChunkSettings, EmbeddingSettings
 from folio.embeddings import Embedder
@@ -54,13 +55,19 @@ def test_pages_in_any_order_give_the_load_time_vectors_and_most_are_early() -> N
         early.page_done(doc, doc.pages[i])
     early.wait_idle()
     during_ocr = embedder.texts
-    texts = [embedding_text(c) for c in chunk_document(doc, settings)]
+    chunks = chunk_document(doc, settings)
+    texts = [embedding_text(c) for c in chunks]
     vectors = early.vectors(doc.doc_id, texts)
     at_load = embedder.texts - during_ocr
+    # the last pages wait for the end: whether their lines are running heads depends on
+    # the pages after them (folio.running_heads.WINDOW)
+    tail = len({embedding_text(c) for c in chunks
+                if c.page_end >= len(doc.pages) - running_heads.WINDOW})
     assert vectors.shape == (len(texts), embedder.dim)
     assert np.allclose(vectors, Embedder(EmbeddingSettings()).embed(texts), atol=1e-5)
-    assert during_ocr >= len(set(texts)) - 4, "most chunks are embedded before the load"
-    assert at_load <= 4, "the load embeds only what was still open (under one batch)"
+    assert during_ocr >= len(set(texts)) - 4 - tail, "most chunks are embedded before the load"
+    assert at_load <= 4 + tail, "the load embeds only what was still open (under one batch)"
+    assert tail < len(set(texts)) / 4
     early.close()
 
 

@@ -6,6 +6,7 @@ from folio import progress
 from folio.models import DocumentOutcome, DocumentResult
 from folio.pipeline.outcome import quarantine
 from folio.pipeline.services import Services
+from folio.running_heads import mark_running_heads
 from folio.stores.base import DocumentVectors
 
 
@@ -19,6 +20,9 @@ def load_document(doc: DocumentResult, services: Services) -> DocumentResult:
         if doc.outcome is DocumentOutcome.QUARANTINED:
             outputs.write_quarantine(services.sink, doc)
             return doc
+        # running headers and footers labelled (kept in the JSON, out of the markdown
+        # and the chunks), as the early chunk streams judged them
+        mark_running_heads(doc.pages)
         if services.config.store.kind == "none":
             doc.outputs = outputs.write_document(services.sink, doc)
         else:

@@ -1,0 +1,92 @@
+"""Running headers and footers: found by repetition near the page edges, labelled, kept
+in the blocks and left out of the markdown and the chunks; the streaming chunker agrees
+with the whole-document one."""
+
+from __future__ import annotations
+
+from folio.chunking import ChunkStream, chunk_document
+from folio.config import ChunkSettings
+from folio.models import BBox, Block, DocumentResult, Label, PageOutcome, PageResult
+from folio.running_heads import head_blocks, mark_running_heads
+
+W, H = 612.0, 792.0
+
+
+def block(text: str, y0: float, y1: float, order: int, label: str = Label.TEXT.value) -> Block:
+    return Block(label=label, content=text, order=order, bbox=BBox(x0=72, y0=y0, x1=540, y1=y1))
+
+
+def page(index: int, header: str | None, footer: str | None, body: str) -> PageResult:
+    blocks = []
+    if header is not None:
+        blocks.append(block(header, 30, 42, 0))
+    blocks.append(block(body, 100, 600, 1))
+    if footer is not None:
+        blocks.append(block(footer, 750, 762, 2))
+    result = PageResult(index=index, width_pt=W, height_pt=H, outcome=PageOutcome.OK,
+                        engine="text-layer", blocks=blocks)
+    result.markdown = "\n\n".join(b.content for b in blocks)
+    return result
+
+
+def body(n: int) -> str:
+    return f"Paragraph {n} of the report discusses the quarterly results in some detail. " * 3
+
+
+def report(n: int = 6) -> DocumentResult:
+    pages = [page(i, "ACME Corp - Annual Report 2024", f"Page {i + 1} of {n}", body(i))
+             for i in range(n)]
+    return DocumentResult(source="r.pdf", sha256="a" * 64, doc_id="a" * 20,
+                          config_hash="c", page_count=n, pages=pages)
+
+
+def test_repeated_header_and_page_numbers_are_labelled_and_left_out_of_the_markdown() -> None:
+    doc = report()
+    assert mark_running_heads(doc.pages) == 12
+    for p in doc.pages:
+        assert [b.label for b in p.blocks] == [Label.PAGE_HEADER.value, Label.TEXT.value,
+                                              Label.PAGE_FOOTER.value]
+        assert "ACME Corp" not in p.markdown and "Page " not in p.markdown
+        assert p.markdown.startswith("Paragraph")
+    assert mark_running_heads(doc.pages) == 0  # idempotent
+
+
+def test_alternating_book_heads_count_and_one_off_lines_do_not() -> None:
+    titles = ["CHAPTER 3. SOILS", "BRITISH HUSBANDRY"]
+    pages = [page(i, titles[i % 2], None, body(i)) for i in range(5)]
+    pages.append(page(5, "A heading only this page has", None, body(5)))
+    heads = [head_blocks(pages, k) for k in range(len(pages))]
+    assert all(heads[k] == {0: Label.PAGE_HEADER.value} for k in range(5))
+    assert heads[5] == {}
+
+
+def test_body_text_and_long_repeats_stay() -> None:
+    notice = "This notice repeats on every page. " * 6  # longer than a running head
+    pages = [page(i, notice, None, body(i)) for i in range(3)]
+    assert all(head_blocks(pages, k) == {} for k in range(3))
+    # a short line in the middle of the page is body text, however often it repeats
+    mid = [PageResult(index=i, width_pt=W, height_pt=H, outcome=PageOutcome.OK,
+                      blocks=[block("Continued", 400, 412, 0)]) for i in range(3)]
+    assert all(head_blocks(mid, k) == {} for k in range(3))
+
+
+def test_a_lone_page_number_is_a_footer_even_on_one_page() -> None:
+    one = [page(0, None, "- 17 -", body(0))]
+    assert head_blocks(one, 0) == {1: Label.PAGE_FOOTER.value}  # no header block here
+    date = [page(0, None, "Updated on 12 March", body(0))]
+    assert head_blocks(date, 0) == {}
+
+
+def test_the_stream_and_the_whole_document_give_the_same_chunks_without_heads() -> None:
+    settings = ChunkSettings(max_chars=300)
+    doc = report(7)
+    stream = ChunkStream(doc, settings)
+    streamed = []
+    for p in doc.pages:
+        streamed += stream.add(p)
+    streamed += stream.close()
+    whole = chunk_document(doc, settings)
+    assert [c.text for c in streamed] == [c.text for c in whole]
+    assert not any("ACME Corp" in c.text or "Page " in c.text for c in whole)
+    mark_running_heads(doc.pages)  # what the load does first: the same chunks after it
+    assert [c.text for c in chunk_document(doc, settings)] == [c.text for c in whole]
