@@ -211,7 +211,8 @@ class _Chunker:
 
     def block(self, block: Block, page: int) -> None:
         label = block.label.lower()
-        if label in _SKIP_LABELS or not block.content.strip():
+        skip = label in _SKIP_LABELS and not self.settings.keep_headers_footers
+        if skip or not block.content.strip():
             return
         if label in _HEADING_LABELS:
             self.heading(block)
@@ -268,7 +269,8 @@ class ChunkStream:
         self._fed = k + 1
         if page.outcome == PageOutcome.QUARANTINED:
             return
-        heads = running_heads.head_blocks(self._pages, k) if page.blocks else {}
+        keep = self._chunker.settings.keep_headers_footers
+        heads = running_heads.head_blocks(self._pages, k) if page.blocks and not keep else {}
         blocks = [b for n, b in enumerate(page.blocks) if n not in heads]
         for block in (sorted(blocks, key=lambda b: b.order) if page.blocks
                       else _blocks_from_markdown(page.markdown)):

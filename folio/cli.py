@@ -31,6 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     ing.add_argument("--reprocess", action="store_true", help="OCR again even if already done")
     ing.add_argument("--password", help="password for encrypted PDFs (or FOLIO_PASSWORD)")
     ing.add_argument("--no-compress", action="store_true", help="skip Ghostscript compression")
+    ing.add_argument("--keep-headers-footers", action="store_true",
+                     help="keep running headers and footers in the markdown and the chunks")
     ing.add_argument("--store", choices=["lancedb", "pgvector", "none"], help="vector store")
     ing.add_argument("--store-uri", help="LanceDB folder/URI or PostgreSQL DSN")
     ing.add_argument("--endpoint", help="OpenAI-compatible endpoint (--engine openai)")
@@ -109,6 +111,8 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     settings: dict[str, Any] = {}
     if args.no_compress:
         settings["compress"] = False
+    if args.keep_headers_footers:
+        settings["chunk.keep_headers_footers"] = True
     store_uri = None if args.store_uri and _is_postgres_dsn(args.store_uri) else args.store_uri
     for key, value in [("store.kind", args.store), ("store.uri", store_uri),
                        ("ocr.endpoint", args.endpoint), ("ocr.model", args.model),

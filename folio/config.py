@@ -130,6 +130,9 @@ class ValidationSettings(BaseModel):
 class ChunkSettings(BaseModel):
     max_chars: int = 1500
     overlap_chars: int = 0
+    keep_headers_footers: bool = Field(
+        False, description="keep running headers and footers in the markdown and the chunks "
+        "(they are labelled Page-Header/Page-Footer in the JSON either way)")
 
 
 class EmbeddingSettings(BaseModel):

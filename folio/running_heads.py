@@ -107,22 +107,24 @@ def head_blocks(pages: Sequence[PageResult], k: int) -> dict[int, str]:
     return heads
 
 
-def label_page(page: PageResult, heads: dict[int, str]) -> bool:
-    """Label the page's running heads; its markdown is rebuilt without them where the
-    engine made it from blocks. True when anything changed."""
+def label_page(page: PageResult, heads: dict[int, str], *, keep_in_markdown: bool = False
+               ) -> bool:
+    """Label the page's running heads; unless ``keep_in_markdown``, its markdown is
+    rebuilt without them where the engine made it from blocks. True when anything
+    changed."""
     changed = False
     for n, label in heads.items():
         block: Block = page.blocks[n]
         if block.label not in _HEAD_LABELS:
             block.label = label
             changed = True
-    if changed and page.engine in BLOCK_MARKDOWN_ENGINES:
+    if changed and not keep_in_markdown and page.engine in BLOCK_MARKDOWN_ENGINES:
         page.markdown = blocks_to_markdown(
             [b for b in page.blocks if b.label not in _HEAD_LABELS])
     return changed
 
 
-def mark_running_heads(pages: Sequence[PageResult]) -> int:
+def mark_running_heads(pages: Sequence[PageResult], *, keep_in_markdown: bool = False) -> int:
     """Label every running head of a document's pages (in reading order); how many
     blocks were newly labelled. All decisions are made before any label changes, so
     they do not depend on the order pages are labelled in."""
@@ -130,6 +132,6 @@ def mark_running_heads(pages: Sequence[PageResult]) -> int:
     count = 0
     for page, heads in zip(pages, decided, strict=True):
         before = sum(1 for b in page.blocks if b.label in _HEAD_LABELS)
-        label_page(page, heads)
+        label_page(page, heads, keep_in_markdown=keep_in_markdown)
         count += sum(1 for b in page.blocks if b.label in _HEAD_LABELS) - before
     return count

@@ -90,3 +90,12 @@ def test_the_stream_and_the_whole_document_give_the_same_chunks_without_heads() 
     assert not any("ACME Corp" in c.text or "Page " in c.text for c in whole)
     mark_running_heads(doc.pages)  # what the load does first: the same chunks after it
     assert [c.text for c in chunk_document(doc, settings)] == [c.text for c in whole]
+
+
+def test_keep_headers_footers_keeps_them_in_the_markdown_and_chunks_but_labels_them() -> None:
+    settings = ChunkSettings(max_chars=300, keep_headers_footers=True)
+    doc = report(4)
+    mark_running_heads(doc.pages, keep_in_markdown=True)
+    assert all(p.blocks[0].label == Label.PAGE_HEADER.value for p in doc.pages)
+    assert all("ACME Corp" in p.markdown for p in doc.pages)
+    assert any("ACME Corp" in c.text for c in chunk_document(doc, settings))

@@ -22,7 +22,8 @@ def load_document(doc: DocumentResult, services: Services) -> DocumentResult:
             return doc
         # running headers and footers labelled (kept in the JSON, out of the markdown
         # and the chunks), as the early chunk streams judged them
-        mark_running_heads(doc.pages)
+        mark_running_heads(doc.pages,
+                           keep_in_markdown=services.config.chunk.keep_headers_footers)
         if services.config.store.kind == "none":
             doc.outputs = outputs.write_document(services.sink, doc)
         else:
