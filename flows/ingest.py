@@ -38,7 +38,7 @@ from tasks.discover import discover_sources
 from tasks.load import load
 from tasks.prepare import prepare_document
 from tasks.progress import PageProgress
-from tasks.validate import data_docs_dir, data_docs_index, validate_pages
+from tasks.validate import data_docs_dir, data_docs_index, validate
 
 T = TypeVar("T")
 
@@ -175,7 +175,7 @@ def finish_document(doc: DocumentResult, services: Services,
     bars never queue up in the loop that hands documents over."""
     if bar is not None:
         bar.__exit__(None, None, None)
-    return load(validate_pages(doc, services), services)
+    return load(validate(doc, services), services)
 
 
 def _in_this_context(fn: Callable[[SourceRef], T]) -> Callable[[SourceRef], T]:

@@ -20,7 +20,7 @@ _DOCS_LOCK = threading.Lock()
 
 
 @task(name="validate-pages", cache_policy=NO_CACHE)
-def validate_pages(doc: DocumentResult, services: Services) -> DocumentResult:
+def validate(doc: DocumentResult, services: Services) -> DocumentResult:
     """Great Expectations suite over the pages; failing pages are quarantined.
 
     Data Docs are built only for documents with quarantined pages (what a person needs to

@@ -30,7 +30,7 @@ from folio.gpu.shared_server import (
     read_state,
     slot_semaphore,
 )
-from folio.gpu.vllm_server import probe
+from folio.gpu.vllm_server import probe_server
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE = str(Path(__file__).parent / "openai_fake.py")
@@ -184,7 +184,7 @@ def test_killed_server_is_restarted_and_attached_runs_see_it(
         assert wait_for(lambda: not pid_alive(pid), 5)
         assert endpoint.wait_ready(15), "back after the restart"
         assert endpoint.generation == generation + 1 and endpoint.restarts == 1
-        assert endpoint.pid not in (None, pid) and probe(endpoint.base_url)[0]
+        assert endpoint.pid not in (None, pid) and probe_server(endpoint.base_url)[0]
         reply = httpx.post(f"{endpoint.base_url}/chat/completions", timeout=5.0, json={
             "model": "fake-ocr", "messages": [{"role": "user", "content": "hi"}]})
         assert reply.status_code == 200

@@ -25,7 +25,7 @@ from folio.config import PipelineConfig
 from folio.engines.openai_engine import OpenAIEngine
 from folio.errors import ConfigError, EngineUnavailableError
 from folio.gpu.preflight import QWEN3_VL_8B_CONFIG
-from folio.gpu.vllm_server import VLLMServer, active_endpoint, probe
+from folio.gpu.vllm_server import VLLMServer, active_endpoint, probe_server
 from folio.models import PagePrep
 from tasks.vllm_runner import VLLMTaskRunner, current_endpoint
 from tests.openai_fake import FakeServer
@@ -83,7 +83,7 @@ def test_server_stops_with_its_process_group(tmp_path: Path) -> None:
     server = VLLMServer(fake_cmd("--child-pid-file", str(child_file), "--startup-delay", "0.3"),
                         health_interval_s=0.2).start()
     pid, child = server.pid, int(child_file.read_text())
-    assert alive(pid) and alive(child) and probe(server.base_url)[0]
+    assert alive(pid) and alive(child) and probe_server(server.base_url)[0]
     assert server.metrics()["running"] == 0.0
     server.stop()
     assert wait_gone(pid) and wait_gone(child), "server and its children are gone"
@@ -153,7 +153,7 @@ def test_runner_owns_the_server_for_the_flow_run(prefect: None, page: PagePrep) 
     @task
     def ocr(i: int) -> dict[str, Any]:
         endpoint = current_endpoint()
-        assert endpoint is not None and probe(endpoint.base_url)[0], "healthy before tasks"
+        assert endpoint is not None and probe_server(endpoint.base_url)[0], "healthy before tasks"
         out = OpenAIEngine.from_config(config_for_runner()).recognize(page, 0)
         return {"pid": endpoint.pid, "blocks": len(out.blocks)}
 

@@ -47,7 +47,7 @@ from typing import Self
 from pydantic import BaseModel, Field
 
 from folio.errors import EngineUnavailableError
-from folio.gpu.vllm_server import probe, read_metrics
+from folio.gpu.vllm_server import probe_server, read_metrics
 from folio.process_files import flocked, pid_alive, proc_start_time, write_atomic
 
 log = logging.getLogger(__name__)
@@ -300,7 +300,7 @@ class SharedEndpoint:
             # the pid check: a dead server still "ready" in the file is a restart not yet seen
             if state.state == "ready" and state.base_url and pid_alive(state.server_pid):
                 remaining = deadline - time.monotonic()
-                ok, model = probe(state.base_url, timeout_s=min(2.0, max(0.2, remaining)))
+                ok, model = probe_server(state.base_url, timeout_s=min(2.0, max(0.2, remaining)))
                 if ok:
                     self._base_url = state.base_url
                     self._served_model_name = self._served_model_name or model

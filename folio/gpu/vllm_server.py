@@ -95,7 +95,7 @@ def _root(base_url: str) -> str:
     return base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url.rstrip("/")
 
 
-def probe(base_url: str, timeout_s: float = 2.0) -> tuple[bool, str | None]:
+def probe_server(base_url: str, timeout_s: float = 2.0) -> tuple[bool, str | None]:
     """(healthy, first served model id): ``/health`` 200 and ``/v1/models`` answers."""
     root = _root(base_url)
     try:
@@ -160,7 +160,7 @@ class RemoteEndpoint:
     def wait_ready(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         while True:
-            ok, model = probe(self._base_url)
+            ok, model = probe_server(self._base_url)
             if ok:
                 self._served_model_name = self._served_model_name or model
                 return True
@@ -361,7 +361,7 @@ class VLLMServer:
             while not self._stopping.wait(self.health_interval_s):
                 proc = self._proc
                 if proc is not None and not _gone(proc):
-                    if probe(self.base_url, timeout_s=min(5.0, self.unhealthy_after_s))[0]:
+                    if probe_server(self.base_url, timeout_s=min(5.0, self.unhealthy_after_s))[0]:
                         last_ok = time.monotonic()
                         continue
                     if time.monotonic() - last_ok < self.unhealthy_after_s:
@@ -405,7 +405,7 @@ class VLLMServer:
             if code is not None:
                 self._fail(f"process exited with code {code} during start-up (log: {self.log_path})")
                 return False
-            ok, model = probe(self.base_url)
+            ok, model = probe_server(self.base_url)
             if ok:
                 self._served_model_name = self._served_model_name or model
                 self.generation += 1
