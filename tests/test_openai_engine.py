@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from folio.config import PipelineConfig
-from folio.engines.openai_engine import EngineBadOutputError, OpenAIEngine, encode_image
+from folio.engines.openai_engine import OpenAIEngine, encode_image
 from folio.errors import BadOutputError, ConfigError, EngineUnavailableError
 from folio.gpu.vllm_server import RemoteEndpoint, free_port, register_endpoint, unregister_endpoint
 from folio.models import PagePrep
@@ -83,19 +83,29 @@ def test_length_is_bad_output_with_attempt(fake: FakeServer, page: PagePrep) -> 
 
 
 @pytest.mark.parametrize("fake", [{"garbage_below_temperature": 0.5}], indirect=True)
-def test_ladder_raises_temperature_until_the_output_is_good(fake: FakeServer, page: PagePrep) -> None:
-    eng = engine(fake)
-    errors = []
-    for attempt in range(4):
-        try:
-            out = eng.recognize(page, attempt)
-            break
-        except EngineBadOutputError as err:
-            errors.append(err.attempt)
-    assert [a.temperature for a in errors] == [0.0, 0.2]
-    assert all("repetition" in (a.error or "") for a in errors)
-    assert out.attempt.temperature == 0.5 and out.blocks
-    assert fake.state.temperatures == [0.0, 0.2, 0.5]
+def test_ladder_raises_temperature_until_the_output_is_good(
+    fake: FakeServer, page: PagePrep, tmp_path: Path
+) -> None:
+    """Looping output fails the page's repetition check (judged once, on the parsed
+    page), and the pipeline's ladder asks again, warmer, until the answer is good."""
+    from folio.pipeline import Services, process_page
+
+    config = PipelineConfig.model_validate({
+        "ocr": {"engine": "openai", "endpoint": fake.url, "model": "fake-ocr",
+                "preset": "generic", "max_attempts": 4, "fallback": [], "request_retries": 1},
+        "store": {"kind": "none"}, "work_dir": str(tmp_path / "work")})
+    services = Services(config, str(tmp_path / "out"))
+    image = tmp_path / "p.png"
+    Image.new("RGB", (500, 647), "white").save(image)
+    try:
+        result = process_page(page.model_copy(update={"image_path": str(image)}), services)
+    finally:
+        services.close()
+    failed = [a for a in result.attempts if a.error]
+    assert [a.temperature for a in failed] == [0.0, 0.2]
+    assert all("repetition" in (a.error or "") for a in failed)
+    assert result.outcome == "recovered" and result.attempts[-1].temperature == 0.5
+    assert result.blocks and fake.state.temperatures == [0.0, 0.2, 0.5]
 
 
 @pytest.mark.parametrize("fake", [{"delay_s": 0.05}], indirect=True)

@@ -41,7 +41,6 @@ from folio.errors import (
 from folio.gpu.vllm_server import Endpoint, RemoteEndpoint, active_endpoint
 from folio.models import Attempt, PagePrep
 from folio.presets import ModelPreset, get_preset
-from folio.quality import repeat_ratio
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +134,6 @@ class OpenAIEngine:
         backoff_s: float = 1.0,
         stream: bool = False,
         ignore_eos: bool = False,
-        max_repeat_ratio: float = 0.5,
         restart_wait_s: float = 900.0,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
@@ -149,7 +147,6 @@ class OpenAIEngine:
         self.backoff_s = backoff_s
         self.stream = stream
         self.ignore_eos = ignore_eos
-        self.max_repeat_ratio = max_repeat_ratio
         self.restart_wait_s = restart_wait_s
         self.extra_body = dict(extra_body or {})
         # a server shared by the runs on this host bounds requests across processes
@@ -190,7 +187,6 @@ class OpenAIEngine:
             max_retries=ocr.request_retries,
             stream=ocr.stream,
             ignore_eos=ocr.ignore_eos,
-            max_repeat_ratio=config.validation.max_repeat_ratio,
         )
 
     # --- OcrEngine -----------------------------------------------------------------------
@@ -248,9 +244,7 @@ class OpenAIEngine:
             return f"token limit: stopped at max_tokens={self.max_tokens} ({reply.completion_tokens} tokens)"
         if reply.finish_reason not in ("stop", None):
             return f"finish_reason {reply.finish_reason!r}"
-        ratio = repeat_ratio(reply.text)
-        if ratio > self.max_repeat_ratio:
-            return f"repetition: {ratio:.0%} of the output repeats earlier n-grams"
+        # repetition is judged once, on the parsed page (folio.pipeline.pages.page_problem)
         return None
 
     def close(self) -> None:
