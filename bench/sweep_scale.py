@@ -315,7 +315,7 @@ def busy_worker(procs: Procs, wait_s: float = 300.0) -> str:
                     cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
                 except OSError:
                     continue
-                if b"folio.pdf.page_worker" in cmdline:
+                if b"folio.pdf.worker_child" in cmdline:
                     return name
         time.sleep(0.2)
     raise RuntimeError("no worker was processing a document to kill")

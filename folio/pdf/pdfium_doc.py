@@ -3,7 +3,7 @@
 pdfium is not thread-safe, so every call into it from threads must hold
 :data:`PDFIUM_LOCK` (the page worker is single-threaded, but library users may not be).
 Hostile files can still crash or hang pdfium; that is why the pipeline calls this module
-from the page worker process (:mod:`folio.pdf.page_worker`), never from the main process.
+from the page worker process (:mod:`folio.pdf.worker_child`), never from the main process.
 
 Coordinates: pdfium answers in PDF user space (origin bottom-left, y up, before /Rotate);
 :meth:`PageGeometry.to_top_left` converts to folio's convention (origin top-left, y down,

@@ -1,6 +1,6 @@
 """Fork page workers from one pre-imported process instead of starting Python each time.
 
-Starting ``python -m folio.pdf.page_worker`` costs about half a second of CPU (interpreter,
+Starting ``python -m folio.pdf.worker_child`` costs about half a second of CPU (interpreter,
 pydantic, pypdfium2 and PIL imports) for every probe and every page batch. Dozens of
 documents starting at once spend seconds of every core on it, and on a GPU box that is
 what keeps the first pages from the GPU. The zygote is one single-threaded child of the
@@ -194,7 +194,7 @@ def shutdown() -> None:
 
 def serve(fd: int) -> None:
     """The zygote's loop: fork a child per request, report exits, stop at end of file."""
-    from folio.pdf import page_worker  # the point of the zygote: imported once, here
+    from folio.pdf import worker_child  # the point of the zygote: imported once, here
 
     sock = socket.socket(fileno=fd)
     wake_r, wake_w = os.pipe()
@@ -215,7 +215,7 @@ def serve(fd: int) -> None:
                 if not data:
                     break  # the parent is gone
                 private = [sock.fileno(), wake_r, wake_w, selector.fileno()]
-                pid = _fork(data, fds, status_fds, private, page_worker.run)
+                pid = _fork(data, fds, status_fds, private, worker_child.run)
                 sock.send(pid.to_bytes(_PID_BYTES, "big", signed=True))
     for pid in status_fds:
         try:

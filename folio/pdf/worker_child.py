@@ -1,0 +1,255 @@
+"""The page worker's child side: open the PDF with pdfium, answer a probe or prepare
+pages (text layer, route, render plan, image), one :class:`WorkerMessage` line each on
+stdout. Run by :mod:`folio.pdf.zygote` (forked) or as ``python -m folio.pdf.worker_child
+OP`` with the request on stdin; :mod:`folio.pdf.page_worker` is the parent.
+
+Test-only hooks (read here; never set them in production):
+``FOLIO_TEST_CRASH_ON_PAGE=N`` calls ``os.abort()`` before page N;
+``FOLIO_TEST_HANG_ON_PAGE=N`` sleeps forever before page N (``probe``: in a probe).
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import logging
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
+from PIL import Image
+from pydantic import SecretStr
+
+from folio.errors import FolioError, MalformedPdfError, PageTooLargeError
+from folio.models import PagePrep
+from folio.pdf.pdfium_doc import (
+    PDFIUM_LOCK,
+    is_blank,
+    native_image_dpi,
+    open_pdf,
+    page_geometry,
+    render,
+)
+from folio.pdf.render_plan import plan_page
+from folio.pdf.text_layer import extract
+from folio.pdf.worker_protocol import Fatal, PdfInfo, WorkerJob, WorkerMessage, WorkerRequest
+
+__all__ = ["main", "run"]
+
+log = logging.getLogger(__name__)
+
+_CRASH_HOOK = "FOLIO_TEST_CRASH_ON_PAGE"
+_HANG_HOOK = "FOLIO_TEST_HANG_ON_PAGE"
+
+
+def main(argv: list[str]) -> int:
+    """Child entry point (exec mode): read the request from stdin, answer on stdout."""
+    return run(argv[0] if argv else "pages", sys.stdin.buffer.read())
+
+
+def run(op: str, raw: bytes) -> int:
+    """Answer one request (``op`` "probe" or "pages") on stdout; the exit code."""
+    faulthandler.enable()  # a pdfium crash leaves a Python traceback in the parent's log
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    try:
+        if op == "probe":
+            request = WorkerRequest.model_validate_json(raw)
+            _limit_memory(request.memory_mb)
+            _emit(_probe(request))
+        else:
+            job = WorkerJob.model_validate_json(raw)
+            _limit_memory(job.memory_mb)
+            _run_pages(job)
+    except BrokenPipeError:
+        return 1  # the parent stopped listening (timeout, or its consumer stopped early)
+    return 0
+
+
+def _limit_memory(memory_mb: int) -> None:
+    """Cap the address space (a huge render fails here, not in the OOM killer) and
+    disable core dumps (a crash on a hostile file must not write gigabytes)."""
+    limit = memory_mb * 1024 * 1024
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _emit(message: WorkerMessage) -> None:
+    sys.stdout.write(message.model_dump_json(exclude_none=True) + "\n")
+    sys.stdout.flush()
+
+
+def _secret(password: SecretStr | None) -> str | None:
+    return password.get_secret_value() if password is not None else None
+
+
+def _open(request: WorkerRequest) -> pdfium.PdfDocument | WorkerMessage:
+    try:
+        return open_pdf(request.pdf, _secret(request.password))
+    except FolioError as exc:
+        return WorkerMessage(fatal=Fatal(code=exc.code, message=str(exc)))
+
+
+def _probe(request: WorkerRequest) -> WorkerMessage:
+    _test_hooks("probe")
+    doc = _open(request)
+    if isinstance(doc, WorkerMessage):
+        return doc
+    with PDFIUM_LOCK:
+        try:
+            return WorkerMessage(info=_document_info(doc))
+        finally:
+            doc.close()
+
+
+def _document_info(doc: pdfium.PdfDocument) -> PdfInfo:
+    version = doc.get_version()
+    size = pdfium_c.FS_SIZEF()
+    longest = 0.0
+    for index in range(len(doc)):
+        if pdfium_c.FPDF_GetPageSizeByIndexF(doc, index, size):
+            longest = max(longest, size.width, size.height)
+    return PdfInfo(
+        page_count=len(doc),
+        encrypted=pdfium_c.FPDF_GetSecurityHandlerRevision(doc) != -1,
+        pdf_version=f"{version // 10}.{version % 10}" if version else None,
+        producer=doc.get_metadata_value("Producer") or None,
+        max_page_pt=longest,
+    )
+
+
+def _run_pages(job: WorkerJob) -> None:
+    doc = _open(job)
+    if isinstance(doc, WorkerMessage):
+        _emit(doc)
+        return
+    text_doc = _open_text_pdf(job, len(doc))
+    with PDFIUM_LOCK:
+        try:
+            page_count = len(doc)
+            _emit(WorkerMessage(ready=page_count))
+            for index in job.pages:
+                _test_hooks(index)
+                _emit(WorkerMessage(page=_prepare_page(doc, index, page_count, job, text_doc)))
+        finally:
+            doc.close()
+            if text_doc is not None:
+                text_doc.close()
+
+
+def _open_text_pdf(job: WorkerJob, page_count: int) -> pdfium.PdfDocument | None:
+    """The original beside a compressed copy, when it opens with the same pages; else
+    None (the copy's own text layer is used)."""
+    if job.text_pdf is None:
+        return None
+    try:
+        text_doc = open_pdf(job.text_pdf, _secret(job.password))
+    except FolioError as exc:
+        log.warning("text layer from the copy: %s", exc)
+        return None
+    if len(text_doc) != page_count:
+        text_doc.close()
+        return None
+    return text_doc
+
+
+def _test_hooks(index: int | str) -> None:
+    if os.environ.get(_CRASH_HOOK) == str(index):
+        os.abort()
+    if os.environ.get(_HANG_HOOK) == str(index):
+        while True:
+            time.sleep(3600)
+
+
+def _prepare_page(doc: pdfium.PdfDocument, index: int, page_count: int, job: WorkerJob,
+                  text_doc: pdfium.PdfDocument | None = None) -> PagePrep:
+    """One page, with any failure recorded on the page instead of ending the document."""
+    if not 0 <= index < page_count:
+        return PagePrep(index=index, error=f"bad-input: no page {index} in {page_count} pages")
+    try:
+        page = doc[index]
+    except pdfium.PdfiumError as exc:
+        return PagePrep(index=index, error=f"{MalformedPdfError.code}: {exc}")
+    text_page = None
+    try:
+        if text_doc is not None:
+            try:
+                text_page = text_doc[index]
+            except pdfium.PdfiumError:  # the copy's own layer, then
+                text_page = None
+        return _measure_and_render(page, index, job, text_page)
+    except FolioError as exc:
+        return PagePrep(index=index, error=exc.reason)
+    except pdfium.PdfiumError as exc:
+        return PagePrep(index=index, error=f"{MalformedPdfError.code}: {exc}")
+    except MemoryError:
+        return PagePrep(
+            index=index,
+            error=f"{PageTooLargeError.code}: out of memory under the {job.memory_mb} MB limit",
+        )
+    except Exception as exc:  # one bad page must not end the document
+        log.exception("page %d failed", index)
+        return PagePrep(index=index, error=f"error: {type(exc).__name__}: {exc}")
+    finally:
+        page.close()
+        if text_page is not None:
+            text_page.close()
+
+
+def _measure_and_render(page: pdfium.PdfPage, index: int, job: WorkerJob,
+                        text_page: pdfium.PdfPage | None = None) -> PagePrep:
+    geometry = page_geometry(page)
+    layer = extract(
+        text_page if text_page is not None else page,
+        width_pt=geometry.width_pt,
+        height_pt=geometry.height_pt,
+        settings=job.route_settings,
+    )
+    native_dpi = native_image_dpi(page)
+    plan = plan_page(
+        geometry.width_pt,
+        geometry.height_pt,
+        min_font_pt=layer.min_font_pt,
+        native_dpi=native_dpi,
+        settings=job.render_settings,
+    )
+    image_path: Path | None = None
+    image: Image.Image | None = None
+    if job.render == "all" or not layer.trusted:
+        image = render(page, plan.width_px, plan.height_px)
+        image_path = _save(image, job.out_dir, index, job.render_settings.image_format)
+    blank = is_blank(page, text_chars=layer.chars, image=image)
+    return PagePrep(
+        index=index,
+        width_pt=geometry.width_pt,
+        height_pt=geometry.height_pt,
+        rotation=geometry.rotation,
+        plan=plan,
+        image_path=str(image_path) if image_path else None,
+        image_dpi_native=native_dpi,
+        text_layer=layer,
+        blank=blank,
+    )
+
+
+def _save(image: Image.Image, out_dir: Path, index: int, fmt: str) -> Path:
+    """Encode (the costly part: PNG at compress_level=1) and move into place atomically."""
+    path = out_dir / f"p{index:05d}.{fmt}"
+    partial = out_dir / f".p{index:05d}.{fmt}.partial"
+    if fmt == "png":
+        image.save(partial, "PNG", compress_level=1)
+    elif fmt == "jpeg":
+        image.save(partial, "JPEG", quality=90)
+    else:
+        image.save(partial, "PPM")
+    os.replace(partial, path)
+    return path
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

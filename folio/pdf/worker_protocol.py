@@ -1,0 +1,77 @@
+"""What the page worker's parent and child say to each other: the request on the child's
+stdin, one :class:`WorkerMessage` JSON line per event on its stdout.
+
+``ready`` once the document is open, then ``page`` per page, or one ``fatal`` when the
+document cannot be opened (the parent re-raises the same folio error class); ``info``
+answers a probe. The request arrives on stdin, so the password never appears in a
+process listing; it is masked in every other JSON dump.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr, SerializationInfo, field_serializer
+
+from folio.config import RenderSettings, RouteSettings
+from folio.models import PagePrep
+
+__all__ = ["REVEAL", "Fatal", "PdfInfo", "WorkerJob", "WorkerMessage", "WorkerRequest"]
+
+#: serialisation context key that puts the password in clear (the child's stdin only)
+REVEAL = "reveal_secrets"
+
+
+class WorkerRequest(BaseModel):
+    """What every child needs: the file, its password and a memory cap."""
+
+    pdf: Path
+    password: SecretStr | None = None
+    memory_mb: int = Field(4096, gt=0, description="RLIMIT_AS of the child process")
+
+    @field_serializer("password", when_used="json")
+    def _dump_password(self, value: SecretStr | None, info: SerializationInfo) -> str | None:
+        """Masked in any JSON dump, except the one sent to the child over its stdin."""
+        if value is None:
+            return None
+        reveal = isinstance(info.context, dict) and info.context.get(REVEAL)
+        return value.get_secret_value() if reveal else str(value)
+
+
+class WorkerJob(WorkerRequest):
+    """One page worker run: which pages of which PDF, rendered how and where."""
+
+    pages: list[int]
+    text_pdf: Path | None = Field(
+        None, description="the original when pdf is a compressed copy: text layers are read "
+        "and judged here, pages rendered from pdf (same pages, same sizes)")
+    out_dir: Path = Field(description="rendered images go here as p{index:05d}.{format}")
+    render_settings: RenderSettings
+    route_settings: RouteSettings
+    render: Literal["all", "untrusted"] = Field(
+        "all", description="untrusted: skip rendering pages whose text layer is trusted"
+    )
+    timeout_s: float = Field(
+        900.0, gt=0, description="time spent waiting on children (not on the consumer)"
+    )
+
+
+class PdfInfo(BaseModel):
+    page_count: int
+    encrypted: bool
+    pdf_version: str | None = None  # "1.7"
+    producer: str | None = None
+    max_page_pt: float = 0.0  # longest page side in the document
+
+
+class Fatal(BaseModel):
+    code: str
+    message: str
+
+
+class WorkerMessage(BaseModel):
+    ready: int | None = None
+    page: PagePrep | None = None
+    info: PdfInfo | None = None
+    fatal: Fatal | None = None
