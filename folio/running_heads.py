@@ -43,7 +43,9 @@ BLOCK_MARKDOWN_ENGINES = frozenset({"text-layer", "tesseract"})
 _HEAD_LABELS = frozenset({Label.PAGE_HEADER.value, Label.PAGE_FOOTER.value})
 _PAGE_NUMBER = re.compile(
     r"^[\s\-–—.(\[]*(?:page|p\.|seite|página|pagina)?\s*"
-    r"(?:\d{1,4}|[ivxlcdm]{1,7})(?:\s*(?:of|/|von|de|sur)\s*\d{1,4})?[\s\-–—.)\]]*$",
+    # arabic, or a roman front-matter number up to xxxix ("civil" and "mix" are words)
+    r"(?:\d{1,4}|(?=[ivx])x{0,3}(?:ix|iv|v?i{0,3}))"
+    r"(?:\s*(?:of|/|von|de|sur)\s*\d{1,4})?[\s\-–—.)\]]*$",
     re.IGNORECASE,
 )
 _DIGITS = re.compile(r"\d+")

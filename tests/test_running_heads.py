@@ -73,8 +73,9 @@ def test_body_text_and_long_repeats_stay() -> None:
 def test_a_lone_page_number_is_a_footer_even_on_one_page() -> None:
     one = [page(0, None, "- 17 -", body(0))]
     assert head_blocks(one, 0) == {1: Label.PAGE_FOOTER.value}  # no header block here
-    date = [page(0, None, "Updated on 12 March", body(0))]
-    assert head_blocks(date, 0) == {}
+    assert head_blocks([page(0, None, "xiv", body(0))], 0) == {1: Label.PAGE_FOOTER.value}
+    for words in ("Updated on 12 March", "Civil", "mix"):  # not page numbers
+        assert head_blocks([page(0, None, words, body(0))], 0) == {}
 
 
 def test_the_stream_and_the_whole_document_give_the_same_chunks_without_heads() -> None:
