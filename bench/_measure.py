@@ -38,14 +38,21 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (not ``pid`` itself)."""
+    found: list[int] = []
+    stack = _children(pid)
+    while stack:
+        child = stack.pop()
+        if child not in found:
+            found.append(child)
+            stack += _children(child)
+    return found
+
+
 def tree_rss_kib(pid: int) -> int:
     """Resident memory of a process and all its descendants, summed."""
-    total, stack = 0, [pid]
-    while stack:
-        p = stack.pop()
-        total += _rss_kib(p)
-        stack += _children(p)
-    return total
+    return sum(_rss_kib(p) for p in [pid, *descendants(pid)])
 
 
 def run_with_peak_rss(cmd: list[str], *, env: dict[str, str] | None = None,

@@ -39,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _measure import median
+from _measure import descendants, median
 from fidelity_scoring import (
     header_footer_scores,
     pass_rates,
@@ -116,20 +116,7 @@ def tree_cpu_seconds() -> float:
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     total = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
     tick = os.sysconf("SC_CLK_TCK")
-    stack, seen = [os.getpid()], set()
-    while stack:
-        pid = stack.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        try:
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{task}/children") as fh:
-                    stack += [int(c) for c in fh.read().split()]
-        except OSError:
-            pass
-        if pid == os.getpid():
-            continue
+    for pid in descendants(os.getpid()):
         try:
             with open(f"/proc/{pid}/stat") as fh:
                 fields = fh.read().rsplit(")", 1)[1].split()

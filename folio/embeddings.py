@@ -181,8 +181,8 @@ class Embedder:
         out = np.empty((len(texts), self._dim), dtype=np.float32)
         # fewer texts than a batch per core: smaller batches, so a document's last few
         # dozen chunks (what is left to embed once its last page is done) use every core
-        cores = self.settings.parallel_batches or os.cpu_count() or 1
-        size = min(self.settings.batch_size, max(MIN_SPLIT_BATCH, -(-len(texts) // cores)))
+        size = min(self.settings.batch_size,
+                   max(MIN_SPLIT_BATCH, -(-len(texts) // self._workers())))
         batches = [order[start : start + size] for start in range(0, len(order), size)]
 
         def run(batch: list[int]) -> npt.NDArray[np.float32]:
@@ -198,9 +198,12 @@ class Embedder:
     def _batch_pool(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._pool is None:
-                workers = self.settings.parallel_batches or os.cpu_count() or 1
-                self._pool = ThreadPoolExecutor(workers, thread_name_prefix="folio-embed")
+                self._pool = ThreadPoolExecutor(self._workers(), thread_name_prefix="folio-embed")
             return self._pool
+
+    def _workers(self) -> int:
+        """Batches embedded at once: ``parallel_batches``, else one per core."""
+        return self.settings.parallel_batches or os.cpu_count() or 1
 
     def embed_one(self, text: str) -> npt.NDArray[np.float32]:
         """One text (a search query) as a (dim,) vector."""

@@ -160,11 +160,17 @@ def sequence_similarity(reference: str, hypothesis: str) -> float:
     return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
 
 
-def mean_confidence(blocks: Iterable[Block]) -> float | None:
-    """The engine's confidence in a page (0..1), weighted by each block's characters; None
-    when it reports none (text layers, vision-language models)."""
-    pairs = [(b.confidence, text_chars(b.content)) for b in blocks if b.confidence is not None]
+def weighted_mean(pairs: Iterable[tuple[float, int]]) -> float | None:
+    """The mean of ``(value, weight)`` pairs by weight; None when the weights sum to 0."""
+    pairs = list(pairs)
     weight = sum(n for _, n in pairs)
     if not weight:
         return None
-    return sum(c * n for c, n in pairs) / weight
+    return sum(v * n for v, n in pairs) / weight
+
+
+def mean_confidence(blocks: Iterable[Block]) -> float | None:
+    """The engine's confidence in a page (0..1), weighted by each block's characters; None
+    when it reports none (text layers, vision-language models)."""
+    return weighted_mean((b.confidence, text_chars(b.content))
+                         for b in blocks if b.confidence is not None)

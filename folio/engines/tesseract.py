@@ -34,6 +34,7 @@ from folio.errors import (
     TimeoutExpired,
 )
 from folio.models import Attempt, BBox, Block, Label, PagePrep
+from folio.quality import weighted_mean
 
 #: a short paragraph whose lines are all this much taller than the page's median line is a
 #: header (a 20pt title over 11pt body text measures about 1.8; body lines about 1.0)
@@ -196,11 +197,8 @@ def parse_tsv(tsv: str) -> list[Paragraph]:
 def words_confidence(paragraphs: list[Paragraph]) -> float | None:
     """Mean word confidence, 0..1, weighted by word length (None without words): short
     words and punctuation, often misread on good pages too, weigh less."""
-    words = [w for para in paragraphs for w in para.words]
-    weight = sum(len(w.text) for w in words)
-    if not weight:
-        return None
-    return sum(w.conf * len(w.text) for w in words) / weight / 100.0
+    mean = weighted_mean((w.conf, len(w.text)) for para in paragraphs for w in para.words)
+    return None if mean is None else mean / 100.0
 
 
 def parse_osd_rotation(osd: str) -> int:

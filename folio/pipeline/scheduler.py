@@ -386,14 +386,8 @@ class PageScheduler:
         if time.monotonic() > doc.deadline:
             discard_image(page)
             limit = self.config.limits.document_timeout_s
-            timed_out = page_failed(page, f"timeout: document exceeded {limit:.0f} s",
-                                    retryable=True)
-            with self._cond:
-                self._reserved -= reserved
-                self._rendering -= 1
-                self._record(doc, timed_out)
-                self._cond.notify_all()
-            self._announce(doc, timed_out)
+            self._end_here(doc, page_failed(
+                page, f"timeout: document exceeded {limit:.0f} s", retryable=True), reserved)
             return
         with self._cond:
             self._reserved -= reserved
@@ -411,7 +405,11 @@ class PageScheduler:
         worker could not prepare) ends here, on the render thread, at once: it must not
         queue behind engine pages for a ladder slot, since every page after it in its
         document waits for it before its chunks can close and be embedded."""
-        result = process_page(page, self.services)  # never raises
+        self._end_here(doc, process_page(page, self.services), reserved)  # never raises
+
+    def _end_here(self, doc: _Document, result: PageResult, reserved: int) -> None:
+        """A received page that never waits for the engine: its result is recorded at
+        once and its render reservation released."""
         with self._cond:
             self._reserved -= reserved
             self._rendering -= 1
