@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 
 from folio import running_heads
 from folio.chunking import chunk_document, embedding_text
@@ -98,3 +99,15 @@ def test_a_document_never_seen_is_embedded_at_load_and_discard_forgets() -> None
     early.discard(doc.doc_id)
     early.close()
     early.page_done(doc, doc.pages[0])  # after close: ignored, not an error
+
+
+def test_early_jobs_run_on_a_quarter_of_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    from folio.config import PipelineConfig
+    from folio.pipeline.services import early_embed_workers
+
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    assert early_embed_workers(PipelineConfig()) == 4
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert early_embed_workers(PipelineConfig()) == 1  # the CPU engines need the rest
+    assert early_embed_workers(PipelineConfig.model_validate(
+        {"embedding": {"parallel_batches": 3}})) == 3

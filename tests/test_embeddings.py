@@ -90,3 +90,21 @@ def test_bad_settings() -> None:
 def test_model_id() -> None:
     assert "all-MiniLM-L6-v2" in Embedder().model_id
     assert Embedder(EmbeddingSettings(model_path="/m/custom.onnx")).model_id == "onnx:custom.onnx"
+
+
+def test_a_few_texts_are_spread_over_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A document's last few dozen chunks go out as one small batch per core (not one
+    batch on one core), with the same vectors as one batch."""
+    embedder = Embedder(EmbeddingSettings(parallel_batches=4))
+    texts = [f"chunk number {n} about storage and recovery" for n in range(20)]
+    whole = Embedder(EmbeddingSettings(batch_size=32, parallel_batches=1)).embed(texts)
+    sizes: list[int] = []
+    run = embedder._run
+
+    def counting(session: object, batch: list[str]) -> np.ndarray:
+        sizes.append(len(batch))
+        return run(session, batch)
+
+    monkeypatch.setattr(embedder, "_run", counting)
+    assert np.allclose(embedder.embed(texts), whole, atol=1e-5)
+    assert sorted(sizes) == [5, 5, 5, 5]

@@ -314,3 +314,27 @@ def test_preparation_widens_while_the_engine_is_short_of_pages(tmp_path: Path) -
             services.close()
     assert len(docs) == 8 and all(d.pages_ok == d.page_count for d in docs)
     assert scheduler.peak_preparing == scheduler.limits.prepare_burst == 4
+
+
+def test_a_slow_caller_does_not_hold_back_admission(tmp_path: Path) -> None:
+    """The flow takes a while with every document it is handed (it submits a task);
+    new documents are still admitted meanwhile, so the engine is not left waiting on
+    the caller's loop: every page is done long before the caller has seen them all."""
+    root = tmp_path / "pdfs"
+    root.mkdir()
+    sources = [write_text_pdf(root / f"d{n}.pdf", report_pages(seed=60 + n, n=1))
+               for n in range(6)]
+    with FakeServer(delay_s=0.05) as fake:
+        config = gpu_config(tmp_path, fake.url, document_concurrency=1)
+        services = Services(config, str(tmp_path / "out"))
+        scheduler = PageScheduler(services, prepare=lambda ref: start_document(ref, services))
+        started = time.monotonic()
+        try:
+            for _ in scheduler.run(discover([str(p) for p in sources], config.s3)):
+                time.sleep(1.0)  # a slow consumer
+        finally:
+            services.close()
+    assert scheduler.last_page_at is not None
+    # the caller took >= 6 s; with admission in its loop (one document per second of
+    # sleep) the last page would end about 6-8 s in
+    assert scheduler.last_page_at - started < 5.0
