@@ -55,6 +55,16 @@ from folio.pipeline import Services, process_document
 from folio.quality import sequence_similarity, word_recall
 
 REPO = Path(__file__).resolve().parents[1]
+#: every way a run here differs from `folio ingest` with its defaults, and why
+SETTINGS: dict[str, dict[str, str]] = {
+    "store.kind": {"value": "none", "why": "fidelity is scored on the markdown and blocks, "
+                   "which embeddings and the vector store do not change; left on, their CPU "
+                   "seconds would count in the per-page figure"},
+    "runner": {"value": "folio.pipeline.process_document, one document at a time, no Prefect",
+               "why": "the same stages the flow runs (prepare, pages, validation, load), "
+                      "timed per document without a flow server's own CPU"},
+    "work_dir": {"value": "a temporary folder", "why": "nothing of the run is kept"},
+}
 CATEGORIES = ("olmocr", "docling", "linn")
 LINN_REFERENCE = "ocrmypdf/linn.txt"
 DOCLING_GT = "docling/groundtruth/"
@@ -409,6 +419,7 @@ def main(argv: list[str] | None = None) -> None:
             "engine": config.ocr.engine, "route": config.route.model_dump(mode="json"),
             "host_cpus": os.cpu_count(),
         },
+        "settings": SETTINGS,
         "coverage": {
             "categories": sorted(only),
             "rows_selected": selected,
