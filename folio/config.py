@@ -179,6 +179,10 @@ class LimitSettings(BaseModel):
     render_workers: int = Field(
         2, ge=1, description="page-worker children rendering at once, across all documents "
         "(long documents are split into batches taken in turn with the others)")
+    render_burst_workers: int = Field(
+        0, ge=0, description="page-worker children at once while the engine is short of "
+        "pages (none waiting, fewer in flight than its budget); 0: render_workers. A served "
+        "engine's CPU is otherwise idle then, at the start of a run above all")
     pages_per_worker: int = Field(16, ge=1, description="pages in one page-worker batch")
     prepared_image_mb: int = Field(
         512, ge=1, description="rendered page images waiting for OCR, in MiB; rendering "

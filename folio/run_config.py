@@ -83,6 +83,9 @@ def served_defaults(profile_name: str, preset_name: str,
         "render.longest_side_px": render.longest_side_px,
         "render.max_pixels": render.max_pixels,
         "limits.render_workers": max(2, cores // 2),
+        # until the engine holds its budget (the first seconds of a run), rendering is
+        # what it waits on: all but two cores (the server's front end needs them)
+        "limits.render_burst_workers": max(2, cores - 2),
         "limits.document_concurrency": max(2, cores // 4),
     }
 

@@ -212,7 +212,7 @@ def test_limits_follow_the_configuration() -> None:
     gpu = PipelineConfig.model_validate({"ocr": {"engine": "vllm", "in_flight": 64},
                                          "limits": {"render_workers": 6, "prepared_image_mb": 8}})
     limits = SchedulerLimits.from_config(gpu)
-    assert limits.ocr_concurrency == 64 and limits.render_workers == 6
+    assert limits.ocr_concurrency == 64 and limits.render_workers == limits.render_burst == 6
     assert limits.image_budget_bytes == 8 * 1024 * 1024 and limits.watermark_pages >= 128
     cpu = SchedulerLimits.from_config(PipelineConfig())
     assert cpu.ocr_concurrency == PipelineConfig().limits.page_concurrency
@@ -338,3 +338,22 @@ def test_a_slow_caller_does_not_hold_back_admission(tmp_path: Path) -> None:
     # the caller took >= 6 s; with admission in its loop (one document per second of
     # sleep) the last page would end about 6-8 s in
     assert scheduler.last_page_at - started < 5.0
+
+
+def test_rendering_widens_only_while_the_engine_is_short_of_pages(
+    corpus: dict[str, Path], tmp_path: Path
+) -> None:
+    """With room in the engine and nothing waiting, more page batches render at once
+    than ``render_workers`` (up to the burst); an engine that already holds its budget
+    gets no more than ``render_workers``, so rendering does not crowd the machine."""
+    sources = list(corpus.values())
+    peaks = {}
+    for in_flight in (32, 1):
+        with FakeServer(delay_s=0.05) as fake:
+            config = gpu_config(tmp_path / str(in_flight), fake.url, render_workers=1,
+                                render_burst_workers=3)
+            config.ocr.in_flight = in_flight
+            finished, scheduler = run_scheduler(config, tmp_path / f"out{in_flight}", sources)
+        assert len(finished) == 7 and all(d.pages_ok == d.page_count for _, d in finished)
+        peaks[in_flight] = scheduler.peak_batches
+    assert peaks == {32: 3, 1: 1}

@@ -8,8 +8,8 @@ so a GPU stayed a quarter busy. Here three pools work side by side:
 - **prepare** (``limits.document_concurrency`` threads, twice that while the engine is
   short of pages): fetch, hash, probe, compress or repair a document (the caller's
   ``prepare`` function, so a flow can make it a task);
-- **render** (``limits.render_workers`` threads, each driving one page-worker child):
-  page batches of ``limits.pages_per_worker`` pages, taken round-robin across documents,
+- **render** (``limits.render_workers`` threads, each driving one page-worker child,
+  up to ``limits.render_burst_workers`` while the engine is short of pages): page batches of ``limits.pages_per_worker`` pages, taken round-robin across documents,
   so a 1000-page PDF's first pages reach the engine before its last are rendered and the
   short documents beside it are not queued behind it;
 - **OCR** (:func:`ocr_concurrency` threads): the engine ladder, page by page, oldest
@@ -75,6 +75,8 @@ class SchedulerLimits(BaseModel):
 
     ocr_concurrency: int = Field(ge=1, description="pages in the engine ladder at once")
     render_workers: int = Field(ge=1, description="page-worker children at once")
+    render_burst: int = Field(ge=1, description="page-worker children at once while the "
+                              "engine is short of pages")
     prepare_workers: int = Field(ge=1, description="documents being prepared at once")
     prepare_burst: int = Field(ge=1, description="documents being prepared at once while "
                                "the engine is short of pages (no page waiting, the ladder "
@@ -92,6 +94,7 @@ class SchedulerLimits(BaseModel):
         return cls(
             ocr_concurrency=ocr,
             render_workers=limits.render_workers,
+            render_burst=max(limits.render_workers, limits.render_burst_workers),
             prepare_workers=limits.document_concurrency,
             # preparing is mostly waiting on child processes (probe, Ghostscript): when
             # many short documents come first, twice as many keep a GPU fed
@@ -179,6 +182,7 @@ class PageScheduler:
         self._image_bytes = 0  # images rendered and not yet discarded
         self._reserved = 0  # bytes promised to running page batches not yet received
         self._rendering = 0  # pages of running page batches not yet received
+        self._batches = 0  # page batches running
         self._page_estimate = FIRST_PAGE_ESTIMATE
         self._measured = 0
         self._stop = threading.Event()
@@ -187,6 +191,7 @@ class PageScheduler:
         self.peak_image_bytes = 0
         self.peak_in_ladder = 0
         self.peak_preparing = 0
+        self.peak_batches = 0
         self._in_ladder = 0
         #: when the first and the last page ended (time.monotonic), None before any
         self.first_page_at: float | None = None
@@ -301,7 +306,7 @@ class PageScheduler:
     # --- rendering -------------------------------------------------------------------------
     def _start_threads(self) -> None:
         lim = self.limits
-        for n in range(lim.render_workers):
+        for n in range(max(lim.render_workers, lim.render_burst)):
             self._spawn(self._render_loop, f"folio-render-{n}")
         for n in range(lim.ocr_concurrency):
             self._spawn(self._ocr_loop, f"folio-ocr-{n}")
@@ -312,10 +317,13 @@ class PageScheduler:
         self._threads.append(thread)
 
     def _next_job(self) -> tuple[_Document, WorkerJob, int] | None:
-        """The next page batch, round-robin over documents, when its bytes fit (call
-        with the lock held)."""
+        """The next page batch, round-robin over documents, when its bytes fit and a
+        render slot is free (call with the lock held)."""
         candidates = [d for d in self._docs if d.jobs]
         if not candidates:
+            return None
+        lim = self.limits
+        if self._batches >= (lim.render_burst if self._engine_short() else lim.render_workers):
             return None
         if len(self._ready) + self._rendering >= self.limits.watermark_pages:
             return None  # enough in front of the engine: render later, fairly
@@ -325,6 +333,8 @@ class PageScheduler:
         if waiting and waiting + reserve > self.limits.image_budget_bytes:
             return None
         self._rr += 1
+        self._batches += 1
+        self.peak_batches = max(self.peak_batches, self._batches)
         doc.running_jobs += 1
         self._reserved += reserve
         self._rendering += len(doc.jobs[0].pages)
@@ -369,6 +379,7 @@ class PageScheduler:
                 unseen = len(job.pages) - len(seen)
                 self._reserved -= per_page * unseen
                 self._rendering -= unseen
+                self._batches -= 1
                 doc.running_jobs -= 1
                 for index in job.pages:  # stopped early: the pages still end somewhere
                     if index not in seen and index not in doc.results:
