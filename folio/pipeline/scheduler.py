@@ -96,9 +96,10 @@ class SchedulerLimits(BaseModel):
             render_workers=limits.render_workers,
             render_burst=max(limits.render_workers, limits.render_burst_workers),
             prepare_workers=limits.document_concurrency,
-            # preparing is mostly waiting on child processes (probe, Ghostscript): when
-            # many short documents come first, twice as many keep a GPU fed
-            prepare_burst=2 * limits.document_concurrency,
+            # preparing is mostly child processes (probe, Ghostscript): when many short
+            # documents come first, it is what the engine waits on; like rendering, it
+            # may then take the cores a served engine leaves idle
+            prepare_burst=max(2 * limits.document_concurrency, limits.render_burst_workers),
             pages_per_worker=limits.pages_per_worker,
             image_budget_bytes=limits.prepared_image_mb * 1024 * 1024,
             # enough ready pages to refill the engine twice over while more render
