@@ -51,6 +51,8 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 # imported here, not in the sampler's thread: importing beside Prefect's own imports in
 # another thread can deadlock on a module lock
+import httpx
+
 from folio.gpu.vllm_server import read_metrics
 
 #: every setting the benchmark gives beyond the user's defaults, and why
@@ -228,11 +230,12 @@ class Sampler:
 
     def _run(self) -> None:
         util = nvml_utilization(self.gpu)
-        while not self._stop.wait(0.5):
-            url = self.base_url() if callable(self.base_url) else self.base_url
-            m = read_metrics(url) if url else {}
-            self.samples.append((time.monotonic(), util() if util else None,
-                                 m.get("running", 0.0), m.get("waiting", 0.0)))
+        with httpx.Client() as client:  # one client: the sampler must not cost the run CPU
+            while not self._stop.wait(0.5):
+                url = self.base_url() if callable(self.base_url) else self.base_url
+                m = read_metrics(url, client=client) if url else {}
+                self.samples.append((time.monotonic(), util() if util else None,
+                                     m.get("running", 0.0), m.get("waiting", 0.0)))
 
     def __enter__(self) -> Self:
         self._thread.start()
