@@ -26,9 +26,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
-
-import httpx
 
 from folio.errors import TransientError
 from folio.process_files import flocked, pid_alive, proc_start_time, write_atomic
@@ -99,9 +98,14 @@ def _alive(state: dict[str, object]) -> bool:
 
 
 def _healthy(url: object) -> bool:
+    # the standard library, not httpx: the server is this machine's plain-HTTP one, and an
+    # httpx client builds a TLS context (the CA bundle loaded) on every call, a tenth of
+    # a second of every CLI run's start
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
     try:
-        return httpx.get(f"{url}/health", timeout=2).status_code == 200
-    except httpx.HTTPError:
+        with opener.open(f"{url}/health", timeout=2) as response:
+            return bool(response.status == 200)
+    except (OSError, ValueError):  # URLError, HTTPError and timeouts are OSErrors
         return False
 
 
