@@ -284,7 +284,9 @@ def cli_args(args: argparse.Namespace, sources: Path, out: Path, report: Path) -
     for key, value in user_settings().items():
         argv += ["--set", f"{key}={json.dumps(value)}"]
     if args.fake:
-        argv += ["--set", f"server.command={json.dumps(fake_command())}", "--profile", "cpu"]
+        # FOLIO_FAKE_PROFILE=h200: the GPU profile's budgets (256 in flight) against the fake
+        profile = os.environ.get("FOLIO_FAKE_PROFILE", "cpu")
+        argv += ["--set", f"server.command={json.dumps(fake_command())}", "--profile", profile]
     return argv
 
 
