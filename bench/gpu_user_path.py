@@ -327,26 +327,35 @@ def ocr_pages_in(out: Path) -> tuple[int, int]:
 
 
 def phase_pipeline(args: argparse.Namespace) -> dict[str, Any]:
-    from folio import cli
+    """`folio ingest` in a process of its own, as a user starts it: in this process, after
+    Prefect had been imported here, the CLI's settings (Prefect's logs off, folio's local
+    Prefect server) came too late and the run logged every task at INFO to a temporary
+    server."""
     from folio.gpu.shared_server import ServerFiles, read_state
 
     use_gpu(args)
     work = Path(args.work)
     sources = round_sources(work, args.round)
     out, report_path = work / f"out-r{args.round}", work / f"report-r{args.round}.json"
+    report_path.unlink(missing_ok=True)
     config = resolved(args)
     key = _spec_key(config)  # imports Prefect here, not in the sampler's thread
-    with Sampler(args.gpu, lambda: _server_url(key)) as sampler:
-        t0 = time.monotonic()
-        code = cli.main(cli_args(args, sources, out, report_path))
+    log = work / f"cli-r{args.round}.log"
+    with Sampler(args.gpu, lambda: _server_url(key)) as sampler, log.open("w") as stderr:
+        t0, wall0 = time.monotonic(), time.time()
+        code = subprocess.run([sys.executable, "-m", "folio.cli",
+                               *cli_args(args, sources, out, report_path)],
+                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr).returncode
         t1 = time.monotonic()
+    if not report_path.is_file():
+        raise SystemExit(f"folio ingest exited {code} without a report: see {log}")
     report = json.loads(report_path.read_text())
     timing = report["timing"]
-    flow_start = t1 - timing["seconds"]  # the flow ended just before the CLI returned
+    flow_start = t0 + (timing["started_unix"] - wall0)
     pages, tokens = ocr_pages_in(out)
     seconds = timing["seconds"]
     state = read_state(ServerFiles(Path(os.environ["FOLIO_SERVER__STATE_DIR"]), key).state)
-    window = sampler.summary(flow_start, t1)
+    window = sampler.summary(flow_start, flow_start + timing["seconds"])
     return {"phase": "pipeline", "round": args.round, "gpu": args.gpu, "exit_code": code,
             "documents": report["totals"]["documents"], "pages": report["totals"]["pages"],
             "pages_ocr": pages, "seconds": seconds, "cli_wall_seconds": round(t1 - t0, 2),
