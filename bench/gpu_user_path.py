@@ -80,8 +80,6 @@ ENVIRONMENT: dict[str, str] = {
     "PREFECT_UI_ENABLED": "false for the Prefect servers the phases start (the CLI's local "
                           "server, the deployment phase's): Prefect 3.9.1's UI needs a newer "
                           "FastAPI than vLLM 0.26 is staged with; the API is the same",
-    "PREFECT_LOGGING_LEVEL": "WARNING for the deployment phase's server, worker and runs "
-                             "(Prefect's default is INFO): fewer log lines sent to the API",
     "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "true for the deployment phase (Prefect's default "
                                           "is false); the benchmark reads only the run's "
                                           "state and times",
@@ -434,7 +432,7 @@ def phase_deployment(args: argparse.Namespace) -> dict[str, Any]:
     home = work / "prefect-home"
     port = 4321
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING",
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "true",
            # the UI needs a newer FastAPI than the one vLLM 0.26 is staged with (the server
            # died with "'FastAPI' object has no attribute 'frontend'"); the API is enough here

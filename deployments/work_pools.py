@@ -60,11 +60,18 @@ def default_template(pool_type: str) -> dict[str, Any]:
     raise SystemExit(f"no default base job template for work pool type {pool_type!r}")
 
 
+#: a folio run has four tasks a document (prepare, finish, validate, load): at Prefect's
+#: default INFO level each sends "Finished in state Completed()" and the like to the API,
+#: thousands of lines a sweep that a person never reads, under a lock every task's thread
+#: takes. Warnings and errors still reach the UI, and so do the flow's own INFO lines.
+QUIET_TASK_LOGS = {"PREFECT_LOGGING_LOGGERS_PREFECT_TASK_RUNS_LEVEL": "WARNING"}
+
+
 def profile_env(profile: HardwareProfile) -> dict[str, str]:
     """What a flow run on this pool needs: the profile's env verbatim + folio's engine."""
     engine = "vllm" if profile.device == "cuda" else "tesseract"
-    return {**profile.env, "FOLIO_OCR__ENGINE": engine, "FOLIO_OCR__PROFILE": profile.name,
-            "FOLIO_OCR__IN_FLIGHT": str(profile.in_flight)}
+    return {**QUIET_TASK_LOGS, **profile.env, "FOLIO_OCR__ENGINE": engine,
+            "FOLIO_OCR__PROFILE": profile.name, "FOLIO_OCR__IN_FLIGHT": str(profile.in_flight)}
 
 
 def build_template(profile: HardwareProfile, pool_type: str) -> dict[str, Any]:

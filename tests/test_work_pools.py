@@ -82,3 +82,22 @@ def test_prefect_deploy_puts_the_sweep_on_the_control_pool(prefect_stack: Prefec
     resp = httpx.get(f"{prefect_stack.api_url}/deployments/name/{SWEEP_DEPLOYMENT}", timeout=30)
     assert resp.status_code == 200, resp.text
     assert resp.json()["work_pool_name"] == wp.CONTROL_POOL
+
+
+def test_pool_runs_keep_task_logs_quiet_and_flow_logs() -> None:
+    """A run on a folio pool sends task runs' warnings and errors to the API, not a line
+    per task state; the flow's own INFO lines stay (Prefect reads the level from the env)."""
+    import logging
+    import os
+    import subprocess
+    import sys
+
+    env = wp.build_template(wp.load_profiles()["h200"], "process")["variables"]["properties"][
+        "env"]["default"]
+    probe = ("import logging; from prefect.logging.configuration import setup_logging; "
+             "setup_logging(); print(logging.getLogger('prefect.task_runs').getEffectiveLevel(),"
+             " logging.getLogger('prefect.flow_runs').getEffectiveLevel())")
+    worker = {**os.environ, "PREFECT_LOGGING_LEVEL": "INFO"}  # Prefect's default on a worker
+    levels = subprocess.run([sys.executable, "-c", probe], env={**worker, **env},
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert [int(v) for v in levels] == [logging.WARNING, logging.INFO]
