@@ -60,10 +60,10 @@ def default_template(pool_type: str) -> dict[str, Any]:
     raise SystemExit(f"no default base job template for work pool type {pool_type!r}")
 
 
-#: a folio run has four tasks a document (prepare, finish, validate, load): at Prefect's
-#: default INFO level each sends "Finished in state Completed()" and the like to the API,
-#: thousands of lines a sweep that a person never reads, under a lock every task's thread
-#: takes. Warnings and errors still reach the UI, and so do the flow's own INFO lines.
+#: a folio run has two task runs a document (prepare, finish): at Prefect's default INFO
+#: level each sends "Finished in state Completed()" and the like to the API, thousands of
+#: lines a sweep that a person never reads, under a lock every task's thread takes.
+#: Warnings and errors still reach the UI, and so do the flow's own INFO lines.
 QUIET_TASK_LOGS = {"PREFECT_LOGGING_LOGGERS_PREFECT_TASK_RUNS_LEVEL": "WARNING"}
 
 

@@ -5,13 +5,15 @@ Why: with a window of documents (the old design), the engine waited for whicheve
 document was slowest to prepare, and one long PDF held back every short one behind it,
 so a GPU stayed a quarter busy. Here three pools work side by side:
 
-- **prepare** (``limits.document_concurrency`` threads, twice that while the engine is
-  short of pages): fetch, hash, probe, compress or repair a document (the caller's
-  ``prepare`` function, so a flow can make it a task);
-- **render** (``limits.render_workers`` threads, each driving one page-worker child,
-  up to ``limits.render_burst_workers`` while the engine is short of pages): page batches of ``limits.pages_per_worker`` pages, taken round-robin across documents,
-  so a 1000-page PDF's first pages reach the engine before its last are rendered and the
-  short documents beside it are not queued behind it;
+- **prepare** (``limits.document_concurrency`` threads; while the engine is short of
+  pages, up to ``limits.render_burst_workers`` or twice as many, whichever is more):
+  fetch, hash, probe, compress or repair a document (the caller's ``prepare`` function,
+  so a flow can make it a task);
+- **render** (``limits.render_workers`` threads, each driving one page-worker child, up
+  to ``limits.render_burst_workers`` while the engine is short of pages): page batches of
+  ``limits.pages_per_worker`` pages, taken round-robin across documents, so a 1000-page
+  PDF's first pages reach the engine before its last are rendered and the short
+  documents beside it are not queued behind it;
 - **OCR** (:func:`ocr_concurrency` threads): the engine ladder, page by page, oldest
   first (but a page whose document's later pages are done goes first). Only pages that
   need the engine queue for it: a page with a trusted text layer (or a blank or failed
