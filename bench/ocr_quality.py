@@ -14,6 +14,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -36,7 +37,7 @@ def main() -> None:
                     if r["ground_truth_file"].startswith(REFERENCE) and "scanned" in r["kind"]]
     reference = (root / REFERENCE).read_text()
     config = PipelineConfig.model_validate({"store": {"kind": "none"}})
-    results = []
+    results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="folio-ocrq-") as tmp:
         services = Services(config, tmp)
         for path in variants:

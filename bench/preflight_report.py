@@ -57,10 +57,11 @@ def main() -> None:
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
-    for r in results:
-        sys.stdout.write(f"{r['model']:34} {r['profile']:14} {'fits' if r['fits'] else 'NO':4} "
-                         f"total {r['total_gib']:6.2f} / {r['budget_gib']:6.2f} GiB, "
-                         f"max_model_len {r['max_model_len']} (fits up to {r['max_model_len_that_fits']})\n")
+    for row in results:
+        sys.stdout.write(
+            f"{row['model']:34} {row['profile']:14} {'fits' if row['fits'] else 'NO':4} "
+            f"total {row['total_gib']:6.2f} / {row['budget_gib']:6.2f} GiB, "
+            f"max_model_len {row['max_model_len']} (fits up to {row['max_model_len_that_fits']})\n")
 
 
 if __name__ == "__main__":
