@@ -291,12 +291,16 @@ def cli_args(args: argparse.Namespace, sources: Path, out: Path, report: Path) -
 def fake_command() -> list[str]:
     """The test server; FOLIO_FAKE_DELAY (seconds a page, default 0.05) makes it as slow
     as a GPU, so a 2-core machine shows the tail after the last page as a GPU run has it,
-    and FOLIO_FAKE_CAPACITY (requests run at once, the rest queue) gives it a GPU's queue."""
+    FOLIO_FAKE_CAPACITY (requests run at once, the rest queue) gives it a GPU's queue, and
+    FOLIO_FAKE_LOCKSTEP (seconds) makes its answers leave together, as a batch engine ends
+    requests of one output length in the same step."""
     command = [sys.executable, str(ROOT / "tests" / "openai_fake.py"), "--port", "{port}",
                "--delay", os.environ.get("FOLIO_FAKE_DELAY", "0.05"),
                "--output", "chandra1_page.html"]
     if os.environ.get("FOLIO_FAKE_CAPACITY"):
         command += ["--capacity", os.environ["FOLIO_FAKE_CAPACITY"]]
+    if os.environ.get("FOLIO_FAKE_LOCKSTEP"):  # answers leave together, as a GPU run ends
+        command += ["--lockstep", os.environ["FOLIO_FAKE_LOCKSTEP"]]
     return command
 
 

@@ -48,6 +48,10 @@ class Behaviour:
     # as in a batch engine at its sequence limit, so a client that keeps more in flight
     # sees a GPU's queueing: latency grows with the queue, throughput stays capacity/delay
     capacity: int | None = None
+    # answers leave together on a beat of this many seconds (after their delay), as a
+    # batch engine ends requests of one output length in the same step: the end of a GPU
+    # run, when dozens of documents finish at once
+    lockstep_s: float | None = None
     fail_on: set[int] = field(default_factory=set)  # 1-based request numbers
     fail_status: int = 503
     fail_always: bool = False
@@ -167,6 +171,8 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 with slots:
                     time.sleep(b.delay_s)
+        if b.lockstep_s:
+            time.sleep(b.lockstep_s - time.monotonic() % b.lockstep_s)
         if b.fail_always or number in b.fail_on:
             self._json(b.fail_status, {"error": {"message": "injected failure", "code": b.fail_status}})
             return
@@ -282,6 +288,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--model", default="fake-ocr")
     ap.add_argument("--delay", type=float, default=0.0)
     ap.add_argument("--capacity", type=int, help="requests run at once; the rest queue")
+    ap.add_argument("--lockstep", type=float, help="answers leave together every N seconds")
     ap.add_argument("--startup-delay", type=float, default=0.0, help="seconds before listening")
     ap.add_argument("--unhealthy-for", type=float, default=0.0, help="/health 503 for this long")
     ap.add_argument("--fail-on", default="", help="request numbers answered with --fail-status")
@@ -300,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         Path(a.child_pid_file).write_text(str(child.pid))
     time.sleep(a.startup_delay)
     behaviour = Behaviour(
-        output=a.output, model=a.model, delay_s=a.delay, capacity=a.capacity, fail_on=_numbers(a.fail_on),
+        output=a.output, model=a.model, delay_s=a.delay, capacity=a.capacity, lockstep_s=a.lockstep, fail_on=_numbers(a.fail_on),
         fail_status=a.fail_status, length_on=_numbers(a.length_on),
         midstream_error_on=_numbers(a.midstream_error_on), die_on=a.die_on, die_marker=a.die_marker,
     )
