@@ -253,6 +253,7 @@ class ChunkStream:
     def __init__(self, doc: DocumentResult, settings: ChunkSettings) -> None:
         self._chunker = _Chunker(doc=doc, settings=settings)
         self._pages: list[PageResult] = []
+        self._candidates: list[list[running_heads.Candidate]] = []  # one list a page
         self._fed = 0
 
     def add(self, page: PageResult) -> list[Chunk]:
@@ -260,6 +261,7 @@ class ChunkStream:
         index order."""
         before = len(self._chunker.chunks)
         self._pages.append(page)
+        self._candidates.append(running_heads.candidates(page))
         while self._fed + running_heads.WINDOW < len(self._pages):
             self._feed(self._fed)
         return self._chunker.chunks[before:]
@@ -270,7 +272,7 @@ class ChunkStream:
         if page.outcome == PageOutcome.QUARANTINED:
             return
         keep = self._chunker.settings.keep_headers_footers
-        heads = running_heads.head_blocks(self._pages, k) if page.blocks and not keep else {}
+        heads = running_heads.heads(self._candidates, k) if page.blocks and not keep else {}
         blocks = [b for n, b in enumerate(page.blocks) if n not in heads]
         for block in (sorted(blocks, key=lambda b: b.order) if page.blocks
                       else _blocks_from_markdown(page.markdown)):

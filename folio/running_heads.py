@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from folio.engines.markdown import blocks_to_markdown
 from folio.models import Block, Label, PageResult
 
-__all__ = ["BAND", "MAX_CHARS", "WINDOW", "head_blocks", "mark_running_heads"]
+__all__ = ["BAND", "MAX_CHARS", "WINDOW", "candidates", "head_blocks", "heads",
+           "mark_running_heads"]
 
 #: the share of the page height at the top and the bottom where running heads live
 BAND = 0.12
@@ -53,7 +54,7 @@ _SPACE = re.compile(r"\s+")
 
 
 @dataclass(frozen=True)
-class _Candidate:
+class Candidate:
     block: int  # index into the page's blocks
     band: str  # "top" or "bottom"
     key: str  # the text with digits and spacing normalised
@@ -65,8 +66,9 @@ def _key(text: str) -> str:
     return _SPACE.sub(" ", _DIGITS.sub("#", text.lower())).strip(" .,:;-–—|")
 
 
-def _candidates(page: PageResult) -> list[_Candidate]:
-    """Short blocks with a box in the page's top or bottom band."""
+def candidates(page: PageResult) -> list[Candidate]:
+    """The page's possible running heads: short blocks with a box in its top or bottom
+    band (what :func:`heads` compares across pages; computed once a page)."""
     height = page.height_pt
     if height <= 0:
         return []
@@ -85,41 +87,45 @@ def _candidates(page: PageResult) -> list[_Candidate]:
         key = _key(text)
         if not key:
             continue
-        found.append(_Candidate(block=n, band=band, key=key,
+        found.append(Candidate(block=n, band=band, key=key,
                                 centre=(box.y0 + box.y1) / 2 / height,
                                 number=bool(_PAGE_NUMBER.match(text))))
     return found
 
 
-def head_blocks(pages: Sequence[PageResult], k: int) -> dict[int, str]:
-    """The running heads of ``pages[k]`` as ``{block index: label}``, judged from the
-    pages within :data:`WINDOW` of it (``pages`` in reading order, as many as there are)."""
-    mine = _candidates(pages[k])
-    if not mine:
-        return {}
-    near = [c for j in range(max(0, k - WINDOW), min(len(pages), k + WINDOW + 1)) if j != k
-            for c in _candidates(pages[j])]
-    heads: dict[int, str] = {}
-    for cand in mine:
+def heads(by_page: Sequence[list[Candidate]], k: int) -> dict[int, str]:
+    """The running heads of page ``k`` as ``{block index: label}``, from the
+    :func:`candidates` of the pages in reading order (only those within :data:`WINDOW`
+    of ``k`` are read)."""
+    near = [c for j in range(max(0, k - WINDOW), min(len(by_page), k + WINDOW + 1)) if j != k
+            for c in by_page[j]]
+    found: dict[int, str] = {}
+    for cand in by_page[k]:
         repeated = any(o.band == cand.band and o.key == cand.key
                        and abs(o.centre - cand.centre) <= SAME_HEIGHT for o in near)
         if repeated or cand.number:
             label = Label.PAGE_HEADER if cand.band == "top" else Label.PAGE_FOOTER
-            heads[cand.block] = label.value
-    return heads
+            found[cand.block] = label.value
+    return found
 
 
-def label_page(page: PageResult, heads: dict[int, str], *, keep_in_markdown: bool = False
-               ) -> bool:
+def head_blocks(pages: Sequence[PageResult], k: int) -> dict[int, str]:
+    """The running heads of ``pages[k]`` (``pages`` in reading order, as many as there
+    are); see :func:`heads`."""
+    return heads([candidates(p) if abs(j - k) <= WINDOW else [] for j, p in enumerate(pages)], k)
+
+
+def label_page(page: PageResult, found: dict[int, str], *, keep_in_markdown: bool = False
+               ) -> int:
     """Label the page's running heads; unless ``keep_in_markdown``, its markdown is
-    rebuilt without them where the engine made it from blocks. True when anything
-    changed."""
-    changed = False
-    for n, label in heads.items():
+    rebuilt without them where the engine made it from blocks. How many blocks were
+    newly labelled."""
+    changed = 0
+    for n, label in found.items():
         block: Block = page.blocks[n]
         if block.label not in _HEAD_LABELS:
             block.label = label
-            changed = True
+            changed += 1
     if changed and not keep_in_markdown and page.engine in BLOCK_MARKDOWN_ENGINES:
         page.markdown = blocks_to_markdown(
             [b for b in page.blocks if b.label not in _HEAD_LABELS])
@@ -130,10 +136,7 @@ def mark_running_heads(pages: Sequence[PageResult], *, keep_in_markdown: bool = 
     """Label every running head of a document's pages (in reading order); how many
     blocks were newly labelled. All decisions are made before any label changes, so
     they do not depend on the order pages are labelled in."""
-    decided = [head_blocks(pages, k) for k in range(len(pages))]
-    count = 0
-    for page, heads in zip(pages, decided, strict=True):
-        before = sum(1 for b in page.blocks if b.label in _HEAD_LABELS)
-        label_page(page, heads, keep_in_markdown=keep_in_markdown)
-        count += sum(1 for b in page.blocks if b.label in _HEAD_LABELS) - before
-    return count
+    by_page = [candidates(p) for p in pages]
+    decided = [heads(by_page, k) for k in range(len(pages))]
+    return sum(label_page(page, found, keep_in_markdown=keep_in_markdown)
+               for page, found in zip(pages, decided, strict=True))
