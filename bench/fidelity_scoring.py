@@ -27,9 +27,9 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from typing import Any
 
+from folio.parsers._html import Node, parse_html, plain_text
 from folio.quality import normalize_words, repeat_ratio
 
 # --- text normalisation ---------------------------------------------------------------
@@ -194,55 +194,40 @@ class Table:
         return {self.grid[(r, 0)] for r in rows if (r, 0) in self.grid and self.grid[(r, 0)] != cid}
 
 
-class _HtmlTables(HTMLParser):
-    """Collects every ``<table>`` (nested ones as tables of their own)."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tables: list[Table] = []
-        self._stack: list[tuple[Table, int]] = []  # (table, current row index)
-        self._cell: list[str] | None = None
-        self._cell_attrs: dict[str, Any] = {}
-        self._in_thead = False
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "table":
-            self._stack.append((Table(), -1))
-        elif not self._stack:
-            return
-        elif tag == "thead":
-            self._in_thead = True
-        elif tag == "tr":
-            table, row = self._stack[-1]
-            self._stack[-1] = (table, row + 1)
-        elif tag in ("td", "th"):
-            self._cell = []
-            self._cell_attrs = {"th": tag == "th", **{k: v for k, v in attrs}}
-        elif tag == "br" and self._cell is not None:
-            self._cell.append(" ")
-
-    def handle_endtag(self, tag: str) -> None:
-        if not self._stack:
-            return
-        if tag in ("td", "th") and self._cell is not None:
-            table, row = self._stack[-1]
-            row = max(row, 0)
-            self._stack[-1] = (table, row)
-            table.add(row, "".join(self._cell).strip(),
-                      header=bool(self._cell_attrs.get("th")) or self._in_thead,
-                      rowspan=_int(self._cell_attrs.get("rowspan")),
-                      colspan=_int(self._cell_attrs.get("colspan")))
-            self._cell = None
-        elif tag == "thead":
-            self._in_thead = False
-        elif tag == "table":
-            table, _ = self._stack.pop()
+def _html_tables(node: Node) -> list[Table]:
+    """Every ``<table>`` below ``node`` of folio's HTML tree, nested ones as tables of
+    their own (listed before the table that holds them)."""
+    tables: list[Table] = []
+    for child in node.elements():
+        tables += _html_tables(child)
+        if child.tag == "table":
+            table = _read_table(child)
             if table.cells:
-                self.tables.append(table)
+                tables.append(table)
+    return tables
 
-    def handle_data(self, data: str) -> None:
-        if self._cell is not None:
-            self._cell.append(data)
+
+def _read_table(node: Node) -> Table:
+    """A table's rows (``tr``, in ``thead``/``tbody`` or not; not those of a nested
+    table) into the grid; a cell in ``thead`` or a ``th`` is a header."""
+    table = Table()
+    rows: list[tuple[Node, bool]] = []
+
+    def collect(parent: Node, in_head: bool) -> None:
+        for child in parent.elements():
+            if child.tag == "tr":
+                rows.append((child, in_head))
+            elif child.tag in ("thead", "tbody", "tfoot"):
+                collect(child, in_head or child.tag == "thead")
+
+    collect(node, False)
+    for row, (tr, in_head) in enumerate(rows):
+        for cell in tr.elements():
+            if cell.tag in ("td", "th"):
+                table.add(row, plain_text(cell), header=in_head or cell.tag == "th",
+                          rowspan=_int(cell.attrs.get("rowspan")),
+                          colspan=_int(cell.attrs.get("colspan")))
+    return table
 
 
 def _int(value: Any) -> int:
@@ -258,10 +243,7 @@ _MD_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
 
 def parse_tables(text: str) -> list[Table]:
     """HTML tables and markdown pipe tables in a page's output (olmOCR accepts both)."""
-    parser = _HtmlTables()
-    parser.feed(text)
-    parser.close()
-    tables = parser.tables
+    tables = _html_tables(parse_html(text))
     block: list[str] = []
     for line in [*text.splitlines(), ""]:
         if _MD_ROW.match(line):

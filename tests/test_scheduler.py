@@ -75,6 +75,13 @@ class PageLog:
         progress.remove_listener(self)
 
 
+def one_page_pdfs(root: Path, *, seed: int, count: int) -> list[Path]:
+    """``count`` short born-digital documents, one page each."""
+    root.mkdir()
+    return [write_text_pdf(root / f"d{n}.pdf", report_pages(seed=seed + n, n=1))
+            for n in range(count)]
+
+
 def run_scheduler(config: PipelineConfig, out: Path, sources: list[Path]
                   ) -> tuple[list[tuple[float, DocumentResult]], PageScheduler]:
     services = Services(config, str(out))
@@ -294,10 +301,7 @@ def test_preparation_widens_while_the_engine_is_short_of_pages(tmp_path: Path) -
     """Many short documents, each slow to prepare, and an engine with room to spare:
     more documents are prepared at once than ``document_concurrency`` (up to the burst),
     so the engine is not left waiting on preparation; every document still ends."""
-    root = tmp_path / "pdfs"
-    root.mkdir()
-    sources = [write_text_pdf(root / f"d{n}.pdf", report_pages(seed=40 + n, n=1))
-               for n in range(8)]
+    sources = one_page_pdfs(tmp_path / "pdfs", seed=40, count=8)
     with FakeServer(delay_s=0.05) as fake:
         config = gpu_config(tmp_path, fake.url, document_concurrency=2)
         config.ocr.in_flight = 16
@@ -320,10 +324,7 @@ def test_a_slow_caller_does_not_hold_back_admission(tmp_path: Path) -> None:
     """The flow takes a while with every document it is handed (it submits a task);
     new documents are still admitted meanwhile, so the engine is not left waiting on
     the caller's loop: every page is done long before the caller has seen them all."""
-    root = tmp_path / "pdfs"
-    root.mkdir()
-    sources = [write_text_pdf(root / f"d{n}.pdf", report_pages(seed=60 + n, n=1))
-               for n in range(6)]
+    sources = one_page_pdfs(tmp_path / "pdfs", seed=60, count=6)
     with FakeServer(delay_s=0.05) as fake:
         config = gpu_config(tmp_path, fake.url, document_concurrency=1)
         services = Services(config, str(tmp_path / "out"))
