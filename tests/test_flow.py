@@ -81,6 +81,27 @@ def test_outputs_and_vectors_written(first_run: dict[str, Any]) -> None:
     assert with_table.iloc[0]["page_start"] == 1
 
 
+def test_each_document_is_one_finishing_task_run(first_run: dict[str, Any]) -> None:
+    """Validation and loading run inside the document's finish task run, not as task
+    runs of their own (each cost as much Prefect bookkeeping as its work)."""
+    import time
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterName
+
+    def named(client: Any, like: str) -> list[Any]:
+        return client.read_task_runs(
+            task_run_filter=TaskRunFilter(name=TaskRunFilterName(like_=like)), limit=200)
+
+    documents = len(first_run["report"]["documents"])
+    deadline = time.monotonic() + 30  # task runs reach the API through its event stream
+    with get_client(sync_client=True) as client:
+        while len(named(client, "finish ")) < documents and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert len(named(client, "finish ")) >= documents
+        assert named(client, "validate-pages") == [] and named(client, "load-document") == []
+
+
 def test_second_run_is_served_from_the_done_index(first_run: dict[str, Any]) -> None:
     from flows.ingest import ingest
 
