@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -402,6 +403,9 @@ def test_shared_server_bounds_requests_across_runs(
     from prefect import flow, task
 
     cmd = fake_cmd("--delay", "0.2")
+    # both runs hold the server before either sends a request: on a slow machine the
+    # first run could otherwise end, and its server idle out, before the second started
+    both_attached = threading.Barrier(2, timeout=120)
 
     @task
     def burst() -> int:
@@ -419,6 +423,7 @@ def test_shared_server_bounds_requests_across_runs(
         def run() -> tuple[int, str]:
             endpoint = current_endpoint()
             assert endpoint is not None
+            both_attached.wait()
             return burst.submit().result(), endpoint.base_url
 
         return run
