@@ -30,6 +30,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from folio.io.sources import SourceRef
 from folio.models import DocumentResult
 from folio.pipeline import PageScheduler, PreparedDocument, Services
+from folio.pipeline.stage_clock import StageClock
 from folio.report import build_report, markdown_summary
 from folio.run_config import IngestRequest, resolve_config
 from folio.validation import preload as preload_validation
@@ -119,18 +120,21 @@ def run_request(request: IngestRequest, *, report: str | None) -> dict[str, Any]
     closed = time.monotonic()
     summary = finish_run(docs, started=started, out=request.out, report=None,
                          data_docs=data_docs_dir(services), config=config.public_dump())
-    summary["timing"] = run_timing(started, scheduler, loaded=loaded, closed=closed)
+    summary["timing"] = run_timing(started, scheduler, loaded=loaded, closed=closed,
+                                   clock=services.clock)
     summary["timing"]["started_unix"] = round(started_unix, 3)  # to time runs from outside
     if report:
         write_report(summary, report)
     return summary
 
 
-def run_timing(started: float, scheduler: PageScheduler, *, loaded: float, closed: float
-               ) -> dict[str, Any]:
-    """When pages first and last ended, when the last document was loaded, the run's
-    resources closed and the run ended, in seconds from its start; and how long it went
-    on after its last page (validation and loading beside the OCR keep that short); and
+def run_timing(started: float, scheduler: PageScheduler, *, loaded: float, closed: float,
+               clock: StageClock) -> dict[str, Any]:
+    """When pages first and last ended, when the scheduler handed over its last document,
+    when the last document was loaded, the run's resources closed and the run ended, in
+    seconds from its start; how long it went on after its last page (validation and
+    loading beside the OCR keep that short); the finishing stages over the whole run and
+    those that were still running after the last page (what the tail was made of); and
     the scheduler's queue about once a second."""
     now = time.monotonic()
 
@@ -139,9 +143,13 @@ def run_timing(started: float, scheduler: PageScheduler, *, loaded: float, close
 
     last = scheduler.last_page_at
     return {"first_page_s": since(scheduler.first_page_at), "last_page_s": since(last),
-            "loaded_s": since(loaded), "closed_s": since(closed),
+            "scheduled_s": since(scheduler.finished_at), "loaded_s": since(loaded),
+            "closed_s": since(closed),
             "after_last_page_s": None if last is None else round(now - last, 3),
             "seconds": round(now - started, 3),
+            "finishing": clock.summary(origin=started),
+            "finishing_after_last_page": (None if last is None else
+                                          clock.summary(origin=started, after=last)),
             "queue": [sample.model_dump() for sample in scheduler.timeline]}
 
 
@@ -163,13 +171,16 @@ def ingest_documents(refs: list[SourceRef], services: Services
     scheduler = PageScheduler(services, prepare=_in_this_context(prepare))
     finishing: list[PrefectFuture[DocumentResult]] = []
     for doc in scheduler.run(refs):  # hand over at once: this loop feeds the finishing
-        finishing.append(finish_document.submit(doc, services, progress_bars.pop(doc.source, None)))
+        finishing.append(finish_document.submit(doc, services, progress_bars.pop(doc.source, None),
+                                                 handed_at=time.monotonic()))
+    services.last_document_handed_over()
     return [future.result() for future in finishing], scheduler
 
 
 @task(name="finish-document", cache_policy=NO_CACHE, task_run_name="finish {doc.source}")
 def finish_document(doc: DocumentResult, services: Services,
-                    bar: PageProgress | None = None) -> DocumentResult:
+                    bar: PageProgress | None = None, handed_at: float | None = None
+                    ) -> DocumentResult:
     """Close the document's progress bar, then validation, then outputs, vectors (batched
     with other documents) and the done marker: in one thread, so a waiting load never
     holds a thread its own validation needs, and the API calls of hundreds of progress
@@ -181,9 +192,12 @@ def finish_document(doc: DocumentResult, services: Services,
     and at the end of a GPU run, when dozens of documents finish at once, that queue was
     the seconds after the last page. The document's outcome, its event and its report
     line say what validation and loading did."""
-    if bar is not None:
-        bar.__exit__(None, None, None)
-    return load.fn(validate.fn(doc, services), services)
+    if handed_at is not None:  # Prefect's task-run bookkeeping before the body starts
+        services.clock.add("task-start", handed_at, time.monotonic())
+    with services.clock.span("finish"):
+        if bar is not None:
+            bar.__exit__(None, None, None)
+        return load.fn(validate.fn(doc, services), services)
 
 
 def _in_this_context(fn: Callable[[SourceRef], T]) -> Callable[[SourceRef], T]:

@@ -72,6 +72,27 @@ def test_pages_in_any_order_give_the_load_time_vectors_and_most_are_early() -> N
     early.close()
 
 
+def test_a_document_whose_pages_are_all_in_is_embedded_before_its_load() -> None:
+    """A short document (fewer pages than the running-heads window, fewer chunks than a
+    batch) closes nothing while its pages arrive; once the last one is in, all its chunks
+    are embedded at once, beside its validation, not after it at load time."""
+    embedder = CountingEmbedder()
+    settings = ChunkSettings(max_chars=400)
+    early = EarlyEmbeddings(lambda: embedder, settings, batch=32, workers=1)
+    doc = long_document(pages=2, seed="short")
+    assert len(doc.pages) <= running_heads.WINDOW  # no page is chunked before the end
+    early.page_done(doc, doc.pages[1])
+    early.page_done(doc, doc.pages[0])
+    early.wait_idle()
+    during_ocr = embedder.texts
+    texts = [embedding_text(c) for c in chunk_document(doc, settings)]
+    vectors = early.vectors(doc.doc_id, texts)
+    assert during_ocr == len(set(texts)) > 1
+    assert embedder.texts == during_ocr, "nothing left for the load to embed"
+    assert np.allclose(vectors, Embedder(EmbeddingSettings()).embed(texts), atol=1e-5)
+    early.close()
+
+
 def test_a_page_quarantined_after_ocr_changes_chunks_and_vectors_stay_right() -> None:
     embedder = CountingEmbedder()
     settings = ChunkSettings(max_chars=400)

@@ -102,6 +102,21 @@ def test_each_document_is_one_finishing_task_run(first_run: dict[str, Any]) -> N
         assert named(client, "validate-pages") == [] and named(client, "load-document") == []
 
 
+def test_the_report_says_where_the_finishing_time_went(first_run: dict[str, Any]) -> None:
+    """timing.finishing: each finishing stage's spans over the run (one per document that
+    reached it), so a slow tail after the last page can be read off the report."""
+    timing = first_run["report"]["timing"]
+    finishing = timing["finishing"]
+    loaded = [d for d in first_run["report"]["documents"] if d["outcome"] != "quarantined"]
+    documents = len(first_run["report"]["documents"])
+    assert finishing["task-start"]["n"] == finishing["finish"]["n"] == documents
+    for stage in ("validate", "chunk", "embed", "outputs", "vectors", "done-marker"):
+        assert finishing[stage]["n"] == len(loaded), stage
+        assert 0 <= finishing[stage]["median_s"] <= finishing[stage]["max_s"]
+        assert finishing[stage]["last_end_s"] <= timing["loaded_s"]
+    assert timing["scheduled_s"] <= timing["loaded_s"] <= timing["seconds"]
+
+
 def test_second_run_is_served_from_the_done_index(first_run: dict[str, Any]) -> None:
     from flows.ingest import ingest
 

@@ -64,6 +64,14 @@ class Batcher(Generic[T, R]):
             self._cond.notify_all()
         return entry.done.result()
 
+    def hurry(self) -> None:
+        """No more company is coming (the run has handed over its last document): from
+        now on nothing waits ``max_wait_s`` for others, so the run's last document is not
+        held back for a batch that cannot grow."""
+        with self._cond:
+            self.max_wait_s = 0.0
+            self._cond.notify_all()
+
     def close(self) -> None:
         """Flush what is waiting, then stop the worker."""
         with self._cond:

@@ -14,6 +14,7 @@ that counts, so early work can be wasted but never wrong.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -44,13 +45,14 @@ class _DocumentChunks:
     pending: list[str] = field(default_factory=list)  # closed, not yet sent to embed
     vectors: dict[str, npt.NDArray[np.float32]] = field(default_factory=dict)
     jobs: list[Future[None]] = field(default_factory=list)
+    closed: bool = False  # every page is in: the stream's last chunk is closed too
 
 
 class EarlyEmbeddings:
     """Per run: pages in, vectors of closed chunks out (see the module doc)."""
 
     def __init__(self, embedder: Callable[[], Embedder], settings: ChunkSettings,
-                 batch: int = 32, workers: int = 1) -> None:
+                 batch: int = 32, workers: int = 1, final_workers: int | None = None) -> None:
         self._embedder = embedder
         self._settings = settings
         self._batch = max(1, batch)
@@ -60,6 +62,12 @@ class EarlyEmbeddings:
         # embedding keeps pace with a GPU's pages instead of building a backlog that
         # load time has to embed after the last page
         self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="folio-early-embed")
+        # a document whose pages are all in: the rest of its chunks start at once, beside
+        # its validation, on as many cores as there are (the work is due now either way:
+        # at the end of a GPU run dozens of documents end in the same second, and their
+        # chunks waiting for validation first, then for four workers, were the run's tail)
+        self._final = ThreadPoolExecutor(max(1, final_workers or os.cpu_count() or 1),
+                                         thread_name_prefix="folio-final-embed")
         self._closed = False
 
     def page_done(self, doc: DocumentResult, page: PageResult) -> None:
@@ -76,11 +84,16 @@ class EarlyEmbeddings:
                 closed = state.stream.add(state.waiting.pop(state.next_page))
                 state.next_page += 1
                 state.pending += [embedding_text(c) for c in closed]
-            if len(state.pending) < self._batch:
+            last = doc.page_count > 0 and state.next_page >= doc.page_count and not state.closed
+            if last:  # no page follows: the chunks held back for later pages close now
+                state.closed = True
+                state.pending += [embedding_text(c) for c in state.stream.close()]
+            if not state.pending or (len(state.pending) < self._batch and not last):
                 return
             texts, state.pending = state.pending, []
             try:
-                state.jobs.append(self._pool.submit(self._embed, state, texts))
+                pool = self._final if last else self._pool
+                state.jobs.append(pool.submit(self._embed, state, texts))
             except RuntimeError:  # closed under us: load time embeds them
                 pass
 
@@ -137,3 +150,4 @@ class EarlyEmbeddings:
             self._closed = True
             self._docs.clear()
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._final.shutdown(wait=True, cancel_futures=True)

@@ -24,26 +24,34 @@ def load_document(doc: DocumentResult, services: Services) -> DocumentResult:
         # and the chunks), as the early chunk streams judged them
         mark_running_heads(doc.pages,
                            keep_in_markdown=services.config.chunk.keep_headers_footers)
+        clock = services.clock
         if services.config.store.kind == "none":
-            doc.outputs = outputs.write_document(services.sink, doc)
+            with clock.span("outputs"):
+                doc.outputs = outputs.write_document(services.sink, doc)
         else:
             from folio.chunking import chunk_document, embedding_text
 
-            chunks = chunk_document(doc, services.config.chunk)
-            texts = [embedding_text(c) for c in chunks]
+            with clock.span("chunk"):
+                chunks = chunk_document(doc, services.config.chunk)
+                texts = [embedding_text(c) for c in chunks]
             early = services.early_embeddings()  # most were embedded beside the OCR
-            vectors = early.vectors(doc.doc_id, texts) if early else services.embedder().embed(texts)
+            with clock.span("embed"):
+                vectors = (early.vectors(doc.doc_id, texts) if early
+                           else services.embedder().embed(texts))
             # known before the outputs are written, so document.json tells the same
             # chunk count and table as the report, the index and the store
             doc.chunks, doc.vector_table = len(chunks), services.store().name
-            doc.outputs = outputs.write_document(services.sink, doc)
+            with clock.span("outputs"):
+                doc.outputs = outputs.write_document(services.sink, doc)
             # batched with other documents; returns once this one's vectors are stored
-            services.vectors().submit(DocumentVectors(doc_id=doc.doc_id, chunks=chunks,
-                                                      vectors=vectors))
-        if doc.retryable:
-            outputs.write_quarantine(services.sink, doc)
-        else:
-            outputs.mark_done(services.sink, doc)
+            with clock.span("vectors"):
+                services.vectors().submit(DocumentVectors(doc_id=doc.doc_id, chunks=chunks,
+                                                          vectors=vectors))
+        with clock.span("done-marker"):
+            if doc.retryable:
+                outputs.write_quarantine(services.sink, doc)
+            else:
+                outputs.mark_done(services.sink, doc)
     except Exception as err:
         quarantine(doc, err)
     finally:

@@ -199,6 +199,8 @@ class PageScheduler:
         #: when the first and the last page ended (time.monotonic), None before any
         self.first_page_at: float | None = None
         self.last_page_at: float | None = None
+        #: when :meth:`run` handed over its last document and stopped its threads
+        self.finished_at: float | None = None
         #: about once a second: what stood in front of the engine (see :class:`QueueSample`)
         self.timeline: list[QueueSample] = []
         self._started_at = time.monotonic()
@@ -243,6 +245,7 @@ class PageScheduler:
             for thread in self._threads:
                 thread.join()
             self._discard_waiting()
+            self.finished_at = time.monotonic()
 
     def _control_loop(self, pending: deque[SourceRef], prepare_pool: ThreadPoolExecutor) -> None:
         """Admit documents whenever there is room, and sample the queue, until stopped."""

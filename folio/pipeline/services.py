@@ -11,6 +11,7 @@ from folio.engines.base import OcrEngine
 from folio.io.layout import VECTORS
 from folio.io.sinks import Sink, open_sink
 from folio.pipeline.batcher import Batcher
+from folio.pipeline.stage_clock import StageClock
 
 if TYPE_CHECKING:
     from folio.embeddings import Embedder
@@ -37,6 +38,9 @@ class Services:
         self._vectors: Batcher[DocumentVectors, None] | None = None
         self._validator: Batcher[tuple[str, list[PageResult]], dict[int, list[str]]] | None = None
         self._early: EarlyEmbeddings | None = None
+        #: when each document's finishing stages ran (the report's ``timing.finishing``)
+        self.clock = StageClock()
+        self._handed_over = False  # every document is in its finishing: nothing to wait for
 
     def engine(self, name: str) -> OcrEngine:
         with self._lock:
@@ -97,9 +101,9 @@ class Services:
                     self.store().replace_documents(batch)
                     return [None] * len(batch)
 
+                wait = 0.0 if self._handed_over else settings.batch_wait_s
                 self._vectors = Batcher(write, name="vector-writes",
-                                        max_items=settings.batch_documents,
-                                        max_wait_s=settings.batch_wait_s,
+                                        max_items=settings.batch_documents, max_wait_s=wait,
                                         key=lambda item: item.doc_id)
             return self._vectors
 
@@ -115,6 +119,14 @@ class Services:
                 self._validator = Batcher(lambda items: validate_documents(items, settings),
                                           name="validation", max_items=64)
             return self._validator
+
+    def last_document_handed_over(self) -> None:
+        """Every document of the run is in its finishing: batches stop waiting for more."""
+        with self._lock:
+            self._handed_over = True
+            batchers = [b for b in (self._validator, self._vectors) if b is not None]
+        for batcher in batchers:
+            batcher.hurry()
 
     def close(self) -> None:
         if self._early is not None:

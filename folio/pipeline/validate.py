@@ -13,7 +13,8 @@ def validate_document(doc: DocumentResult, services: Services) -> DocumentResult
         return doc
     if services.config.validation.enabled and doc.pages:
         try:  # in one GX run with the other documents waiting for validation
-            failures = services.validator().submit((doc.doc_id, doc.pages))
+            with services.clock.span("validate"):
+                failures = services.validator().submit((doc.doc_id, doc.pages))
         except Exception as err:
             return quarantine(doc, err)
         for page in doc.pages:
