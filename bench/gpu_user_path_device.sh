@@ -62,7 +62,7 @@ case "${1:-}" in
       $B raw --gpu 0 --round "$r" --owner-pid "$(owner)" > "$OUT/raw-r$r.log" 2>&1
     fi
     tail -2 "$OUT/pipeline-r$r.log" "$OUT/raw-r$r.log"
-    cp $W/phases/*.json "$OUT/" 2>/dev/null
+    cp $W/phases/*.json $W/cli-r*.log "$OUT/" 2>/dev/null
     ;;
   pipeline)
     r=$2
