@@ -9,6 +9,7 @@
 #   bash bench/gpu_user_path_device.sh round 2      # raw GPU 0 | pipeline GPU 1 (one GPU: in turn)
 #   bash bench/gpu_user_path_device.sh pipeline 2   # one GPU, short of time: round 2 without its raw phase
 #   bash bench/gpu_user_path_device.sh deployment   # Prefect deployment GPU 0 | raw GPU 1, report
+#   bash bench/gpu_user_path_device.sh profile 1    # round 1's pipeline with host CPU per process and py-spy
 #
 # FOLIO_BENCH_COMMIT (the checkout's commit; the device copy has no .git) goes in the result.
 # Carried (all git-ignored): .device-stage (python3 ../shared/device/stage.py --vllm -r
@@ -69,6 +70,28 @@ case "${1:-}" in
     $B pipeline --gpu 0 --round "$r" --owner-pid "$(owner)" > "$OUT/pipeline-r$r.log" 2>&1
     tail -2 "$OUT/pipeline-r$r.log"
     cp $W/phases/*.json "$OUT/" 2>/dev/null
+    ;;
+  profile)
+    # round N's pipeline phase only, with the host's CPU per kind of process
+    # (bench/host_cpu.py) and py-spy on the CLI's process, when .device-carry/wheels holds
+    # py-spy's wheel: where the flow process and the vLLM front end spend the host's cores
+    r=$2
+    spy=""
+    whl=$(ls .device-carry/wheels/py_spy-*.whl 2>/dev/null | head -1)
+    if [ -n "$whl" ]; then
+      rm -rf /tmp/pyspy && python3 -m zipfile -e "$whl" /tmp/pyspy && spy=$(ls /tmp/pyspy/*.data/scripts/py-spy) && chmod +x "$spy"
+    fi
+    python3 bench/host_cpu.py --out "$OUT/host-cpu-r$r.json" --seconds 540 & s=$!
+    $B pipeline --gpu 0 --round "$r" --owner-pid "$(owner)" > "$OUT/pipeline-r$r.log" 2>&1 & a=$!
+    pid=""
+    for _ in $(seq 240); do pid=$(pgrep -f -- "-m folio.cli ingest" | head -1); [ -n "$pid" ] && break; sleep 0.25; done
+    if [ -n "$spy" ] && [ -n "$pid" ]; then
+      "$spy" record --pid "$pid" --rate 20 --threads --nonblocking --format raw -o "$OUT/pyspy-r$r.txt" > "$OUT/pyspy-r$r.log" 2>&1 &
+    fi
+    wait $a
+    kill $s; wait $s
+    tail -2 "$OUT/pipeline-r$r.log"
+    cp $W/phases/*.json $W/cli-r*.log "$OUT/" 2>/dev/null
     ;;
   deployment)
     $B deployment --gpu 0 --owner-pid "$(owner)" > "$OUT/deployment.log" 2>&1 & a=$!
