@@ -144,6 +144,10 @@ class EmbeddingSettings(BaseModel):
     parallel_batches: int = Field(
         0, ge=0, description="batches embedded at once, across documents (0: one per core); a "
         "long document's chunks spread over the cores instead of one")
+    nice: int = Field(
+        10, ge=0, le=19, description="nice value added to the embedding threads: they use idle "
+        "cores fully but yield them to what the run waits on (a GPU server's front end, "
+        "rendering, OCR); 0 leaves them at the process's priority")
 
 
 class StoreSettings(BaseModel):

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from folio.config import EmbeddingSettings
+from folio.cpu_priority import background_pool
 from folio.errors import ConfigError
 
 __all__ = ["Embedder", "packaged_model_paths"]
@@ -198,7 +199,8 @@ class Embedder:
     def _batch_pool(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(self._workers(), thread_name_prefix="folio-embed")
+                self._pool = background_pool(self._workers(), name="folio-embed",
+                                             nice=self.settings.nice)
             return self._pool
 
     def _workers(self) -> int:

@@ -17,7 +17,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 from folio.chunking import ChunkStream, embedding_text
 from folio.config import ChunkSettings
+from folio.cpu_priority import background_pool
 from folio.models import DocumentResult, PageResult
 
 if TYPE_CHECKING:
@@ -52,7 +53,8 @@ class EarlyEmbeddings:
     """Per run: pages in, vectors of closed chunks out (see the module doc)."""
 
     def __init__(self, embedder: Callable[[], Embedder], settings: ChunkSettings,
-                 batch: int = 32, workers: int = 1, final_workers: int | None = None) -> None:
+                 batch: int = 32, workers: int = 1, final_workers: int | None = None,
+                 nice: int = 0) -> None:
         self._embedder = embedder
         self._settings = settings
         self._batch = max(1, batch)
@@ -61,13 +63,13 @@ class EarlyEmbeddings:
         # a job is one small batch on one core; ``workers`` jobs run at once, so the
         # embedding keeps pace with a GPU's pages instead of building a backlog that
         # load time has to embed after the last page
-        self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="folio-early-embed")
+        self._pool = background_pool(workers, name="folio-early-embed", nice=nice)
         # a document whose pages are all in: the rest of its chunks start at once, beside
         # its validation, on as many cores as there are (the work is due now either way:
         # at the end of a GPU run dozens of documents end in the same second, and their
         # chunks waiting for validation first, then for four workers, were the run's tail)
-        self._final = ThreadPoolExecutor(max(1, final_workers or os.cpu_count() or 1),
-                                         thread_name_prefix="folio-final-embed")
+        self._final = background_pool(final_workers or os.cpu_count() or 1,
+                                      name="folio-final-embed", nice=nice)
         self._closed = False
 
     def page_done(self, doc: DocumentResult, page: PageResult) -> None:

@@ -81,7 +81,8 @@ class Services:
                 # small batches: a document's last chunks wait for company only briefly
                 self._early = EarlyEmbeddings(self.embedder, self.config.chunk,
                                               batch=min(8, self.config.embedding.batch_size),
-                                              workers=early_embed_workers(self.config))
+                                              workers=early_embed_workers(self.config),
+                                              nice=self.config.embedding.nice)
             return self._early
 
     def page_done(self, doc: DocumentResult, page: PageResult) -> None:
