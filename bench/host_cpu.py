@@ -23,16 +23,19 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 def kind(cmdline: str, comm: str) -> str:
     """A label for a process from its command line and name (vLLM names its engine core)."""
+    # folio's own processes first: the CLI's command line names vLLM too (--engine vllm)
     if "EngineCore" in comm or "EngineCore" in cmdline:
         return "vllm-engine-core"
-    if "vllm" in cmdline:
-        return "vllm-front-end"
+    if "folio.pdf" in cmdline:  # the zygote and the page workers it forks
+        return "folio-page-workers"
     if "folio.cli" in cmdline or "flows.cli" in cmdline or "prefect.engine" in cmdline:
         return "folio-flow"
-    if "page_worker" in cmdline or "zygote" in cmdline or comm.startswith("folio"):
-        return "folio-page-workers"
     if comm in ("gs", "gsc") or "/gs " in cmdline:
         return "ghostscript"
+    if "py-spy" in cmdline or "host_cpu" in cmdline:
+        return "measurement"
+    if "vllm" in cmdline:
+        return "vllm-front-end"
     if "prefect" in cmdline:
         return "prefect-server-and-worker"
     return "other"
