@@ -345,7 +345,7 @@ def phase_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     log = work / f"cli-r{args.round}.log"
     with Sampler(args.gpu, lambda: _server_url(key)) as sampler, log.open("w") as stderr:
         t0, wall0 = time.monotonic(), time.time()
-        code = subprocess.run([sys.executable, "-m", "folio.cli",
+        code = subprocess.run([sys.executable, "-m", "flows.cli",
                                *cli_args(args, sources, out, report_path)],
                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr).returncode
         t1 = time.monotonic()

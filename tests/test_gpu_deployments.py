@@ -105,7 +105,7 @@ def test_ui_run_trigger_and_sweep_batch_share_the_gpu_server(
 ) -> None:
     from prefect.deployments import run_deployment
 
-    from folio.trigger import trigger
+    from deployments.trigger import trigger
     from tasks.sweep import submit_batch
 
     stack, state_dir = gpu_worker["stack"], gpu_worker["state_dir"]
