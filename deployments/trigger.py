@@ -2,8 +2,9 @@
 the Prefect half of :mod:`folio.trigger`, which decides what a request, its key and its
 events are.
 
-1. :func:`trigger` starts the document deployment with ``run_deployment`` and the
-   request's idempotency key: a retried trigger returns the run the first call created.
+1. :func:`trigger` starts the document deployment with the request's idempotency key
+   (:func:`deployments.runs.start_run`): a retried trigger returns the run the first call
+   created; :func:`wait_for_result` waits for it and its documents' events.
 2. :func:`request_ingest` POSTs a ``folio.ingest.requested`` event to ``/api/events``; a
    deployment trigger in ``prefect.yaml`` turns it into a run (templated parameters).
 3. :func:`wait_for_indexed` polls ``/api/events/filter`` for the ``folio.document.indexed``
@@ -27,6 +28,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from deployments.runs import run_url, start_run, wait_for_run
 from folio.trigger import (
     DOCUMENT_DEPLOYMENT,
     DOCUMENT_EVENTS,
@@ -45,11 +47,11 @@ from folio.trigger import (
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
-    from prefect.client.schemas.objects import FlowRun
     from prefect.events.schemas.events import ReceivedEvent
 
 
 def parse_event(event: ReceivedEvent) -> DocumentEvent:
+    """A received Prefect event as the :class:`DocumentEvent` a RAG job reads."""
     return parse_document_event(event.event, event.occurred, [r.id for r in event.related],
                                 dict(event.payload))
 
@@ -74,50 +76,36 @@ def trigger(
     Raises:
         prefect.exceptions.ObjectNotFound: no such deployment (run ``prefect deploy``).
     """
-    from prefect.deployments import run_deployment
-
     request = IngestRequest(source=source, out=out, engine=engine, route=route,
                             reprocess=reprocess, settings=settings or {}, revision=revision)
     requested_at = datetime.now(UTC)
-    flow_run: FlowRun = run_deployment(  # type: ignore[assignment]  # sync call
-        deployment, parameters=request.parameters(), timeout=0, idempotency_key=request.key,
-        as_subflow=False, tags=["folio-trigger"])
+    flow_run = start_run(deployment, parameters=request.parameters(),
+                         idempotency_key=request.key, tags=["folio-trigger"], as_subflow=False)
     created = flow_run.created or requested_at
     return TriggeredRun(
         flow_run_id=flow_run.id, flow_run_name=flow_run.name, key=request.key,
         reused=created < requested_at - timedelta(seconds=1), requested_at=requested_at,
-        url=flow_run_url(flow_run.id))
+        url=run_url(flow_run.id))
 
 
-def flow_run_url(flow_run_id: uuid.UUID) -> str | None:
-    from prefect.settings import PREFECT_UI_URL
-
-    ui = PREFECT_UI_URL.value()
-    return f"{ui.rstrip('/')}/runs/flow-run/{flow_run_id}" if ui else None
-
-
-def wait_for_run(flow_run_id: uuid.UUID, *, timeout: float = 3600.0,
-                 poll_s: float = 2.0) -> RunResult:
-    """Wait for the run to end, then collect its documents' events (which reach the
-    events API a few seconds after the run's final state)."""
+def wait_for_result(flow_run_id: uuid.UUID, *, timeout: float = 3600.0,
+                    poll_s: float = 2.0) -> RunResult:
+    """Wait for the run to end (:func:`deployments.runs.wait_for_run`), then collect its
+    documents' events, which reach the events API a few seconds after the run's final
+    state. State ``TIMEOUT``: still running after ``timeout`` seconds."""
     from prefect.client.orchestration import get_client
 
-    deadline = time.monotonic() + timeout
+    flow_run = wait_for_run(flow_run_id, timeout=timeout, poll_s=poll_s)
+    state = flow_run.state
+    if state is None or not state.is_final():
+        return RunResult(flow_run_id=flow_run_id, state="TIMEOUT")
+    result = RunResult(flow_run_id=flow_run_id, state=state.type.value)
+    completed = result.state == "COMPLETED"
+    since = (flow_run.created or state.timestamp) - timedelta(minutes=5)
+    ended = state.timestamp
+    settle = ended + timedelta(seconds=EVENT_SETTLE_S)
+    grace = ended + timedelta(seconds=4 * EVENT_SETTLE_S)  # a run that wrote no event
     with get_client(sync_client=True) as client:
-        while True:
-            flow_run = client.read_flow_run(flow_run_id)
-            state = flow_run.state
-            if state is not None and state.is_final():
-                break
-            if time.monotonic() > deadline:
-                return RunResult(flow_run_id=flow_run_id, state="TIMEOUT")
-            time.sleep(poll_s)
-        result = RunResult(flow_run_id=flow_run_id, state=state.type.value)
-        completed = result.state == "COMPLETED"
-        since = (flow_run.created or state.timestamp) - timedelta(minutes=5)
-        ended = state.timestamp
-        settle = ended + timedelta(seconds=EVENT_SETTLE_S)
-        grace = ended + timedelta(seconds=4 * EVENT_SETTLE_S)  # a run that wrote no event
         while True:
             result.documents = _document_events(
                 client, related=[f"prefect.flow-run.{flow_run_id}"], since=since)

@@ -119,7 +119,7 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     print(run.model_dump_json())
     if not args.wait:
         return 0
-    result = trig.wait_for_run(run.flow_run_id, timeout=args.timeout)
+    result = trig.wait_for_result(run.flow_run_id, timeout=args.timeout)
     print(result.model_dump_json(exclude={"documents": {"__all__": {"payload"}}}))
     return result.exit_code
 
