@@ -80,8 +80,8 @@ def _with_vllm_runner(args: argparse.Namespace, settings: dict[str, Any]) -> Any
     vLLM server. The flow resolves its settings itself, the same way as here and as a
     deployment on a GPU pool does (folio.run_config), so nothing is copied over."""
     from flows.ingest import ingest
+    from flows.vllm_runner import VLLMTaskRunner
     from folio.run_config import resolve_config
-    from tasks.vllm_runner import VLLMTaskRunner
 
     config = resolve_config(engine="vllm", route=args.route, reprocess=args.reprocess,
                             settings=settings)

@@ -22,13 +22,13 @@ from typing import Any
 import pytest
 from PIL import Image
 
+from flows.vllm_runner import VLLMTaskRunner, current_endpoint
 from folio.config import PipelineConfig
 from folio.engines.openai_engine import OpenAIEngine
 from folio.errors import ConfigError, EngineUnavailableError
 from folio.gpu.preflight import QWEN3_VL_8B_CONFIG
 from folio.gpu.vllm_server import VLLMServer, active_endpoint, probe_server
 from folio.models import PagePrep
-from tasks.vllm_runner import VLLMTaskRunner, current_endpoint
 from tests.openai_fake import FakeServer
 
 FAKE = str(Path(__file__).parent / "openai_fake.py")
