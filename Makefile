@@ -13,7 +13,7 @@ setup:
 # Sets everything up and ingests the built-in sample PDFs through the real Prefect flow.
 demo: setup
 	@mkdir -p $(PREFECT_HOME)
-	$(PY) -m folio.demo
+	$(PY) -m flows.demo
 
 # Sets everything up and runs the whole test suite.
 test:

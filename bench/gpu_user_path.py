@@ -345,7 +345,7 @@ def phase_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     log = work / f"cli-r{args.round}.log"
     with Sampler(args.gpu, lambda: _server_url(key)) as sampler, log.open("w") as stderr:
         t0, wall0 = time.monotonic(), time.time()
-        code = subprocess.run([sys.executable, "-m", "folio.cli",
+        code = subprocess.run([sys.executable, "-m", "flows.cli",
                                *cli_args(args, sources, out, report_path)],
                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr).returncode
         t1 = time.monotonic()
@@ -370,7 +370,7 @@ def phase_pipeline(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _spec_key(config: Any) -> str:
-    from tasks.vllm_runner import VLLMTaskRunner
+    from flows.vllm_runner import VLLMTaskRunner
 
     return VLLMTaskRunner.from_config(config).spec().key()
 
@@ -383,8 +383,8 @@ def _server_url(key: str) -> str | None:
 
 
 def phase_raw(args: argparse.Namespace) -> dict[str, Any]:
+    from flows.vllm_runner import VLLMTaskRunner
     from folio.presets import get_preset
-    from tasks.vllm_runner import VLLMTaskRunner
 
     use_gpu(args)
     config = resolved(args)
@@ -409,7 +409,7 @@ def phase_raw(args: argparse.Namespace) -> dict[str, Any]:
 def phase_serve(args: argparse.Namespace) -> dict[str, Any]:
     """Start this GPU's shared server the way a run would (preflight included) and leave
     it to serve the next commands (kept alive by ``--owner-pid``)."""
-    from tasks.vllm_runner import VLLMTaskRunner
+    from flows.vllm_runner import VLLMTaskRunner
 
     use_gpu(args)
     runner = VLLMTaskRunner.from_config(resolved(args))

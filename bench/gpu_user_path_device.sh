@@ -84,7 +84,7 @@ case "${1:-}" in
     python3 bench/host_cpu.py --out "$OUT/host-cpu-r$r.json" --seconds 540 & s=$!
     $B pipeline --gpu 0 --round "$r" --owner-pid "$(owner)" > "$OUT/pipeline-r$r.log" 2>&1 & a=$!
     pid=""
-    for _ in $(seq 240); do pid=$(pgrep -f -- "-m folio.cli ingest" | head -1); [ -n "$pid" ] && break; sleep 0.25; done
+    for _ in $(seq 240); do pid=$(pgrep -f -- "-m flows.cli ingest" | head -1); [ -n "$pid" ] && break; sleep 0.25; done
     if [ -n "$spy" ] && [ -n "$pid" ]; then
       "$spy" record --pid "$pid" --rate 20 --threads --nonblocking --format raw -o "$OUT/pyspy-r$r.txt" > "$OUT/pyspy-r$r.log" 2>&1 &
     fi

@@ -54,7 +54,7 @@ def main() -> None:
     from deployments.local_server import MODE_ENV, stop
     from folio.samples import report_pages, write_text_pdf
 
-    cli = [sys.executable, "-m", "folio.cli", "ingest"]
+    cli = [sys.executable, "-m", "flows.cli", "ingest"]
     results: dict[str, Any] = {"runs": args.runs}
     with tempfile.TemporaryDirectory(prefix="folio-startup-") as tmp:
         work = Path(tmp)

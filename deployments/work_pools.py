@@ -12,7 +12,7 @@ prefect-kubernetes install is needed here) and add the profile's environment, th
 engine settings, and for kubernetes the GPU request, node selector, tolerations and a
 memory-backed /dev/shm. ``--apply`` creates or updates the pool (``prefect work-pool
 create --base-job-template --overwrite`` semantics) and the limit ``gpu-<pool>``, which
-:class:`tasks.vllm_runner.VLLMTaskRunner` holds while its server runs
+:class:`flows.vllm_runner.VLLMTaskRunner` holds while its server runs
 (``concurrency_limit=...``).
 """
 

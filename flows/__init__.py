@@ -1,2 +1,3 @@
-"""Prefect flows: ``ingest`` (many sources), ``ingest_document`` (one, for UI runs and
-triggers)."""
+"""The Prefect layer's flows and entry points: ``ingest`` (many sources),
+``ingest_document`` (one, for UI runs and triggers), the sweep, the GPU flows, and the
+``folio`` command (``flows.cli``) that runs them."""

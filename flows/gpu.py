@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from flows.ingest import ingest as _ingest
 from flows.ingest import ingest_document as _ingest_document
-from tasks.vllm_runner import VLLMTaskRunner
+from flows.vllm_runner import VLLMTaskRunner
 
 #: shared by both flows: duplicated per run by Prefect, configuration only until entered
 RUNNER = cast(Any, VLLMTaskRunner.from_environment())

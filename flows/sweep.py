@@ -39,6 +39,7 @@ from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel
 
+from deployments.runs import crash_run, is_zombie, read_run, run_report
 from folio.claims import (
     ClaimKeeper,
     ClaimLedger,
@@ -52,7 +53,7 @@ from folio.config import S3Settings
 from folio.io.s3 import ObjectRef
 from folio.run_config import resolve_config
 from folio.vocabulary import EngineName, RouteMode
-from tasks.sweep import crash_run, find_batch_run, is_zombie, read_run, run_report, send_batch
+from tasks.sweep import find_batch_run, send_batch
 
 log = logging.getLogger(__name__)
 

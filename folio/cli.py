@@ -1,25 +1,38 @@
-"""``folio`` command line: ingest PDFs through the Prefect flow, search the results."""
+"""The ``folio`` command line without Prefect: its arguments, the commands that need no
+Prefect (search, samples), the Prefect-free halves of ``ingest`` (settings, secrets,
+pre-run checks, the summary and its exit code) and the mapping of errors to exit codes.
+
+The commands that run a flow or start a deployment (``ingest``, ``trigger``) live in the
+Prefect layer, ``flows/cli.py``, which is the ``folio`` console script: it passes them to
+:func:`main`. The core never imports that layer (docs/ARCHITECTURE.md), so ``python -m
+folio.cli`` runs search and samples only.
+"""
 
 from __future__ import annotations
 
 import argparse
-import atexit
 import json
 import logging
 import os
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from folio import progress
 from folio.vocabulary import ENGINES, ROUTE_MODES
 
+#: what ``folio --help`` says
+DESCRIPTION = "``folio`` command line: ingest PDFs through the Prefect flow, search the results."
+
+#: a subcommand: the parsed arguments in, the process's exit code out
+Command = Callable[[argparse.Namespace], int]
+
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="folio", description=__doc__)
+    p = argparse.ArgumentParser(prog="folio", description=DESCRIPTION)
     sub = p.add_subparsers(dest="command", required=True)
 
     ing = sub.add_parser("ingest", help="ingest PDFs (files, folders, s3:// prefixes)")
@@ -198,7 +211,11 @@ def progress_lines(enabled: bool) -> Iterator[None]:
         progress.remove_listener(listener)
 
 
-def cmd_ingest(args: argparse.Namespace) -> int:
+def prepare_ingest(args: argparse.Namespace) -> dict[str, Any]:
+    """The Prefect-free start of ``folio ingest``: Prefect's environment (quiet unless
+    --verbose; set before Prefect is first imported, which reads it then), the secrets as
+    environment variables, and the pre-run checks, so a run that cannot finish stops here
+    in one line before Prefect starts. Returns the flow's settings."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     if not args.verbose:  # Prefect's own logs only with --verbose; folio's lines stay
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
@@ -207,75 +224,21 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     os.environ.update(_secret_environment(args))
     settings = _settings(args)
-    # before Prefect starts: a run that cannot finish stops here, in one line
     check_run(args.sources, args.out, resolve_config(
         engine=args.engine, route=args.route, reprocess=args.reprocess, settings=settings))
-    _use_local_prefect_server(quiet=args.quiet)
-    from flows.ingest import ingest
+    return settings
+
+
+def report_ingest(args: argparse.Namespace, report: dict[str, Any]) -> int:
+    """Print the run's summary; the exit code: 0 every document ok, 3 some partial or
+    quarantined."""
     from folio.report import markdown_summary
 
-    run = ingest
-    if args.engine == "vllm":
-        run = _with_vllm_runner(args, settings)
-    tty = sys.stderr.isatty()
-    with progress_bar(not args.quiet and tty), progress_lines(not args.quiet and not tty), \
-            _no_heartbeats():
-        report = run(
-            sources=args.sources, out=args.out, engine=args.engine, route=args.route,
-            reprocess=args.reprocess, report=args.report, settings=settings,
-        )
     print(markdown_summary(report))
     if args.report:
         print(f"\nreport: {args.report}")
     totals = report["totals"]
     return 0 if totals["quarantined"] == 0 and totals["partial"] == 0 else 3
-
-
-@contextmanager
-def _no_heartbeats() -> Iterator[None]:
-    """The flow run in this process sends no heartbeats, unless
-    PREFECT_FLOWS_HEARTBEAT_FREQUENCY asks for them. Heartbeats let a sweep tell a dead
-    worker's run from a live one; nobody waits on a run that lives in the user's terminal,
-    and Prefect's heartbeat thread, which sleeps in one-second steps, holds every run's
-    end up to a second (a quarter of a cached rerun)."""
-    if "PREFECT_FLOWS_HEARTBEAT_FREQUENCY" in os.environ:
-        yield
-        return
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
-
-    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
-        yield
-
-
-def _use_local_prefect_server(*, quiet: bool) -> None:
-    """Point Prefect at this machine's folio Prefect server, started by the first run and
-    reused by the next ones (deployments/local_server.py), unless PREFECT_API_URL names a
-    server already or FOLIO_PREFECT_SERVER=ephemeral asks for Prefect's temporary one."""
-    from deployments.local_server import IDLE_ENV, MODE_ENV, attach, ui_enabled
-
-    if os.environ.get("PREFECT_API_URL") or os.environ.get(MODE_ENV) == "ephemeral":
-        return
-    url, started = attach()
-    os.environ["PREFECT_API_URL"] = url
-    if started and not quiet:
-        idle = float(os.environ.get(IDLE_ENV, 1800))
-        where = f"UI at {url.removesuffix('/api')}" if ui_enabled() else f"API at {url}, no UI here"
-        print(f"folio: started a Prefect server for folio runs, {where} "
-              f"(stops after {idle / 60:.0f} idle minutes; {MODE_ENV}=ephemeral for none)",
-              file=sys.stderr)
-
-
-def _with_vllm_runner(args: argparse.Namespace, settings: dict[str, Any]) -> Any:
-    """The ingest flow on a VLLMTaskRunner that starts (or shares, or attaches to) the
-    vLLM server. The flow resolves its settings itself, the same way as here and as a
-    deployment on a GPU pool does (folio.run_config), so nothing is copied over."""
-    from flows.ingest import ingest
-    from folio.run_config import resolve_config
-    from tasks.vllm_runner import VLLMTaskRunner
-
-    config = resolve_config(engine="vllm", route=args.route, reprocess=args.reprocess,
-                            settings=settings)
-    return ingest.with_options(task_runner=cast(Any, VLLMTaskRunner.from_config(config)))
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -312,48 +275,6 @@ def cmd_samples(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_trigger(args: argparse.Namespace) -> int:
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    from folio import trigger as trig
-
-    settings = parse_set(args.set)
-    request: dict[str, Any] = {"out": args.out, "engine": args.engine, "route": args.route,
-                               "reprocess": args.reprocess, "settings": settings,
-                               "revision": args.revision}
-    if args.event:
-        event_id = trig.request_ingest(args.source, **request)
-        print(json.dumps({"event_id": str(event_id), "event": trig.REQUESTED}))
-        if not args.wait:
-            return 0
-        try:
-            doc = trig.wait_for_indexed(args.source, timeout=args.timeout)
-        except TimeoutError as err:
-            print(f"folio: {err}", file=sys.stderr)
-            return 4
-        print(doc.model_dump_json(exclude={"payload"}))
-        return 0 if doc.outcome == "ok" else 3
-    from prefect.exceptions import ObjectNotFound
-
-    try:
-        run = trig.trigger(args.source, deployment=args.deployment, **request)
-    except ObjectNotFound:
-        print(f"folio: no deployment {args.deployment!r} on {_api_url()}: run "
-              "`prefect deploy --all` first", file=sys.stderr)
-        return 2
-    print(run.model_dump_json())
-    if not args.wait:
-        return 0
-    result = trig.wait_for_run(run.flow_run_id, timeout=args.timeout)
-    print(result.model_dump_json(exclude={"documents": {"__all__": {"payload"}}}))
-    return result.exit_code
-
-
-def _api_url() -> str:
-    from prefect.settings import PREFECT_API_URL
-
-    return PREFECT_API_URL.value() or "the ephemeral API (PREFECT_API_URL is not set)"
-
-
 #: exit codes (README, "Using it"): 0 all ok; 3 some documents partial or quarantined
 EXIT_INTERNAL = 1  # a bug: the traceback is shown with --verbose
 EXIT_USAGE = 2  # bad arguments, a missing source, settings or credentials to fix
@@ -361,16 +282,25 @@ EXIT_NOTHING = 5  # nothing to work on: no PDF under the sources, no vectors to 
 EXIT_UNREACHABLE = 6  # S3, the vector store or an OCR server could not be reached: retry
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None,
+         commands: Mapping[str, Command] | None = None) -> int:
+    """Run one ``folio`` subcommand and map its errors to the README's exit codes.
+    ``commands`` adds the subcommands the core cannot run itself (``ingest`` and
+    ``trigger``, from the Prefect layer) to search and samples."""
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     from folio.errors import BadInputError, ConfigError, FolioError, NothingToDoError
 
     verbose = getattr(args, "verbose", False)
-    commands = {"ingest": cmd_ingest, "search": cmd_search, "samples": cmd_samples,
-                "trigger": cmd_trigger}
+    known: dict[str, Command] = {"search": cmd_search, "samples": cmd_samples,
+                                 **(commands or {})}
+    command = known.get(args.command)
+    if command is None:
+        print(f"folio: `{args.command}` runs on Prefect: start it as `folio {args.command}` "
+              f"or `python -m flows.cli {args.command}`", file=sys.stderr)
+        return EXIT_USAGE
     try:
-        return commands[args.command](args)
+        return command(args)
     except NothingToDoError as err:
         code, message = EXIT_NOTHING, str(err)
     except (ConfigError, BadInputError) as err:
@@ -393,34 +323,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-_exit_code = EXIT_INTERNAL  # what the process ends with if main() never returns
-
-
-def run() -> None:
-    """The ``folio`` command: :func:`main`, then an exit without the interpreter's
-    teardown. Freeing the objects of Prefect's thousands of modules one by one takes a
-    third of a second, a tenth of a cached rerun, and does nothing for the user: every
-    exit handler still runs first (Prefect's log and event flushes included), then
-    output is flushed and the process ends with main's exit code."""
-    global _exit_code
-    atexit.register(_exit_now)  # registered before the run's own handlers: runs after them
-    try:
-        _exit_code = main()
-    except SystemExit as stop:  # argparse's usage errors
-        _exit_code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-        raise
-    raise SystemExit(_exit_code)
-
-
-def _exit_now() -> None:
-    logging.shutdown()  # registered before ours (logging was imported first): run it here
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing more can be said there
-            pass
-    os._exit(_exit_code)
-
-
 if __name__ == "__main__":
-    run()
+    sys.exit(main())

@@ -1,45 +1,36 @@
-"""Ask a self-hosted Prefect server to (re)ingest a document, and wait until it is indexed.
+"""What a RAG job's ingest request is, and the events that announce it and its documents:
+the Prefect-free half of triggers.
 
-Webhooks are Prefect Cloud only, so a RAG job on a self-hosted server has three ways in:
+Webhooks are Prefect Cloud only, so a RAG job on a self-hosted server has three ways in;
+:mod:`deployments.trigger` talks to the server for each of them, this module decides what
+is said:
 
-1. :func:`trigger` starts the document deployment with ``run_deployment`` and an
-   idempotency key derived from the request (source, out, settings, revision): a retried
-   trigger returns the run the first call created instead of starting a second one.
-2. :func:`request_ingest` POSTs a ``folio.ingest.requested`` event to ``/api/events``; a
-   deployment trigger in ``prefect.yaml`` turns it into a run (templated parameters). The
-   event id is derived from the same key, and the server ignores an event id it saw in the
-   last 30 minutes, so a retried POST does not start a second run either.
-3. :func:`wait_for_indexed` polls ``/api/events/filter`` for the ``folio.document.indexed``
-   (or ``.quarantined``) event the load stage emits per document, by source, document id
-   or flow run, so a job can block until its document is searchable.
+1. Starting the document deployment with an idempotency key derived from the request
+   (:attr:`IngestRequest.key`: source, out, settings, revision): a retried trigger
+   returns the run the first call created instead of starting a second one.
+2. A ``folio.ingest.requested`` event (:func:`requested_event`) whose id is derived from
+   the same key: the server ignores an event id it saw in the last 30 minutes, so a
+   retried POST does not start a second run either.
+3. The ``folio.document.indexed`` (or ``.quarantined``) event the load stage emits per
+   document (:func:`document_event`), found by source, document id or flow run, so a job
+   can block until its document is searchable (:class:`DocumentEvent`).
 
-Prefect is imported inside the functions: the helpers that name events and resources
-(:func:`document_event`, :func:`source_resource_id`) stay usable without it.
-
-Example::
-
-    run = trigger("s3://docs/in/report.pdf", out="s3://docs/out")
-    done = wait_for_indexed(source="s3://docs/in/report.pdf", since=run.requested_at)
-    assert done.indexed, done.reason
+Nothing here imports Prefect: the load stage, the CLI and a RAG job's own code name the
+events and resources the same way with or without it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import time
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:
-    from prefect.client.orchestration import SyncPrefectClient
-    from prefect.client.schemas.objects import FlowRun
-    from prefect.events.schemas.events import ReceivedEvent
-
     from folio.models import DocumentResult
 
 REQUESTED = "folio.ingest.requested"
@@ -146,6 +137,20 @@ class RunResult(BaseModel):
         return 0 if all(d.outcome == "ok" for d in self.documents) else 3
 
 
+# --- the request event -------------------------------------------------------------------
+
+
+def requested_event(request: IngestRequest) -> tuple[uuid.UUID, dict[str, str], dict[str, Any]]:
+    """(id, resource, payload) of the ``folio.ingest.requested`` event for a request. The
+    id is the request's key as a uuid5, so a retried request is the same event; the
+    payload holds the flow's parameters that the deployment trigger templates."""
+    source = request.source
+    resource = {"prefect.resource.id": source_resource_id(source),
+                "prefect.resource.name": source.rsplit("/", 1)[-1] or source}
+    payload = {**request.parameters(), "revision": request.revision, "key": request.key}
+    return uuid.uuid5(_EVENT_NAMESPACE, request.key), resource, payload
+
+
 # --- events the load stage emits ---------------------------------------------------------
 
 
@@ -172,190 +177,12 @@ def document_event(
     return name, resource, related, payload
 
 
-def parse_event(event: ReceivedEvent) -> DocumentEvent:
-    payload = dict(event.payload)
-    flow_run = next((r.id.removeprefix("prefect.flow-run.") for r in event.related
-                     if r.id.startswith("prefect.flow-run.")), None)
+def parse_document_event(event: str, occurred: datetime, related_ids: list[str],
+                         payload: dict[str, Any]) -> DocumentEvent:
+    """A received ``folio.document.*`` event (its name, time, related resource ids and
+    payload) as a :class:`DocumentEvent`; the flow run is the related ``prefect.flow-run``."""
+    flow_run = next((r.removeprefix("prefect.flow-run.") for r in related_ids
+                     if r.startswith("prefect.flow-run.")), None)
     known = {k: payload[k] for k in DocumentEvent.model_fields if k in payload}
-    return DocumentEvent(event=event.event, occurred=event.occurred, flow_run_id=flow_run,
-                         payload=payload, **known)
-
-
-# --- 1. run_deployment with an idempotency key ------------------------------------------
-
-
-def trigger(
-    source: str,
-    *,
-    out: str = "folio-out",
-    engine: str = "tesseract",
-    route: str = "auto",
-    reprocess: bool = False,
-    settings: dict[str, Any] | None = None,
-    revision: str | None = None,
-    deployment: str = DOCUMENT_DEPLOYMENT,
-) -> TriggeredRun:
-    """Start ``deployment`` for one source (a file or a prefix); a repeat of the same
-    request returns the existing run (``reused=True``) instead of starting another.
-
-    Raises:
-        prefect.exceptions.ObjectNotFound: no such deployment (run ``prefect deploy``).
-    """
-    from prefect.deployments import run_deployment
-
-    request = IngestRequest(source=source, out=out, engine=engine, route=route,
-                            reprocess=reprocess, settings=settings or {}, revision=revision)
-    requested_at = datetime.now(UTC)
-    flow_run: FlowRun = run_deployment(  # type: ignore[assignment]  # sync call
-        deployment, parameters=request.parameters(), timeout=0, idempotency_key=request.key,
-        as_subflow=False, tags=["folio-trigger"])
-    created = flow_run.created or requested_at
-    return TriggeredRun(
-        flow_run_id=flow_run.id, flow_run_name=flow_run.name, key=request.key,
-        reused=created < requested_at - timedelta(seconds=1), requested_at=requested_at,
-        url=flow_run_url(flow_run.id))
-
-
-def flow_run_url(flow_run_id: uuid.UUID) -> str | None:
-    from prefect.settings import PREFECT_UI_URL
-
-    ui = PREFECT_UI_URL.value()
-    return f"{ui.rstrip('/')}/runs/flow-run/{flow_run_id}" if ui else None
-
-
-def wait_for_run(flow_run_id: uuid.UUID, *, timeout: float = 3600.0,
-                 poll_s: float = 2.0) -> RunResult:
-    """Wait for the run to end, then collect its documents' events (which reach the
-    events API a few seconds after the run's final state)."""
-    from prefect.client.orchestration import get_client
-
-    deadline = time.monotonic() + timeout
-    with get_client(sync_client=True) as client:
-        while True:
-            flow_run = client.read_flow_run(flow_run_id)
-            state = flow_run.state
-            if state is not None and state.is_final():
-                break
-            if time.monotonic() > deadline:
-                return RunResult(flow_run_id=flow_run_id, state="TIMEOUT")
-            time.sleep(poll_s)
-        result = RunResult(flow_run_id=flow_run_id, state=state.type.value)
-        completed = result.state == "COMPLETED"
-        since = (flow_run.created or state.timestamp) - timedelta(minutes=5)
-        ended = state.timestamp
-        settle = ended + timedelta(seconds=EVENT_SETTLE_S)
-        grace = ended + timedelta(seconds=4 * EVENT_SETTLE_S)  # a run that wrote no event
-        while True:
-            result.documents = _document_events(
-                client, related=[f"prefect.flow-run.{flow_run_id}"], since=since)
-            now = datetime.now(UTC)
-            if now >= grace or (now >= settle and (result.documents or not completed)):
-                return result
-            time.sleep(poll_s)
-
-
-# --- 2. an event bound to the deployment by a deployment trigger ------------------------
-
-
-def request_ingest(
-    source: str,
-    *,
-    out: str = "folio-out",
-    engine: str = "tesseract",
-    route: str = "auto",
-    reprocess: bool = False,
-    settings: dict[str, Any] | None = None,
-    revision: str | None = None,
-) -> uuid.UUID:
-    """POST a ``folio.ingest.requested`` event to the Prefect API; the deployment trigger
-    in ``prefect.yaml`` starts the document deployment with its payload. Returns the event
-    id (deterministic: a retried request within 30 minutes is dropped by the server)."""
-    from prefect.client.orchestration import get_client
-    from prefect.events import Event
-
-    request = IngestRequest(source=source, out=out, engine=engine, route=route,
-                            reprocess=reprocess, settings=settings or {}, revision=revision)
-    event = Event(
-        event=REQUESTED, id=uuid.uuid5(_EVENT_NAMESPACE, request.key),
-        resource={"prefect.resource.id": source_resource_id(source),
-                  "prefect.resource.name": source.rsplit("/", 1)[-1] or source},
-        payload={**request.parameters(), "revision": revision, "key": request.key},
-    )
-    with get_client(sync_client=True) as client:
-        client.request("POST", "/events", json=[event.model_dump(mode="json")])
-    return event.id
-
-
-# --- 3. wait for the completion event ---------------------------------------------------
-
-
-def wait_for_indexed(
-    source: str | None = None,
-    *,
-    doc_id: str | None = None,
-    flow_run_id: uuid.UUID | str | None = None,
-    timeout: float = 3600.0,
-    since: datetime | None = None,
-    poll_s: float = 2.0,
-) -> DocumentEvent:
-    """The first ``folio.document.indexed`` or ``.quarantined`` event for a source, a
-    document id or a flow run that occurred after ``since`` (default: a minute before
-    the call, for clock skew; pass the trigger's ``requested_at``).
-
-    Quarantined documents end the wait too (check ``.indexed``): a job must not wait an
-    hour for a document that will never be searchable.
-
-    Raises:
-        ValueError: none of source, doc_id, flow_run_id given.
-        TimeoutError: no such event before ``timeout`` seconds.
-    """
-    from prefect.client.orchestration import get_client
-
-    ids = ([source_resource_id(source)] if source else []) + (
-        [document_resource_id(doc_id)] if doc_id else [])
-    related = [f"prefect.flow-run.{flow_run_id}"] if flow_run_id else []
-    if not ids and not related:
-        raise ValueError("wait_for_indexed needs a source, a doc_id or a flow_run_id")
-    since = since or datetime.now(UTC) - timedelta(minutes=1)
-    deadline = time.monotonic() + timeout
-    with get_client(sync_client=True) as client:
-        while True:
-            found = _document_events(client, any_resource=ids, related=related, since=since)
-            if found:
-                return found[0]
-            if time.monotonic() > deadline:
-                what = source or doc_id or flow_run_id
-                raise TimeoutError(f"no {INDEXED} event for {what} within {timeout:.0f} s")
-            time.sleep(poll_s)
-
-
-def _document_events(
-    client: SyncPrefectClient,
-    *,
-    since: datetime,
-    any_resource: list[str] | None = None,
-    related: list[str] | None = None,
-) -> list[DocumentEvent]:
-    """``folio.document.*`` events after ``since``, oldest first."""
-    from prefect.events.filters import (
-        EventAnyResourceFilter,
-        EventFilter,
-        EventNameFilter,
-        EventOccurredFilter,
-        EventOrder,
-        EventRelatedFilter,
-    )
-
-    flt = EventFilter(
-        occurred=EventOccurredFilter(since=since, until=datetime.now(UTC) + timedelta(days=1)),
-        event=EventNameFilter(name=list(DOCUMENT_EVENTS)),
-        any_resource=EventAnyResourceFilter(id=any_resource) if any_resource else None,
-        related=EventRelatedFilter(id=related) if related else None,
-        order=EventOrder.ASC,
-    )
-    page = client.read_events(filter=flt, limit=50)  # the API's maximum page
-    events = list(page.events)
-    while page.next_page is not None:
-        page = client.read_events_page(str(page.next_page))
-        events.extend(page.events)
-    return [parse_event(e) for e in events]
+    return DocumentEvent(event=event, occurred=occurred, flow_run_id=flow_run,
+                         payload=dict(payload), **known)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,10 @@ os.environ.setdefault("FOLIO_PREFECT_SERVER", "ephemeral")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 REPO = Path(__file__).resolve().parent.parent
+
+#: pytest's ``record_property`` fixture, which pytest exports no type for: (name, value)
+#: into the JUnit XML report
+RecordProperty = Callable[[str, object], None]
 
 pytest_plugins = ["tests.s3_server", "tests.pg_server", "tests.prefect_stack"]
 

@@ -261,7 +261,7 @@ class FakeServer:
     def state(self) -> _State:
         return self._server.state
 
-    def start(self) -> FakeServer:
+    def start(self) -> Self:
         self._thread.start()
         return self
 

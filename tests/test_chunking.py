@@ -6,7 +6,7 @@ import itertools
 
 from folio.chunking import chunk_document, chunk_id, embedding_text
 from folio.config import ChunkSettings
-from folio.models import PageOutcome
+from folio.models import Chunk, PageOutcome
 from tests.doc_factory import TABLE_HTML, block, document, page, report_document
 
 SETTINGS = ChunkSettings(max_chars=200, overlap_chars=0)
@@ -161,7 +161,7 @@ def test_chunk_stream_fed_page_by_page_gives_the_documents_chunks() -> None:
     doc.page_count = len(doc.pages)
     settings = ChunkSettings(max_chars=500)
     stream = ChunkStream(doc, settings)
-    streamed = []
+    streamed: list[Chunk] = []
     for p in doc.pages:
         before = len(streamed)
         streamed += stream.add(p)

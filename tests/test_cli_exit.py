@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from flows import cli as folio_command
 from folio import cli
 
 
@@ -17,11 +18,11 @@ def test_the_cli_flow_run_sends_no_heartbeats_unless_asked(monkeypatch: pytest.M
 
     monkeypatch.delenv("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", raising=False)
     before = get_current_settings().flows.heartbeat_frequency
-    with cli._no_heartbeats():
+    with folio_command._no_heartbeats():
         assert get_current_settings().flows.heartbeat_frequency is None
     assert get_current_settings().flows.heartbeat_frequency == before
     monkeypatch.setenv("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "30")
-    with cli._no_heartbeats():  # the user asked for them: left alone
+    with folio_command._no_heartbeats():  # the user asked for them: left alone
         assert get_current_settings().flows.heartbeat_frequency == before
 
 
@@ -29,7 +30,7 @@ def test_the_fast_exit_keeps_the_exit_code_and_the_output(tmp_path: Path) -> Non
     """Usage errors (argparse's SystemExit), 'nothing to do' and help written to a pipe
     all come out as main() left them."""
     def folio(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "folio.cli", *args], capture_output=True,
+        return subprocess.run([sys.executable, "-m", "flows.cli", *args], capture_output=True,
                               text=True, timeout=120, cwd=tmp_path)
 
     usage = folio("ingest")

@@ -176,7 +176,7 @@ def test_cli_ingest_writes_report(tmp_path: Path) -> None:
     pdf = write_text_pdf(tmp_path / "one.pdf", report_pages(seed=9, n=1))
     report = tmp_path / "r.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "folio.cli", "ingest", str(pdf), "--out", str(tmp_path / "o"),
+        [sys.executable, "-m", "flows.cli", "ingest", str(pdf), "--out", str(tmp_path / "o"),
          "--report", str(report), "--quiet"],
         capture_output=True, text=True, timeout=300,
     )
@@ -207,7 +207,7 @@ def test_cli_defaults_repair_from_another_folder(tmp_path: Path) -> None:
            if not k.startswith("FOLIO_") or k == "FOLIO_PREFECT_SERVER"}
     report = tmp_path / "r.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "folio.cli", "ingest", str(tmp_path / "in"), "--out", "out",
+        [sys.executable, "-m", "flows.cli", "ingest", str(tmp_path / "in"), "--out", "out",
          "--report", str(report), "--quiet"],
         capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
     assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -220,7 +220,7 @@ def test_cli_defaults_repair_from_another_folder(tmp_path: Path) -> None:
 
 def test_cli_rejects_missing_source(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "folio.cli", "ingest", str(tmp_path / "nope"), "--out",
+        [sys.executable, "-m", "flows.cli", "ingest", str(tmp_path / "nope"), "--out",
          str(tmp_path / "o"), "--quiet"], capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 2 and "nope" in proc.stderr
@@ -237,7 +237,7 @@ def test_cli_keeps_the_pdf_password_out_of_prefect(tmp_path: Path) -> None:
     env.pop("FOLIO_PASSWORD", None)
     report = tmp_path / "r.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "folio.cli", "ingest", str(pdf), "--out", str(tmp_path / "o"),
+        [sys.executable, "-m", "flows.cli", "ingest", str(pdf), "--out", str(tmp_path / "o"),
          "--password", secret, "--store", "none", "--report", str(report), "--quiet"],
         capture_output=True, text=True, timeout=600, env=env,
     )

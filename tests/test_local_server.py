@@ -27,7 +27,7 @@ def test_cli_runs_share_one_server_that_stops_when_idle(tmp_path: Path) -> None:
     pdf = write_text_pdf(tmp_path / "a.pdf", report_pages(seed=70, n=1))
 
     def ingest() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "folio.cli", "ingest", str(pdf), "--out",
+        return subprocess.run([sys.executable, "-m", "flows.cli", "ingest", str(pdf), "--out",
                                str(tmp_path / "out")], capture_output=True, text=True,
                               timeout=240, env=env)
 

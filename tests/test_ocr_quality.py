@@ -17,7 +17,7 @@ import pytest
 from folio.engines.tesseract import TesseractEngine
 from folio.models import PagePrep, RenderPlan
 from folio.quality import sequence_similarity, word_recall
-from tests.conftest import corpus_dir
+from tests.conftest import RecordProperty, corpus_dir
 
 pytestmark = pytest.mark.corpus
 
@@ -40,7 +40,7 @@ def _variants() -> list[str]:
                 if r["ground_truth_file"].startswith(REFERENCE) and "scanned" in r["kind"]]
 
 
-VARIANTS = _variants() or [
+VARIANTS: list[str | pytest.ParameterSet] = [*_variants()] or [
     pytest.param("", marks=pytest.mark.skip(reason="corpus absent: set FOLIO_CORPUS_DIR"))
 ]
 
@@ -60,7 +60,7 @@ def render(pdf: Path, index: int, out: Path) -> PagePrep:
 
 
 def measure(engine: TesseractEngine, pdf: Path, index: int, reference: str, tmp: Path,
-            record_property: pytest.RecordProperty) -> tuple[float, float]:
+            record_property: RecordProperty) -> tuple[float, float]:
     page = render(pdf, index, tmp / f"{pdf.stem}-{index}.png")
     started = time.perf_counter()
     text = engine.recognize(page).markdown
@@ -82,7 +82,7 @@ def engine() -> TesseractEngine:
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_linn_variant(variant: str, corpus: Path, engine: TesseractEngine, tmp_path: Path,
-                      record_property: pytest.RecordProperty) -> None:
+                      record_property: RecordProperty) -> None:
     reference = (corpus / REFERENCE).read_text()
     recall, similarity = measure(engine, corpus / variant, 0, reference, tmp_path, record_property)
     assert recall >= MIN_RECALL
@@ -90,7 +90,7 @@ def test_linn_variant(variant: str, corpus: Path, engine: TesseractEngine, tmp_p
 
 
 def test_upside_down_pages_need_osd(corpus: Path, tmp_path: Path,
-                                    record_property: pytest.RecordProperty) -> None:
+                                    record_property: RecordProperty) -> None:
     """cardinal.pdf bakes the scan in at 0/90/180/270 degrees. The default ``--psm 3``
     reads 0 and 90 but returns noise at 180 and 270 (recall 0.05); ``--psm 1`` (orientation
     detection, ``osd`` pack) reads all four, with boxes still in the page's coordinates."""

@@ -12,7 +12,12 @@ import pytest
 from PIL import Image
 
 from folio.config import PipelineConfig
-from folio.engines.openai_engine import OpenAIEngine, encode_image
+from folio.engines.openai_engine import (
+    EngineBadOutputError,
+    EngineDownError,
+    OpenAIEngine,
+    encode_image,
+)
 from folio.errors import BadOutputError, ConfigError, EngineUnavailableError
 from folio.gpu.vllm_server import RemoteEndpoint, free_port, register_endpoint, unregister_endpoint
 from folio.models import PagePrep
@@ -59,11 +64,12 @@ def test_5xx_then_success(fake: FakeServer, page: PagePrep) -> None:
 
 @pytest.mark.parametrize("fake", [{"fail_always": True, "fail_status": 502}], indirect=True)
 def test_persistent_5xx_is_engine_unavailable(fake: FakeServer, page: PagePrep) -> None:
-    with pytest.raises(EngineUnavailableError) as info:
+    with pytest.raises(EngineDownError) as info:
         engine(fake, max_retries=2).recognize(page, 0)
     assert fake.state.requests == 3
     attempt = info.value.attempt
-    assert "HTTP 502" in attempt.error and info.value.code == "engine-unavailable"
+    assert attempt.error is not None and "HTTP 502" in attempt.error
+    assert info.value.code == "engine-unavailable"
 
 
 def test_connection_refused_is_engine_unavailable(page: PagePrep) -> None:
@@ -75,11 +81,12 @@ def test_connection_refused_is_engine_unavailable(page: PagePrep) -> None:
 
 @pytest.mark.parametrize("fake", [{"always_length": True}], indirect=True)
 def test_length_is_bad_output_with_attempt(fake: FakeServer, page: PagePrep) -> None:
-    with pytest.raises(BadOutputError) as info:
+    with pytest.raises(EngineBadOutputError) as info:
         engine(fake, max_tokens=512).recognize(page, 1)
     attempt = info.value.attempt
     assert attempt.finish_reason == "length" and attempt.completion_tokens == 512
-    assert attempt.temperature == 0.2 and "token limit" in attempt.error and attempt.seconds >= 0
+    assert attempt.error is not None and "token limit" in attempt.error
+    assert attempt.temperature == 0.2 and attempt.seconds >= 0
 
 
 @pytest.mark.parametrize("fake", [{"garbage_below_temperature": 0.5}], indirect=True)
@@ -133,9 +140,10 @@ def test_ignore_eos_benchmark_mode_accepts_fixed_length(fake: FakeServer, page: 
 
 @pytest.mark.parametrize("fake", [{"fail_on": {1}, "fail_status": 400}], indirect=True)
 def test_400_is_bad_output_for_the_page(fake: FakeServer, page: PagePrep) -> None:
-    with pytest.raises(BadOutputError) as info:
+    with pytest.raises(EngineBadOutputError) as info:
         engine(fake).recognize(page, 0)
-    assert "HTTP 400" in info.value.attempt.error and fake.state.requests == 1
+    error = info.value.attempt.error
+    assert error is not None and "HTTP 400" in error and fake.state.requests == 1
 
 
 def test_page_without_image_is_bad_output() -> None:

@@ -109,7 +109,8 @@ def test_text_layer_comes_from_the_original_beside_a_copy(
     job = _job(pdfs["scan"], tmp_path, [0, 1], text_pdf=pdfs["report"], render="all")
     preps = list(prepare_pages(job))
     assert all(p.text_layer is not None and p.text_layer.trusted for p in preps)
-    assert "Quarterly" in " ".join(b.content for b in preps[0].text_layer.blocks)
+    first = preps[0].text_layer
+    assert first is not None and "Quarterly" in " ".join(b.content for b in first.blocks)
     assert all(p.image_path for p in preps)
     alone = list(prepare_pages(_job(pdfs["scan"], tmp_path / "alone", [0])))
     assert alone[0].text_layer is None or not alone[0].text_layer.trusted

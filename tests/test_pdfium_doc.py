@@ -154,7 +154,8 @@ def test_render_exact_size_and_rotation(tmp_path: Path, pdfs: dict[str, Path]) -
     image = render(doc[0], 400, 309)
     assert image.size == (400, 309)
     assert image.mode == "RGB"
-    low, high = image.convert("L").getextrema()
+    low, high = image.convert("L").getextrema()  # one band: (darkest, lightest)
+    assert isinstance(low, int) and isinstance(high, int)
     assert low < 128 < high  # text was drawn on white
     doc.close()
 

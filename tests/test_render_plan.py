@@ -8,6 +8,7 @@ import pytest
 
 from folio.config import RenderSettings
 from folio.errors import PageTooLargeError
+from folio.models import RenderPlan
 from folio.pdf.render_plan import MAX_SIDE_PX, plan_page
 
 LETTER = (612.0, 792.0)
@@ -20,7 +21,7 @@ def plan(
     font: float | None = None,
     native: float | None = None,
     **settings: float,
-):
+) -> RenderPlan:
     return plan_page(
         width, height, min_font_pt=font, native_dpi=native, settings=RenderSettings(**settings)
     )

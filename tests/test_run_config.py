@@ -3,6 +3,8 @@ their settings with folio.run_config.resolve_config, in the same layers."""
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from deployments.work_pools import profile_env
@@ -73,9 +75,9 @@ def test_one_vocabulary() -> None:
     from folio.engines.registry import KNOWN_ENGINES
     from folio.vocabulary import ENGINES, ROUTE_MODES
 
-    parser = cli._parser()
-    ingest = next(a for a in parser._subparsers._group_actions[0].choices["ingest"]._actions  # type: ignore[union-attr]
-                  if a.dest == "engine")
+    commands = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction))
+    ingest = next(a for a in commands.choices["ingest"]._actions if a.dest == "engine")
+    assert ingest.choices is not None
     assert tuple(ingest.choices) == ENGINES == KNOWN_ENGINES
     assert get_args(OcrSettings.model_fields["engine"].annotation) == ENGINES
     assert get_args(RouteSettings.model_fields["mode"].annotation) == ROUTE_MODES

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from deployments.trigger import wait_for_indexed
 from folio import trigger
 from folio.samples import report_pages, write_text_pdf
 from tests.prefect_stack import DOCUMENT_DEPLOYMENT, PrefectStack
@@ -38,7 +39,7 @@ def test_posted_event_starts_a_run_and_indexed_event_arrives(
     assert resp.status_code == 204, resp.text
 
     try:
-        done = trigger.wait_for_indexed(str(pdf), since=started, timeout=180, poll_s=1)
+        done = wait_for_indexed(str(pdf), since=started, timeout=180, poll_s=1)
     except TimeoutError:
         pytest.fail(f"no indexed event\n{prefect_stack.log_tail()}")
     assert done.indexed and done.outcome == "ok", done
@@ -46,12 +47,12 @@ def test_posted_event_starts_a_run_and_indexed_event_arrives(
     assert Path(done.outputs["markdown"]).is_file()
     assert done.payload["out"] == str(out) and done.vector_table
     assert done.flow_run_id  # the flow run is attached to the event by Prefect
-    by_doc = trigger.wait_for_indexed(doc_id=done.doc_id, since=started, timeout=5)
+    by_doc = wait_for_indexed(doc_id=done.doc_id, since=started, timeout=5)
     assert by_doc.flow_run_id == done.flow_run_id
 
 
 def _cli_trigger(stack: PrefectStack, *args: str) -> tuple[int, list[dict[str, Any]]]:
-    proc = stack.run(sys.executable, "-m", "folio.cli", "trigger", *args, timeout=300)
+    proc = stack.run(sys.executable, "-m", "flows.cli", "trigger", *args, timeout=300)
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert lines, proc.stdout + proc.stderr + stack.log_tail()
     return proc.returncode, lines

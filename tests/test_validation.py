@@ -17,6 +17,7 @@ from folio.validation import (
     suite_definitions,
     validate_pages,
 )
+from tests.conftest import RecordProperty
 
 SETTINGS = ValidationSettings()
 
@@ -45,7 +46,7 @@ def gx_imported() -> None:
     print(f"\ngreat_expectations import: {time.perf_counter() - started:.2f} s")
 
 
-def test_good_pages_pass(record_property: pytest.RecordProperty) -> None:
+def test_good_pages_pass(record_property: RecordProperty) -> None:
     pages = [page(i) for i in range(4)]
     pages.append(PageResult(index=4, width_pt=612, height_pt=792, blank=True,
                             outcome=PageOutcome.OK))
@@ -126,7 +127,7 @@ def test_frames() -> None:
                                         "height"]
 
 
-def test_thousand_pages_are_fast(record_property: pytest.RecordProperty) -> None:
+def test_thousand_pages_are_fast(record_property: RecordProperty) -> None:
     pages = [page(i) for i in range(1000)]
     pages[500].blocks[0].label = "Banner"
     started = time.perf_counter()

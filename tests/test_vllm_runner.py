@@ -22,13 +22,14 @@ from typing import Any
 import pytest
 from PIL import Image
 
+from flows.vllm_runner import VLLMTaskRunner, current_endpoint
 from folio.config import PipelineConfig
 from folio.engines.openai_engine import OpenAIEngine
 from folio.errors import ConfigError, EngineUnavailableError
 from folio.gpu.preflight import QWEN3_VL_8B_CONFIG
+from folio.gpu.shared_server import SharedEndpoint
 from folio.gpu.vllm_server import VLLMServer, active_endpoint, probe_server
 from folio.models import PagePrep
-from tasks.vllm_runner import VLLMTaskRunner, current_endpoint
 from tests.openai_fake import FakeServer
 
 FAKE = str(Path(__file__).parent / "openai_fake.py")
@@ -37,6 +38,22 @@ pytestmark = pytest.mark.timeout(120)
 
 def fake_cmd(*extra: str) -> list[str]:
     return [sys.executable, FAKE, "--port", "{port}", *extra]
+
+
+def flow_runner(runner: VLLMTaskRunner) -> Any:
+    """``runner`` as ``@flow(task_runner=...)`` takes it. Prefect types that parameter
+    ``TaskRunner[PrefectFuture[Any]]``, an invariant generic that its own
+    ThreadPoolTaskRunner (``TaskRunner[PrefectConcurrentFuture]``) does not match, so
+    flows/gpu.py and flows/cli.py pass the runner as Any too."""
+    return runner
+
+
+def served_endpoint() -> VLLMServer | SharedEndpoint:
+    """The current endpoint of a runner that started or shares a server: typed as any
+    Endpoint, of which only these have a process (pid, restarts, generation)."""
+    endpoint = current_endpoint()
+    assert isinstance(endpoint, VLLMServer | SharedEndpoint), endpoint
+    return endpoint
 
 
 def alive(pid: int | None) -> bool:
@@ -153,13 +170,14 @@ def test_runner_owns_the_server_for_the_flow_run(prefect: None, page: PagePrep) 
 
     @task
     def ocr(i: int) -> dict[str, Any]:
-        endpoint = current_endpoint()
-        assert endpoint is not None and probe_server(endpoint.base_url)[0], "healthy before tasks"
+        endpoint = served_endpoint()
+        assert probe_server(endpoint.base_url)[0], "healthy before tasks"
         out = OpenAIEngine.from_config(config_for_runner()).recognize(page, 0)
         return {"pid": endpoint.pid, "blocks": len(out.blocks)}
 
-    @flow(task_runner=VLLMTaskRunner(max_workers=4, profile="cpu", server_command=fake_cmd(),
-                                     health_interval_s=0.2, shared=False))
+    @flow(task_runner=flow_runner(VLLMTaskRunner(
+        max_workers=4, profile="cpu", server_command=fake_cmd(), health_interval_s=0.2,
+        shared=False)))
     def run() -> list[dict[str, Any]]:
         return [f.result() for f in [ocr.submit(i) for i in range(6)]]
 
@@ -181,7 +199,7 @@ def test_crash_mid_run_restarts_and_no_page_is_lost(prefect: None, page: PagePre
         engine = OpenAIEngine.from_config(config_for_runner())
         with ThreadPoolExecutor(8) as pool:
             outs = list(pool.map(lambda _: engine.recognize(page, 0), range(pages)))
-        endpoint = current_endpoint()
+        endpoint = served_endpoint()
         return {"ok": sum(1 for o in outs if o.blocks), "restarts": endpoint.restarts,
                 "generation": endpoint.generation, "pid": endpoint.pid}
 
@@ -189,7 +207,7 @@ def test_crash_mid_run_restarts_and_no_page_is_lost(prefect: None, page: PagePre
                             server_command=fake_cmd("--delay", "0.1", "--die-on", "6",
                                                     "--die-marker", str(marker)))
 
-    @flow(task_runner=runner)
+    @flow(task_runner=flow_runner(runner))
     def run() -> dict[str, Any]:
         return ocr_document.submit(24).result()
 
@@ -212,7 +230,7 @@ def test_attach_mode_starts_nothing(prefect: None, page: PagePrep) -> None:
             OpenAIEngine.from_config(config_for_runner()).recognize(page, 0)
             return endpoint.base_url
 
-        @flow(task_runner=VLLMTaskRunner(endpoint=fake.url, server_command=["false"]))
+        @flow(task_runner=flow_runner(VLLMTaskRunner(endpoint=fake.url, server_command=["false"])))
         def run() -> tuple[str, bool]:
             return ocr.submit().result(), current_endpoint() is not None and not hasattr(
                 current_endpoint(), "pid")
@@ -232,11 +250,11 @@ def test_nested_subflow_reuses_the_server(prefect: None) -> None:
     runner = VLLMTaskRunner(profile="cpu", server_command=fake_cmd(), health_interval_s=0.2,
                             shared=False)
 
-    @flow(task_runner=runner)
+    @flow(task_runner=flow_runner(runner))
     def child() -> tuple[int, int | None]:
         return where.submit().result()
 
-    @flow(task_runner=runner)
+    @flow(task_runner=flow_runner(runner))
     def parent() -> tuple[tuple[int, int | None], tuple[int, int | None]]:
         return where.submit().result(), child()
 
@@ -250,12 +268,12 @@ def test_failing_flow_still_stops_the_server(prefect: None) -> None:
 
     @task
     def boom() -> None:
-        endpoint = current_endpoint()
+        endpoint = served_endpoint()
         Path(os.environ["FOLIO_TEST_PID_FILE"]).write_text(str(endpoint.pid))
         raise RuntimeError("task failed")
 
-    @flow(task_runner=VLLMTaskRunner(profile="cpu", server_command=fake_cmd(),
-                                     health_interval_s=0.2, shared=False))
+    @flow(task_runner=flow_runner(VLLMTaskRunner(
+        profile="cpu", server_command=fake_cmd(), health_interval_s=0.2, shared=False)))
     def run() -> None:
         boom.submit().result()
 
@@ -350,13 +368,13 @@ def test_gpu_concurrency_slot_is_held_while_the_server_runs(prefect: None) -> No
         return asyncio.run(limit(False))
 
     @flow(
-        task_runner=VLLMTaskRunner(
+        task_runner=flow_runner(VLLMTaskRunner(
             profile="cpu",
             server_command=fake_cmd(),
             health_interval_s=0.2,
             concurrency_limit="gpu-test-runner",
             shared=False,
-        )
+        ))
     )
     def run() -> int:
         return slots_now.submit().result()
@@ -377,15 +395,14 @@ def test_flow_runs_share_one_server_that_outlives_them(
 
     @task
     def ocr() -> tuple[int | None, int]:
-        endpoint = current_endpoint()
-        assert endpoint is not None
+        endpoint = served_endpoint()
         out = OpenAIEngine.from_config(config_for_runner()).recognize(page, 0)
         return endpoint.pid, len(out.blocks)
 
     runner = VLLMTaskRunner(profile="cpu", server_command=fake_cmd(), health_interval_s=0.2,
                             idle_timeout_s=2.0, state_dir=str(tmp_path / "servers"))
 
-    @flow(task_runner=runner)
+    @flow(task_runner=flow_runner(runner))
     def run() -> tuple[int | None, int]:
         return ocr.submit().result()
 
@@ -419,7 +436,7 @@ def test_shared_server_bounds_requests_across_runs(
                                 health_interval_s=0.2, idle_timeout_s=1.0,
                                 state_dir=str(tmp_path / "servers"))
 
-        @flow(task_runner=runner)
+        @flow(task_runner=flow_runner(runner))
         def run() -> tuple[int, str]:
             endpoint = current_endpoint()
             assert endpoint is not None

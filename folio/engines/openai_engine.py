@@ -165,7 +165,7 @@ class OpenAIEngine:
     @classmethod
     def from_config(cls, config: PipelineConfig, *, endpoint: Endpoint | None = None) -> OpenAIEngine:
         """The engine ``config`` asks for, on ``endpoint``, else ``ocr.endpoint``, else the
-        server the flow's :class:`VLLMTaskRunner` runs (see ``tasks/vllm_runner.py``)."""
+        server the flow's :class:`VLLMTaskRunner` runs (see ``flows/vllm_runner.py``)."""
         ocr = config.ocr
         if endpoint is None and ocr.endpoint:
             endpoint = RemoteEndpoint(ocr.endpoint, served_model_name=ocr.model, in_flight=ocr.in_flight)

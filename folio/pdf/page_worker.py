@@ -55,8 +55,9 @@ _ERROR_CLASSES: dict[str, type[FolioError]] = {
 }
 
 
-def prepare_pages(job: WorkerJob) -> Iterator[PagePrep]:
+def prepare_pages(job: WorkerJob) -> Generator[PagePrep, None, None]:
     """Yield a :class:`PagePrep` for every index in ``job.pages``, once each, in order.
+    A generator: a consumer that stops early closes it, which kills the child.
 
     Pages a child could not survive carry ``error="worker-crashed: ..."``; pages left
     when the time budget runs out carry ``error="timeout: ..."``.

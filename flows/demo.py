@@ -3,6 +3,8 @@ embedded defaults (tesseract OCR, local outputs, a local LanceDB), print where r
 
 Nothing to start by hand: the CLI starts (or reuses) folio's local Prefect server,
 Ghostscript and tesseract are local programs, the embedding model ships in a package.
+It lives in the Prefect layer because it runs the ``folio`` command's ingest, which the
+core cannot import.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from pathlib import Path
 def main() -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    from flows.cli import main as cli_main
     from folio.cli import cmd_samples
-    from folio.cli import main as cli_main
 
     samples, out = Path("samples"), Path("out")
     print(f"writing sample PDFs to {samples}/ ...")
