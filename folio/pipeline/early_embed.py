@@ -2,13 +2,15 @@
 
 Why: a document's chunks used to be embedded only once its last page was done. On a GPU
 run the documents that end last are the long ones, and embedding their hundreds of
-chunks (about 0.05 core-seconds each with the packaged MiniLM) kept the flow running
-10-20 s after the engine's last page. Here every finished page is fed, in reading order,
-to the document's :class:`folio.chunking.ChunkStream`; chunks it closes are final and are
-embedded in batches beside the OCR. At load time :meth:`EarlyEmbeddings.vectors` hands
-back what was embedded early and embeds only the rest (the last chunk, and chunks that
-changed because validation quarantined a page): the chunking at load time stays the one
-that counts, so early work can be wasted but never wrong.
+chunks (0.05-0.15 core-seconds each with the packaged MiniLM, by length) kept the flow
+running 10-20 s after the engine's last page. Here every finished page is fed, in reading
+order, to the document's :class:`folio.chunking.ChunkStream`; chunks it closes are final
+and are embedded in batches beside the OCR, and once the last page is in, the rest of the
+document's chunks are embedded at once, beside its validation. At load time
+:meth:`EarlyEmbeddings.vectors` hands back what was embedded early and embeds only what is
+missing (chunks that changed because validation quarantined a page, work still queued):
+the chunking at load time stays the one that counts, so early work can be wasted but never
+wrong.
 """
 
 from __future__ import annotations
