@@ -249,7 +249,25 @@ class Sampler:
         return {"samples": len(window),
                 "gpu_utilization_mean": round(statistics.mean(gpu), 1) if gpu else None,
                 "running_mean": round(statistics.mean(s[2] for s in window), 1) if window else None,
-                "waiting_mean": round(statistics.mean(s[3] for s in window), 1) if window else None}
+                "waiting_mean": round(statistics.mean(s[3] for s in window), 1) if window else None,
+                "series": self.series(window, start)}
+
+    @staticmethod
+    def series(window: list[tuple[float, float | None, float, float]], start: float
+               ) -> list[dict[str, float | None]]:
+        """One entry a second (the means of its samples): when the GPU went short, to set
+        beside the scheduler's timing.queue and the host's CPU (bench/host_cpu.py)."""
+        seconds: dict[int, list[tuple[float, float | None, float, float]]] = {}
+        for sample in window:
+            seconds.setdefault(int(sample[0] - start), []).append(sample)
+        out: list[dict[str, float | None]] = []
+        for second, group in sorted(seconds.items()):
+            gpu = [g[1] for g in group if g[1] is not None]
+            out.append({"t": float(second),
+                        "gpu": round(statistics.mean(gpu), 1) if gpu else None,
+                        "running": round(statistics.mean(g[2] for g in group), 1),
+                        "waiting": round(statistics.mean(g[3] for g in group), 1)})
+        return out
 
 
 def nvml_utilization(index: int) -> Any:
