@@ -9,8 +9,8 @@ and a paragraph that merely touches a figure does not).
 Overlaps: the detector suppresses duplicates within a class only, so a table and the
 text regions it also sees inside it both reach here. :data:`PRIORITY` settles them: the
 more specific kind wins (a table's cells are "text" to the model as well), then the region
-covering more of the block, then the higher score. The blocks of one table or figure
-become one block (:data:`MERGED`), their text row by row; cells as a grid are left to a
+covering more of the block, then the higher score. The blocks of one table become one
+block (:data:`MERGED`), their text row by row; cells as a grid are left to a
 table-structure step.
 
 Text regions never replace a label the engine gave: CDLA's "text" is the catch-all (it
@@ -68,9 +68,10 @@ def region_for(box: BBox, regions: Sequence[Region], min_cover: float) -> Region
 
 
 #: kinds whose blocks inside one region become one block: an engine cuts a table into a
-#: block per cell and a chart into a block per axis label, which as separate blocks make
-#: one-word chunks that mean nothing on their own
-MERGED: frozenset[Label] = frozenset({Label.TABLE, Label.FIGURE})
+#: block per cell, which as separate blocks make one-word chunks that mean nothing on
+#: their own. Figures are labelled but not joined: a false figure over body text (a
+#: page the model misreads) would have its paragraphs interleaved row by row
+MERGED: frozenset[Label] = frozenset({Label.TABLE})
 
 
 def label_blocks(blocks: Sequence[Block], regions: Sequence[Region], min_cover: float

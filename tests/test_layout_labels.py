@@ -113,6 +113,25 @@ def test_cpu_engines_pages_are_relabelled_and_their_markdown_rebuilt() -> None:
     assert result.markdown == "## Results\n\nText"
 
 
+def test_a_page_the_engine_turned_upright_is_left_alone() -> None:
+    """The model saw the page on its side; its regions describe a picture of sideways text."""
+    page = PagePrep(index=0, width_pt=612, height_pt=792,
+                    layout=[region(Label.FIGURE, box(0, 0, 612, 792))])
+    result = output([block("Results", box(10, 5, 100, 25))])
+    result.attempt.rotated = 90
+    apply_layout(result, "tesseract", page, 0.5)
+    assert result.blocks[0].label == Label.TEXT.value and result.markdown == "unchanged"
+
+
+def test_figure_blocks_are_labelled_but_not_joined() -> None:
+    figure = region(Label.FIGURE, box(0, 0, 600, 700))
+    blocks = [block("left column", box(10, 10, 290, 600)),
+              block("right column", box(310, 10, 590, 600), order=1)]
+    out, _ = label_blocks(blocks, [figure], 0.5)
+    assert [(b.label, b.content) for b in out] == [(Label.FIGURE.value, "left column"),
+                                                    (Label.FIGURE.value, "right column")]
+
+
 @pytest.mark.parametrize("engine, layout", [("vllm", [region(Label.TABLE, box(0, 0, 612, 792))]),
                                             ("tesseract", None)])
 def test_vlm_pages_and_pages_without_regions_are_left_alone(
