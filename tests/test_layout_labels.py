@@ -213,3 +213,17 @@ def test_a_detector_failure_costs_the_labels_not_the_page(
     monkeypatch.setattr(page_layout, "detector", lambda settings: Broken())
     image = Image.new("RGB", (10, 10), "white")
     assert page_layout.detect_page(None, image, 10, 10, LayoutSettings()) is None  # type: ignore[arg-type]
+
+
+def test_the_zygote_stays_single_threaded() -> None:
+    """The zygote imports the page worker and then forks: importing it must not import
+    numpy or onnxruntime, which start threads (the model loads in the forked child)."""
+    import subprocess
+    import sys
+
+    probe = ("import os, sys; from folio.pdf import worker_child; "
+             "print(len(os.listdir('/proc/self/task')), "
+             "'numpy' in sys.modules, 'onnxruntime' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["1", "False", "False"]

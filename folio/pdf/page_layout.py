@@ -10,20 +10,27 @@ crash the pipeline) or shipping images across processes and decoding them again;
 regions, a few hundred bytes a page, cross instead (:attr:`folio.models.PagePrep.layout`).
 
 One detector per process: the onnxruntime session loads on first use (about a tenth of
-a second) and serves every later page of the child's batch.
+a second) and serves every later page of the child's batch. The model's modules (numpy,
+onnxruntime) are imported then too, in the child, never at module level: the zygote
+imports this module before it forks, and must stay single-threaded (numpy's BLAS and
+onnxruntime each start a thread when imported; a fork copies none of them, and a lock one
+of them held at that moment would stay held in the child forever).
 """
 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import pypdfium2 as pdfium
 from PIL import Image
 
 from folio.config import LayoutSettings
-from folio.layout import CdlaLayoutDetector, LayoutDetector
 from folio.models import Region
 from folio.pdf.pdfium_doc import render
+
+if TYPE_CHECKING:
+    from folio.layout import LayoutDetector
 
 __all__ = ["LONGEST_SIDE_PX", "detect_page", "detector", "layout_render_size"]
 
@@ -38,6 +45,8 @@ _detectors: dict[str, LayoutDetector] = {}
 
 def detector(settings: LayoutSettings) -> LayoutDetector:
     """This process's detector for ``settings`` (made once, its model loaded on first use)."""
+    from folio.layout import CdlaLayoutDetector  # here, not in the zygote (see above)
+
     key = settings.model_dump_json()
     found = _detectors.get(key)
     if found is None:
