@@ -216,14 +216,15 @@ def test_a_detector_failure_costs_the_labels_not_the_page(
 
 
 def test_the_zygote_stays_single_threaded() -> None:
-    """The zygote imports the page worker and then forks: importing it must not import
-    numpy or onnxruntime, which start threads (the model loads in the forked child)."""
+    """The zygote preloads numpy and imports the page worker, then forks: neither may
+    start a thread (onnxruntime, which would, loads in the forked child)."""
     import subprocess
     import sys
 
-    probe = ("import os, sys; from folio.pdf import worker_child; "
+    probe = ("import os, sys; from folio.pdf import zygote; zygote._preload_numpy(); "
+             "from folio.pdf import worker_child; "
              "print(len(os.listdir('/proc/self/task')), "
              "'numpy' in sys.modules, 'onnxruntime' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout.split()
-    assert out == ["1", "False", "False"]
+    assert out == ["1", "True", "False"]
