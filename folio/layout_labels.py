@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from folio.models import BBox, Block, Label, Region
 
-__all__ = ["MERGED", "PRIORITY", "cover", "label_blocks", "merge_blocks", "region_for", "rows_text"]
+__all__ = ["MERGED", "PRIORITY", "cover", "label_blocks", "merge_blocks", "region_for"]
 
 #: the kind that wins when regions of several kinds cover a block, most specific first
 PRIORITY: tuple[Label, ...] = (
@@ -103,36 +103,20 @@ def label_blocks(blocks: Sequence[Block], regions: Sequence[Region], min_cover: 
 
 
 def merge_blocks(members: Sequence[Block]) -> Block:
-    """One block of several (all with boxes, one label): the first one's place in the
-    reading order, the union of their boxes, their text row by row (:func:`rows_text`),
-    the mean of their confidences."""
+    """One block of several (one label): the first one's place in the reading order, the
+    union of their boxes, their text one line each in the engine's reading order (the
+    engine's order, not a guess at rows: multi-line cells make rows a grid question, left
+    to a table-structure step), the mean of their confidences."""
     box = members[0].bbox
     for member in members[1:]:
         if box is not None and member.bbox is not None:
             box = box.union(member.bbox)
     confidences = [m.confidence for m in members if m.confidence is not None]
-    return Block(label=members[0].label, bbox=box, content=rows_text(members),
+    return Block(label=members[0].label, bbox=box, content=_lines(members),
                  order=min(m.order for m in members),
                  confidence=sum(confidences) / len(confidences) if confidences else None)
 
 
-def rows_text(members: Sequence[Block]) -> str:
-    """The blocks' text as rows: top to bottom, a block whose vertical centre lies within
-    the current row's first block joins that row; within a row left to right, spaces
-    between blocks, a line break between rows."""
-    placed = sorted((m for m in members if m.bbox is not None),
-                    key=lambda m: ((m.bbox.y0 + m.bbox.y1) / 2 if m.bbox else 0.0))
-    rows: list[list[Block]] = []
-    for block in placed:
-        assert block.bbox is not None
-        centre = (block.bbox.y0 + block.bbox.y1) / 2
-        first = rows[-1][0].bbox if rows else None
-        if first is not None and first.y0 <= centre <= first.y1:
-            rows[-1].append(block)
-        else:
-            rows.append([block])
-    lines = [" ".join(" ".join(b.content.split()) for b in
-                      sorted(row, key=lambda b: b.bbox.x0 if b.bbox else 0.0))
-             for row in rows]
-    lines += [" ".join(m.content.split()) for m in members if m.bbox is None]
-    return "\n".join(line for line in lines if line)
+def _lines(members: Sequence[Block]) -> str:
+    ordered = sorted(members, key=lambda m: m.order)
+    return "\n".join(text for text in (" ".join(m.content.split()) for m in ordered) if text)

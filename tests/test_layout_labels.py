@@ -13,7 +13,7 @@ from PIL import Image
 
 from folio.config import LayoutSettings, PipelineConfig
 from folio.engines.base import EngineOutput
-from folio.layout_labels import cover, label_blocks, region_for, rows_text
+from folio.layout_labels import cover, label_blocks, region_for
 from folio.models import Attempt, BBox, Block, Label, PagePrep, Region
 from folio.pdf import page_layout
 from folio.pipeline.pages import apply_layout
@@ -81,7 +81,7 @@ def test_text_regions_do_not_erase_the_engines_own_labels() -> None:
     assert out[0].label == Label.SECTION_HEADER.value and changed == 0
 
 
-def test_blocks_of_one_table_become_one_block_row_by_row() -> None:
+def test_blocks_of_one_table_become_one_block_in_reading_order() -> None:
     table = region(Label.TABLE, box(0, 100, 300, 200))
     cells = [block("b2", box(150, 150, 200, 160), order=4),
              block("a1", box(10, 110, 60, 120), order=1),
@@ -90,14 +90,9 @@ def test_blocks_of_one_table_become_one_block_row_by_row() -> None:
     after = block("Next paragraph", box(0, 300, 300, 400), order=5)
     out, changed = label_blocks([*cells, after], [table], 0.5)
     assert [b.label for b in out] == [Label.TABLE.value, Label.TEXT.value]
-    assert out[0].content == "a1 b1\na2 b2"
+    assert out[0].content == "a1\nb1\na2\nb2"
     assert out[0].order == 1 and out[0].bbox == box(10, 110, 200, 160)
     assert changed >= 4
-
-
-def test_rows_join_blocks_whose_centre_lies_in_the_row() -> None:
-    assert rows_text([block("left", box(0, 0, 10, 10)), block("right", box(20, 2, 30, 12)),
-                      block("below", box(0, 20, 10, 30))]) == "left right\nbelow"
 
 
 def output(blocks: list[Block]) -> EngineOutput:
