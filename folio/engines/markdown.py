@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from folio.models import Block, Label
 
+#: engines whose page markdown is made from their blocks (a VLM's own markdown is kept):
+#: relabelling their blocks (layout regions, running heads) rebuilds their markdown
+BLOCK_MARKDOWN_ENGINES = frozenset({"text-layer", "tesseract"})
+
 _PREFIX = {Label.TITLE.value: "# ", Label.SECTION_HEADER.value: "## "}
 
 

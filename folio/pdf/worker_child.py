@@ -25,6 +25,7 @@ from pydantic import SecretStr
 
 from folio.errors import FolioError, MalformedPdfError, PageTooLargeError
 from folio.models import PagePrep
+from folio.pdf.page_layout import detect_page
 from folio.pdf.pdfium_doc import (
     PDFIUM_LOCK,
     is_blank,
@@ -224,6 +225,9 @@ def _measure_and_render(page: pdfium.PdfPage, index: int, job: WorkerJob,
         image = render(page, plan.width_px, plan.height_px)
         image_path = _save(image, job.out_dir, index, job.render_settings.image_format)
     blank = is_blank(page, text_chars=layer.chars, image=image)
+    layout = None
+    if job.layout is not None and not blank:
+        layout = detect_page(page, image, geometry.width_pt, geometry.height_pt, job.layout)
     return PagePrep(
         index=index,
         width_pt=geometry.width_pt,
@@ -234,6 +238,7 @@ def _measure_and_render(page: pdfium.PdfPage, index: int, job: WorkerJob,
         image_dpi_native=native_dpi,
         text_layer=layer,
         blank=blank,
+        layout=layout,
     )
 
 

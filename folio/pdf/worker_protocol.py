@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, SerializationInfo, field_serializer
 
-from folio.config import RenderSettings, RouteSettings
+from folio.config import LayoutSettings, RenderSettings, RouteSettings
 from folio.models import PagePrep
 
 __all__ = ["REVEAL", "Fatal", "PdfInfo", "WorkerJob", "WorkerMessage", "WorkerRequest"]
@@ -55,6 +55,9 @@ class WorkerJob(WorkerRequest):
     timeout_s: float = Field(
         900.0, gt=0, description="time spent waiting on children (not on the consumer)"
     )
+    layout: LayoutSettings | None = Field(
+        None, description="detect layout regions on every non-blank page with these "
+        "settings (PagePrep.layout); None: no detection")
 
 
 class PdfInfo(BaseModel):

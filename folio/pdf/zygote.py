@@ -194,6 +194,7 @@ def shutdown() -> None:
 
 def serve(fd: int) -> None:
     """The zygote's loop: fork a child per request, report exits, stop at end of file."""
+    _preload_numpy()
     from folio.pdf import worker_child  # the point of the zygote: imported once, here
 
     sock = socket.socket(fileno=fd)
@@ -302,6 +303,22 @@ def _child(header: dict[str, object], payload: bytes, out_w: int, err_fd: int, r
         traceback.print_exc()
     finally:
         os._exit(code)
+
+
+#: thread-count variables of the BLAS libraries numpy may be built with
+_BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _preload_numpy() -> None:
+    """Import numpy once here for the children's layout model (a quarter of a second of
+    CPU in every child otherwise: as much as detecting a page), with its BLAS held to
+    the calling thread: OpenBLAS starts worker threads on import, and the zygote must
+    stay single-threaded to fork safely. The layout model's pre- and post-processing is
+    elementwise and never uses BLAS threads. onnxruntime is not preloaded: it starts a
+    thread of its own on import (folio.pdf.page_layout imports it in the child)."""
+    for name in _BLAS_THREADS:
+        os.environ[name] = "1"  # this process only; children get the parent's environment
+    import numpy  # noqa: F401
 
 
 def _die_with_parent() -> None:

@@ -7,7 +7,9 @@ from pathlib import Path
 
 from folio.config import ValidationSettings
 from folio.engines.base import GENERATIVE_ENGINES, EngineOutput, OcrEngine
+from folio.engines.markdown import BLOCK_MARKDOWN_ENGINES, blocks_to_markdown
 from folio.errors import BadOutputError, FolioError, TransientError, is_transient_code
+from folio.layout_labels import label_blocks
 from folio.models import Attempt, BBox, Block, PageOutcome, PagePrep, PageResult
 from folio.pipeline.outcome import page_failed
 from folio.pipeline.services import Services
@@ -66,6 +68,7 @@ def _process_page(page: PagePrep, services: Services) -> PageResult:
         try:
             output = _recognize(engine, page, attempt)
             output.blocks = clip_blocks(output.blocks, page.width_pt, page.height_pt)
+            apply_layout(output, name, page, config.layout.min_cover)
             problem = page_problem(output, page, config.validation,
                                    generative=name in GENERATIVE_ENGINES)
             if problem:
@@ -101,6 +104,19 @@ def _recognize(engine: OcrEngine, page: PagePrep, attempt: int) -> EngineOutput:
         raise
     except Exception as err:  # an engine bug reads as bad output for this page
         raise BadOutputError(f"{engine.name} failed: {type(err).__name__}: {err}") from err
+
+
+def apply_layout(output: EngineOutput, engine: str, page: PagePrep, min_cover: float) -> None:
+    """Relabel a CPU engine's blocks from the page's layout regions (found in the page
+    worker) and rebuild its markdown; other engines' blocks and pages without regions are
+    left as they are, and so are pages the engine found turned on their side: the model
+    saw the render as it lies, where a sideways page of text reads as one big figure."""
+    if page.layout is None or engine not in BLOCK_MARKDOWN_ENGINES or output.attempt.rotated:
+        return
+    blocks, changed = label_blocks(output.blocks, page.layout, min_cover)
+    if changed:
+        output.blocks = blocks
+        output.markdown = blocks_to_markdown(blocks)
 
 
 def clip_blocks(blocks: list[Block], width: float, height: float) -> list[Block]:

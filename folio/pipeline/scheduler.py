@@ -548,6 +548,7 @@ def worker_jobs(prep: PreparedDocument, config: PipelineConfig) -> list[WorkerJo
             render="untrusted" if config.route.mode == "auto" else "all",
             memory_mb=config.limits.worker_memory_mb,
             timeout_s=config.limits.document_timeout_s,
+            layout=config.active_layout(),
         )
         for start in range(0, doc.page_count, size)
     ]

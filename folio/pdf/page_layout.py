@@ -1,0 +1,77 @@
+"""Layout detection in the page worker child, beside the render.
+
+Why here: the page image exists only in the child. Tesseract pages are rendered there
+already (at the OCR resolution, which the detector shrinks to its 608x800 input); pages
+with a trusted text layer are not rendered at all in ``render="untrusted"`` runs, so one
+small render at ``layout.render_dpi`` (about 100 dpi: more pixels than the model's input
+are wasted) is made for the detector alone and never written to disk. Detecting in the
+parent would mean either pdfium in the parent (not thread-safe, and a hostile file could
+crash the pipeline) or shipping images across processes and decoding them again; the
+regions, a few hundred bytes a page, cross instead (:attr:`folio.models.PagePrep.layout`).
+
+One detector per process: the onnxruntime session loads on first use (about a tenth of
+a second) and serves every later page of the child's batch. The model's modules (numpy,
+onnxruntime) are imported then too, in the child, never at module level: the zygote
+imports this module before it forks, and must stay single-threaded (numpy's BLAS and
+onnxruntime each start a thread when imported; a fork copies none of them, and a lock one
+of them held at that moment would stay held in the child forever).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import pypdfium2 as pdfium
+from PIL import Image
+
+from folio.config import LayoutSettings
+from folio.models import Region
+from folio.pdf.pdfium_doc import render
+
+if TYPE_CHECKING:
+    from folio.layout import LayoutDetector
+
+__all__ = ["LONGEST_SIDE_PX", "detect_page", "detector", "layout_render_size"]
+
+log = logging.getLogger(__name__)
+
+#: the longest side of a render made for detection: a poster at render_dpi would be
+#: thousands of pixels for a model that looks at 800
+LONGEST_SIDE_PX = 1600
+
+_detectors: dict[str, LayoutDetector] = {}
+
+
+def detector(settings: LayoutSettings) -> LayoutDetector:
+    """This process's detector for ``settings`` (made once, its model loaded on first use)."""
+    from folio.layout import CdlaLayoutDetector  # here, not in the zygote (see above)
+
+    key = settings.model_dump_json()
+    found = _detectors.get(key)
+    if found is None:
+        found = _detectors[key] = CdlaLayoutDetector(settings)
+    return found
+
+
+def layout_render_size(width_pt: float, height_pt: float, dpi: float) -> tuple[int, int]:
+    """Pixels of a render at ``dpi``, the longest side capped at :data:`LONGEST_SIDE_PX`."""
+    scale = dpi / 72.0
+    longest = max(width_pt, height_pt) * scale
+    if longest > LONGEST_SIDE_PX:
+        scale *= LONGEST_SIDE_PX / longest
+    return max(1, round(width_pt * scale)), max(1, round(height_pt * scale))
+
+
+def detect_page(page: pdfium.PdfPage, image: Image.Image | None, width_pt: float,
+                height_pt: float, settings: LayoutSettings) -> list[Region] | None:
+    """The page's layout regions, from ``image`` when the page was rendered, else from a
+    render made here. None when detection failed: the page goes on without labels (a
+    broken model must not cost the text); the reason goes to the child's stderr."""
+    try:
+        if image is None:
+            image = render(page, *layout_render_size(width_pt, height_pt, settings.render_dpi))
+        return detector(settings).detect(image, width_pt, height_pt)
+    except Exception as exc:  # a layout failure costs the labels, never the page
+        log.warning("layout detection failed: %s: %s", type(exc).__name__, exc)
+        return None
