@@ -22,13 +22,24 @@ def check_run(sources: list[str], out: str, config: PipelineConfig) -> None:
 
     Raises:
         ConfigError: a source is missing, the destination or store is not usable as
-            configured (permissions, credentials, bucket).
+            configured (permissions, credentials, bucket), the layout model is missing.
         NothingToDoError: no PDF under the sources.
         StorageError: S3 or the store could not be reached (retry later).
     """
     if not has_documents(sources, config.s3):
         raise NothingToDoError(f"no PDF under {', '.join(sources)}")
+    check_layout_model(config)
     check_destination(out, config)
+
+
+def check_layout_model(config: PipelineConfig) -> None:
+    """When the run detects layout, its model must be there: the page workers would only
+    log a missing one and leave every page without its labels."""
+    layout = config.active_layout()
+    if layout is not None:
+        from folio.layout import layout_model_path
+
+        layout_model_path(layout.model_path)
 
 
 def check_destination(out: str, config: PipelineConfig) -> None:

@@ -55,6 +55,14 @@ def test_unwritable_destination_stops_before_any_work(tmp_path: Path, pdf: Path)
     assert "cannot write to" in one_line(proc)
 
 
+def test_missing_layout_model_stops_before_any_work(tmp_path: Path, pdf: Path) -> None:
+    proc = folio("ingest", str(pdf), "--out", str(tmp_path / "o"),
+                 "--set", f"layout.model_path={json.dumps(str(tmp_path / 'none.onnx'))}")
+    assert proc.returncode == 2
+    assert "layout model not found" in one_line(proc)
+    assert not (tmp_path / "o").exists()
+
+
 def test_unreachable_s3_is_one_line_exit_6(tmp_path: Path, pdf: Path) -> None:
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y",
            "AWS_DEFAULT_REGION": "us-east-1"}

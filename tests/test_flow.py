@@ -117,6 +117,18 @@ def test_the_report_says_where_the_finishing_time_went(first_run: dict[str, Any]
     assert timing["scheduled_s"] <= timing["loaded_s"] <= timing["seconds"]
 
 
+def test_a_run_without_its_layout_model_fails_before_any_document(tmp_path: Path,
+                                                                   samples: dict[str, Path]
+                                                                   ) -> None:
+    from flows.ingest import ingest
+    from folio.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="layout model not found"):
+        ingest(sources=[str(samples["report"])], out=str(tmp_path / "out"),
+               settings={"layout": {"model_path": str(tmp_path / "none.onnx")}})
+    assert not (tmp_path / "out").exists()
+
+
 def test_second_run_is_served_from_the_done_index(first_run: dict[str, Any]) -> None:
     from flows.ingest import ingest
 
