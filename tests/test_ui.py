@@ -128,28 +128,39 @@ def test_progress_artifact_follows_pages_and_is_throttled(
     sees a bounded number of updates (every 5% or 2 s), the last one 100%."""
     import prefect.artifacts
 
+    import tasks.progress
     from folio import progress
     from tasks.progress import PageProgress
 
-    calls: list[tuple[float, str]] = []
+    calls: list[tuple[uuid.UUID, float, str]] = []
+    created: dict[str, uuid.UUID] = {}
 
     def create(value: float, description: str) -> uuid.UUID:
-        calls.append((value, description))
-        return uuid.uuid4()
+        artifact = created[description.split()[2].rstrip(":")] = uuid.uuid4()
+        calls.append((artifact, value, description))
+        return artifact
+
+    class Client:  # the one client every bar of the process shares
+        def update_artifact(self, artifact_id: uuid.UUID, artifact: Any) -> None:
+            calls.append((artifact_id, artifact.data, artifact.description))
 
     monkeypatch.setattr(prefect.artifacts, "create_progress_artifact", create)
-    monkeypatch.setattr(prefect.artifacts, "update_progress_artifact",
-                        lambda _id, value, description: calls.append((value, description)))
-    with PageProgress("s3://b/doc.pdf", 200) as bar:
-        for _ in range(200):
+    monkeypatch.setattr(tasks.progress, "_client", Client)
+    with PageProgress("s3://b/doc.pdf", 200) as bar, PageProgress("s3://b/two.pdf", 50) as two:
+        for n in range(200):
             progress.emit(progress.ProgressEvent(kind="page-done", source="s3://b/doc.pdf", pages=1))
             progress.emit(progress.ProgressEvent(kind="page-done", source="s3://b/other.pdf", pages=1))
+            if n % 4 == 0:
+                progress.emit(progress.ProgressEvent(kind="page-done", source="s3://b/two.pdf",
+                                                     pages=1))
             time.sleep(0.002)
-    assert bar.done == 200
-    values = [v for v, _ in calls]
-    assert values[0] == 0.0 and values[-1] == 100.0 and values == sorted(values)
-    assert 2 <= len(calls) <= 25, calls
-    assert calls[-1][1] == "OCR of doc.pdf: 200 of 200 pages, finished"
+    assert bar.done == 200 and two.done == 50
+    for name, pages in (("doc.pdf", 200), ("two.pdf", 50)):
+        mine = [(v, d) for a, v, d in calls if a == created[name]]
+        values = [v for v, _ in mine]
+        assert values[0] == 0.0 and values[-1] == 100.0 and values == sorted(values)
+        assert 2 <= len(mine) <= 25, mine
+        assert mine[-1][1] == f"OCR of {name}: {pages} of {pages} pages, finished"
     progress.emit(progress.ProgressEvent(kind="page-done", source="s3://b/doc.pdf", pages=1))
     assert bar.done == 200  # the listener is gone
 
