@@ -16,7 +16,7 @@ set Prefect's environment.
 
 Example::
 
-    run = trigger("s3://docs/in/report.pdf", out="s3://docs/out")
+    run = trigger(IngestRequest(source="s3://docs/in/report.pdf", out="s3://docs/out"))
     done = wait_for_indexed(source="s3://docs/in/report.pdf", since=run.requested_at)
     assert done.indexed, done.reason
 """
@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from deployments.runs import run_url, start_run, wait_for_run
 from folio.trigger import (
@@ -59,25 +59,13 @@ def parse_event(event: ReceivedEvent) -> DocumentEvent:
 # --- 1. run_deployment with an idempotency key ------------------------------------------
 
 
-def trigger(
-    source: str,
-    *,
-    out: str = "folio-out",
-    engine: str = "tesseract",
-    route: str = "auto",
-    reprocess: bool = False,
-    settings: dict[str, Any] | None = None,
-    revision: str | None = None,
-    deployment: str = DOCUMENT_DEPLOYMENT,
-) -> TriggeredRun:
-    """Start ``deployment`` for one source (a file or a prefix); a repeat of the same
+def trigger(request: IngestRequest, *, deployment: str = DOCUMENT_DEPLOYMENT) -> TriggeredRun:
+    """Start ``deployment`` for one request (a file or a prefix); a repeat of the same
     request returns the existing run (``reused=True``) instead of starting another.
 
     Raises:
         prefect.exceptions.ObjectNotFound: no such deployment (run ``prefect deploy``).
     """
-    request = IngestRequest(source=source, out=out, engine=engine, route=route,
-                            reprocess=reprocess, settings=settings or {}, revision=revision)
     requested_at = datetime.now(UTC)
     flow_run = start_run(deployment, parameters=request.parameters(),
                          idempotency_key=request.key, tags=["folio-trigger"], as_subflow=False)
@@ -118,24 +106,13 @@ def wait_for_result(flow_run_id: uuid.UUID, *, timeout: float = 3600.0,
 # --- 2. an event bound to the deployment by a deployment trigger ------------------------
 
 
-def request_ingest(
-    source: str,
-    *,
-    out: str = "folio-out",
-    engine: str = "tesseract",
-    route: str = "auto",
-    reprocess: bool = False,
-    settings: dict[str, Any] | None = None,
-    revision: str | None = None,
-) -> uuid.UUID:
+def request_ingest(request: IngestRequest) -> uuid.UUID:
     """POST a ``folio.ingest.requested`` event to the Prefect API; the deployment trigger
     in ``prefect.yaml`` starts the document deployment with its payload. Returns the event
     id (deterministic: a retried request within 30 minutes is dropped by the server)."""
     from prefect.client.orchestration import get_client
     from prefect.events import Event
 
-    request = IngestRequest(source=source, out=out, engine=engine, route=route,
-                            reprocess=reprocess, settings=settings or {}, revision=revision)
     event_id, resource, payload = requested_event(request)
     event = Event(event=REQUESTED, id=event_id, resource=resource, payload=payload)
     with get_client(sync_client=True) as client:

@@ -91,13 +91,13 @@ def _with_vllm_runner(args: argparse.Namespace, settings: dict[str, Any]) -> Any
 def cmd_trigger(args: argparse.Namespace) -> int:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from deployments import trigger as trig
+    from folio.trigger import IngestRequest
 
-    settings = cli.parse_set(args.set)
-    request: dict[str, Any] = {"out": args.out, "engine": args.engine, "route": args.route,
-                               "reprocess": args.reprocess, "settings": settings,
-                               "revision": args.revision}
+    request = IngestRequest(source=args.source, out=args.out, engine=args.engine,
+                            route=args.route, reprocess=args.reprocess,
+                            settings=cli.parse_set(args.set), revision=args.revision)
     if args.event:
-        event_id = trig.request_ingest(args.source, **request)
+        event_id = trig.request_ingest(request)
         print(json.dumps({"event_id": str(event_id), "event": trig.REQUESTED}))
         if not args.wait:
             return 0
@@ -111,7 +111,7 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     from prefect.exceptions import ObjectNotFound
 
     try:
-        run = trig.trigger(args.source, deployment=args.deployment, **request)
+        run = trig.trigger(request, deployment=args.deployment)
     except ObjectNotFound:
         print(f"folio: no deployment {args.deployment!r} on {_api_url()}: run "
               "`prefect deploy --all` first", file=sys.stderr)

@@ -106,6 +106,7 @@ def test_ui_run_trigger_and_sweep_batch_share_the_gpu_server(
     from prefect.deployments import run_deployment
 
     from deployments.trigger import trigger
+    from folio.trigger import IngestRequest
     from tasks.sweep import submit_batch
 
     stack, state_dir = gpu_worker["stack"], gpu_worker["state_dir"]
@@ -122,8 +123,8 @@ def test_ui_run_trigger_and_sweep_batch_share_the_gpu_server(
     assert len(states) == 1 and states[0].state == "ready", states
     server = states[0]
     # a RAG job's trigger, then a sweep's batch, on the same worker
-    triggered = trigger(str(pdfs[1]), out=str(out), deployment=DOCUMENT,
-                        engine=every_page["engine"], route=every_page["route"])
+    triggered = trigger(IngestRequest(source=str(pdfs[1]), out=str(out), **every_page),
+                        deployment=DOCUMENT)
     second = wait_report(triggered.flow_run_id, stack)
     batch = submit_batch(BATCH, "gpu-batch-1", {"sources": [str(pdfs[2])], "out": str(out),
                                                  **every_page})
