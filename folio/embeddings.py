@@ -26,6 +26,7 @@ import numpy.typing as npt
 from folio.config import EmbeddingSettings
 from folio.cpu_priority import background_pool
 from folio.errors import ConfigError
+from folio.onnx_session import cpu_session
 
 __all__ = ["Embedder", "packaged_model_paths"]
 
@@ -126,7 +127,6 @@ class Embedder:
                 self._load_locked()
 
     def _load_locked(self) -> None:
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         model_path, tokenizer_path = self._paths()
@@ -134,18 +134,7 @@ class Embedder:
         # The shipped tokenizer pads every input to 128; pad to the batch's longest instead.
         tokenizer.enable_truncation(max_length=self.settings.max_tokens)
         tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = self.settings.threads
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # Spinning threads burn shared cores while idle between batches.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        try:
-            session = ort.InferenceSession(
-                str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
-            )
-        except Exception as exc:  # onnxruntime raises its own untyped errors
-            raise ConfigError(f"cannot load embedding model {model_path}: {exc}") from exc
+        session = cpu_session(model_path, threads=self.settings.threads, what="embedding model")
         inputs = frozenset(i.name for i in session.get_inputs())
         if not {"input_ids", "attention_mask"} <= inputs:
             raise ConfigError(f"{model_path}: expected a BERT-style model, inputs {sorted(inputs)}")

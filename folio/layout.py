@@ -39,6 +39,7 @@ from PIL import Image
 from folio.config import LayoutSettings
 from folio.errors import ConfigError
 from folio.models import BBox, Label, Region
+from folio.onnx_session import cpu_session
 
 __all__ = [
     "CDLA_CLASSES",
@@ -307,19 +308,8 @@ class CdlaLayoutDetector:
                 self._load_locked()
 
     def _load_locked(self) -> None:
-        import onnxruntime as ort
-
         path = layout_model_path(self.settings.model_path)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = self.settings.threads
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        try:
-            session = ort.InferenceSession(
-                str(path), sess_options=options, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # onnxruntime raises its own untyped errors
-            raise ConfigError(f"cannot load layout model {path}: {exc}") from exc
+        session = cpu_session(path, threads=self.settings.threads, what="layout model")
         (model_input,) = session.get_inputs()
         shape = model_input.shape
         if len(shape) != 4 or not all(isinstance(d, int) for d in shape[2:]):

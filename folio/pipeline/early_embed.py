@@ -55,8 +55,7 @@ class EarlyEmbeddings:
     """Per run: pages in, vectors of closed chunks out (see the module doc)."""
 
     def __init__(self, embedder: Callable[[], Embedder], settings: ChunkSettings,
-                 batch: int = 32, workers: int = 1, final_workers: int | None = None,
-                 nice: int = 0) -> None:
+                 batch: int = 32, workers: int = 1, nice: int = 0) -> None:
         self._embedder = embedder
         self._settings = settings
         self._batch = max(1, batch)
@@ -70,8 +69,7 @@ class EarlyEmbeddings:
         # its validation, on as many cores as there are (the work is due now either way:
         # at the end of a GPU run dozens of documents end in the same second, and their
         # chunks waiting for validation first, then for four workers, were the run's tail)
-        self._final = background_pool(final_workers or os.cpu_count() or 1,
-                                      name="folio-final-embed", nice=nice)
+        self._final = background_pool(os.cpu_count() or 1, name="folio-final-embed", nice=nice)
         self._closed = False
 
     def page_done(self, doc: DocumentResult, page: PageResult) -> None:
