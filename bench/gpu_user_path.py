@@ -37,6 +37,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -358,6 +359,9 @@ def phase_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     sources = round_sources(work, args.round)
     out, report_path = work / f"out-r{args.round}", work / f"report-r{args.round}.json"
     report_path.unlink(missing_ok=True)
+    # a phase repeated in one machine session (`profile 1` after `round 1`) starts from
+    # nothing: the round's outputs would have its done-index skip every document
+    shutil.rmtree(out, ignore_errors=True)
     config = resolved(args)
     key = _spec_key(config)  # imports Prefect here, not in the sampler's thread
     log = work / f"cli-r{args.round}.log"
