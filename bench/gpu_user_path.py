@@ -22,6 +22,7 @@ servers are the host's shared servers, kept alive across commands by ``--owner-p
     python bench/gpu_user_path.py pipeline --gpu 0 --round 1 --work /tmp/gub --model M
     python bench/gpu_user_path.py raw --gpu 1 --round 1 --work /tmp/gub --model M
     python bench/gpu_user_path.py deployment --gpu 0 --work /tmp/gub --model M
+    python bench/gpu_user_path.py live --gpu 0 --work /tmp/gub --model M
     python bench/gpu_user_path.py report --work /tmp/gub --out bench/results
 
 With two GPUs, a round's pipeline and raw phases run at once on different GPUs (one
@@ -43,6 +44,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
 
@@ -445,16 +448,18 @@ def phase_serve(args: argparse.Namespace) -> dict[str, Any]:
                 if runner.preflight_result else None}
 
 
-def phase_deployment(args: argparse.Namespace) -> dict[str, Any]:
-    """The same pages through a Prefect server, a GPU deployment (flows/gpu.py) on a
-    process work pool made by deployments.work_pools, and one worker."""
+@contextmanager
+def _prefect_stack(args: argparse.Namespace, config: Any, deployments: list[str],
+                   worker_env: dict[str, str] | None = None) -> Iterator[dict[str, str]]:
+    """A Prefect server, the pools of deployments.work_pools --apply, ``deployments`` made
+    by `prefect deploy` from prefect.yaml, and one process worker on the GPU pool (with
+    ``worker_env`` added to its environment, which its flow runs inherit); yields the
+    environment that reaches that server. Everything stops on exit."""
     from folio.gpu.profiles import load_profile
 
-    use_gpu(args)
-    work = Path(args.work)
-    config = resolved(args)
     profile = load_profile(config.ocr.profile)
-    pool = f"folio-{profile.name}"
+    pool = "folio-h200" if args.fake else f"folio-{profile.name}"
+    work = Path(args.work)
     home = work / "prefect-home"
     port = 4321
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
@@ -472,13 +477,38 @@ def phase_deployment(args: argparse.Namespace) -> dict[str, Any]:
         _wait_http(f"http://127.0.0.1:{port}/api/health", 120)
         subprocess.run([sys.executable, "-m", "deployments.work_pools", "--apply"], env=env,
                        cwd=ROOT, check=True)
-        # the repository's own GPU deployment, as `prefect deploy` makes it from prefect.yaml
-        deployment = f"batch-{profile.name}" if not args.fake else "batch-h200"
-        subprocess.run([sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--name",
-                        deployment], env=env, cwd=ROOT, check=True)
-        pool = "folio-h200" if args.fake else pool
+        names = [arg for name in deployments for arg in ("--name", name)]
+        subprocess.run([sys.executable, "-m", "prefect", "--no-prompt", "deploy", *names],
+                       env=env, cwd=ROOT, check=True)
         procs.append(_start([sys.executable, "-m", "prefect", "worker", "start", "--pool", pool],
-                            env, logs / "worker.log"))
+                            {**env, **(worker_env or {})}, logs / "worker.log"))
+        yield {**env, "FOLIO_BENCH_POOL": pool}
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _gpu_deployment_names(args: argparse.Namespace, config: Any) -> tuple[str, str]:
+    """(document deployment, batch deployment) of prefect.yaml for this GPU's profile."""
+    from folio.gpu.profiles import load_profile
+
+    name = "h200" if args.fake else load_profile(config.ocr.profile).name
+    return f"document-{name}", f"batch-{name}"
+
+
+def phase_deployment(args: argparse.Namespace) -> dict[str, Any]:
+    """The same pages through a Prefect server, a GPU deployment (flows/gpu.py) on a
+    process work pool made by deployments.work_pools, and one worker."""
+    use_gpu(args)
+    work = Path(args.work)
+    config = resolved(args)
+    _, deployment = _gpu_deployment_names(args, config)
+    # the repository's own GPU deployment, as `prefect deploy` makes it from prefect.yaml
+    with _prefect_stack(args, config, [deployment]) as env:
         sources = round_sources(work, 1)
         out = work / "out-deployment"
         report_path = work / "report-deployment.json"
@@ -486,9 +516,7 @@ def phase_deployment(args: argparse.Namespace) -> dict[str, Any]:
         # the flow's `report` parameter writes the run report (an output, no change to
         # the run) for its timing: the seconds after the last page, the queue timeline
         parameters = {"sources": [str(sources)], "out": str(out), "engine": "vllm",
-                      "report": str(report_path),
-                      "settings": {k: v for k, v in user_settings().items()
-                                   if not k.startswith("server.")}}
+                      "report": str(report_path), "settings": _flow_settings()}
         script = (
             "import json,sys\nfrom prefect.deployments import run_deployment\n"
             f"r = run_deployment('folio-ingest/{deployment}', parameters=json.loads(sys.argv[1]),"
@@ -501,25 +529,123 @@ def phase_deployment(args: argparse.Namespace) -> dict[str, Any]:
                                   json.dumps(_worker_env(args, config))],
                                  env=env, cwd=ROOT, capture_output=True, text=True, check=True)
             t1 = time.monotonic()
-        info = json.loads(run.stdout.strip().splitlines()[-1])
-        pages, tokens = ocr_pages_in(out)
-        run_seconds = (info["end"] - info["start"]) if info["end"] and info["start"] else t1 - t0
-        start_mono = t0 + ((info["start"] or wall0) - wall0)
-        timing = (json.loads(report_path.read_text()).get("timing")
-                  if report_path.is_file() else None)
-        return {"phase": "deployment", "gpu": args.gpu, "state": info["state"], "pool": pool,
-                "pages_ocr": pages, "seconds": round(run_seconds, 2), "timing": timing,
-                "submit_to_end_seconds": round(t1 - t0, 2),
-                "pages_per_s": round(pages / run_seconds, 3),
-                "completion_tokens_per_page": tokens // max(pages, 1),
-                "queue": sampler.summary(start_mono, t1)}
-    finally:
-        for proc in reversed(procs):
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        pool = env["FOLIO_BENCH_POOL"]
+    info = json.loads(run.stdout.strip().splitlines()[-1])
+    pages, tokens = ocr_pages_in(out)
+    run_seconds = (info["end"] - info["start"]) if info["end"] and info["start"] else t1 - t0
+    start_mono = t0 + ((info["start"] or wall0) - wall0)
+    timing = (json.loads(report_path.read_text()).get("timing")
+              if report_path.is_file() else None)
+    return {"phase": "deployment", "gpu": args.gpu, "state": info["state"], "pool": pool,
+            "pages_ocr": pages, "seconds": round(run_seconds, 2), "timing": timing,
+            "submit_to_end_seconds": round(t1 - t0, 2),
+            "pages_per_s": round(pages / run_seconds, 3),
+            "completion_tokens_per_page": tokens // max(pages, 1),
+            "queue": sampler.summary(start_mono, t1)}
+
+
+def _flow_settings() -> dict[str, Any]:
+    """The benchmark's settings a flow run takes as its ``settings`` parameter (the
+    server's reach it through the worker's environment: :func:`_worker_env`)."""
+    return {k: v for k, v in user_settings().items() if not k.startswith("server.")}
+
+
+def phase_live(args: argparse.Namespace) -> dict[str, Any]:
+    """The three ways runs reach a GPU pool, on the GPU: `prefect deploy` of the GPU
+    deployments, one worker on the pool, then a person's run from the UI (the document
+    deployment's form parameters), a RAG job's trigger (deployments.trigger) and a sweep's
+    batch (tasks.sweep.submit_batch, the batch deployment), one after the other, each on
+    a document of its own. Says, for each run, its state, its engine and profile, its pages
+    and the shared server it used (one for all three, alive between them)."""
+    use_gpu(args)
+    work = Path(args.work)
+    config = resolved(args)
+    document, batch = _gpu_deployment_names(args, config)
+    # three originals of 2-6 pages (a run of a few pages is what a UI run or a trigger is)
+    documents = json.loads((work / "corpus.json").read_text())["documents"]
+    sources = [Path(d["path"]) for d in documents
+               if 2 <= d["pages"] <= 6 and Path(d["path"]).name.startswith("c00-")][:3]
+    if len(sources) < 3:
+        raise SystemExit(f"live: need 3 PDFs of 2-6 pages in {work / 'corpus.json'}")
+    out = work / "out-live"
+    shutil.rmtree(out, ignore_errors=True)
+    state_dir = Path(os.environ["FOLIO_SERVER__STATE_DIR"])
+    with _prefect_stack(args, config, [document, batch], _worker_env(args, config)) as env:
+        before = _server_pids(state_dir)
+        t0 = time.monotonic()
+        client = subprocess.run(
+            [sys.executable, __file__, "live-client", "--work", args.work],
+            input=json.dumps({"document": f"folio-ingest-document/{document}",
+                              "batch": f"folio-ingest/{batch}", "out": str(out),
+                              "sources": [str(p) for p in sources],
+                              "settings": _flow_settings()}),
+            env=env, cwd=ROOT, capture_output=True, text=True)
+        seconds = time.monotonic() - t0
+        after = _server_pids(state_dir)
+    if client.returncode != 0:
+        raise SystemExit(f"live runs failed:\n{client.stdout[-3000:]}\n{client.stderr[-3000:]}")
+    runs = json.loads(client.stdout.strip().splitlines()[-1])
+    ok = all(r["state"] == "COMPLETED" and r["engines"] == ["vllm"] for r in runs)
+    return {"phase": "live", "gpu": args.gpu, "deployments": [document, batch],
+            "runs": runs, "seconds": round(seconds, 1), "all_on_the_gpu_engine": ok,
+            "pages_ocr": ocr_pages_in(out)[0],
+            "shared_servers_before": before, "shared_servers_after": after}
+
+
+def _server_pids(state_dir: Path) -> list[dict[str, Any]]:
+    """The shared servers of this GPU's state folder: pid, state, generation."""
+    from folio.gpu.shared_server import read_state
+
+    states = [read_state(p) for p in sorted(state_dir.glob("*.json"))]
+    return [{"server_pid": st.server_pid, "state": st.state, "generation": st.generation,
+             "base_url": st.base_url} for st in states if st is not None]
+
+
+def live_client(args: argparse.Namespace) -> None:
+    """The client side of :func:`phase_live`, in a process whose environment reaches the
+    benchmark's Prefect server (PREFECT_API_URL is read when Prefect is imported)."""
+    from prefect.deployments import run_deployment
+
+    from deployments.runs import wait_for_run
+    from deployments.trigger import trigger
+    from folio.trigger import IngestRequest
+    from tasks.sweep import submit_batch
+
+    spec = json.loads(sys.stdin.read())
+    ui_src, trigger_src, batch_src = spec["sources"]
+    # route ocr: every page to the GPU (with auto, the smallest documents' text layers
+    # would keep them off it and prove nothing about the pool)
+    common = {"out": spec["out"], "engine": "vllm", "route": "ocr", "settings": spec["settings"]}
+    runs: list[dict[str, Any]] = []
+
+    def finish(kind: str, run_id: Any, t0: float) -> None:
+        run = wait_for_run(run_id, timeout=600)
+        state = run.state
+        report: dict[str, Any] = {}
+        if state is not None and state.is_completed():
+            report = state.result()  # type: ignore[assignment]
+        docs = report.get("documents", [])
+        runs.append({
+            "kind": kind, "flow_run_id": str(run_id), "flow_run_name": run.name,
+            "state": state.type.value if state else None,
+            "seconds": round(time.monotonic() - t0, 1),
+            "outcomes": sorted({d.get("outcome") for d in docs}),
+            "engines": sorted({d.get("engine") for d in docs}),
+            "profile": report.get("config", {}).get("ocr", {}).get("profile"),
+            "in_flight": report.get("config", {}).get("ocr", {}).get("in_flight"),
+            "pages": report.get("totals", {}).get("pages")})
+
+    t0 = time.monotonic()  # a person's run from the UI: the document deployment's form
+    ui = run_deployment(spec["document"], parameters={"source": ui_src, **common}, timeout=0)
+    finish("ui-run", ui.id, t0)  # type: ignore[union-attr]
+    t0 = time.monotonic()  # a RAG job's trigger
+    triggered = trigger(IngestRequest(source=trigger_src, **common), deployment=spec["document"])
+    finish("trigger", triggered.flow_run_id, t0)
+    t0 = time.monotonic()  # a sweep's batch
+    run_id = submit_batch(spec["batch"], f"live-{int(time.time())}",
+                          {"sources": [batch_src], **common})
+    finish("sweep-batch", run_id, t0)
+    print(json.dumps(runs))
 
 
 def _worker_env(args: argparse.Namespace, config: Any) -> dict[str, str]:
@@ -643,8 +769,8 @@ def _gpu_name() -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("step", choices=["corpus", "serve", "pipeline", "raw", "deployment", "report",
-                                     "smoke"])
+    ap.add_argument("step", choices=["corpus", "serve", "pipeline", "raw", "deployment", "live",
+                                     "live-client", "report", "smoke"])
     ap.add_argument("--work", default="/tmp/folio-gpu-user-path")
     ap.add_argument("--pdfs", default=str(ROOT.parent / "shared" / "corpus"))
     ap.add_argument("--min-pages", type=int, default=1000)
@@ -663,6 +789,8 @@ def main() -> None:
     (work / "phases").mkdir(exist_ok=True)
     if args.step == "smoke":
         return smoke(args)
+    if args.step == "live-client":
+        return live_client(args)
     if args.step == "corpus":  # the documents, and the raw engine's pages rendered once
         meta = build_corpus(Path(args.pdfs), work, args.min_pages, args.min_docs)
         images = engine_pages(work, resolved(args))
@@ -678,9 +806,9 @@ def main() -> None:
                                                       "seconds_after_last_page")}))
         return
     phase = {"serve": phase_serve, "pipeline": phase_pipeline, "raw": phase_raw,
-             "deployment": phase_deployment}[args.step]
+             "deployment": phase_deployment, "live": phase_live}[args.step]
     result = phase(args)
-    name = {"deployment": "deployment", "serve": f"serve-gpu{args.gpu}"}.get(
+    name = {"deployment": "deployment", "live": "live", "serve": f"serve-gpu{args.gpu}"}.get(
         args.step, f"{args.step}-r{args.round}")
     (work / "phases" / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
     print(json.dumps({k: result.get(k) for k in ("phase", "round", "gpu", "pages_ocr", "pages",
@@ -692,7 +820,7 @@ def smoke(args: argparse.Namespace) -> None:
     base = [sys.executable, __file__, "--work", args.work, "--fake"]
     steps = [["corpus", "--pdfs", args.pdfs, "--min-pages", "30", "--min-docs", "8"],
              ["pipeline", "--round", "1"], ["raw", "--round", "1"],
-             ["raw", "--round", "2"], ["pipeline", "--round", "2"], ["deployment"],
+             ["raw", "--round", "2"], ["pipeline", "--round", "2"], ["deployment"], ["live"],
              ["report", "--out", str(Path(args.work) / "results")]]
     for step in steps:
         subprocess.run([*base[:2], step[0], *base[2:], *step[1:]], check=True)

@@ -10,6 +10,7 @@
 #   bash bench/gpu_user_path_device.sh pipeline 2   # one GPU, short of time: round 2 without its raw phase
 #   bash bench/gpu_user_path_device.sh deployment   # Prefect deployment GPU 0 | raw GPU 1, report
 #   bash bench/gpu_user_path_device.sh profile 1    # round 1's pipeline with host CPU per process and py-spy
+#   bash bench/gpu_user_path_device.sh live         # a UI run, a trigger, a sweep batch through the GPU deployments
 #
 # FOLIO_BENCH_COMMIT (the checkout's commit; the device copy has no .git) goes in the result.
 # Carried (all git-ignored): .device-stage (python3 ../shared/device/stage.py --vllm -r
@@ -101,5 +102,12 @@ case "${1:-}" in
     cp $W/phases/*.json "$OUT/" 2>/dev/null
     $B report --out "$OUT" --command "bash bench/gpu_user_path_device.sh setup; round 1; round 2; deployment (see the script)"
     ;;
-  *) echo "usage: $0 setup | round N | pipeline N | deployment" >&2; exit 2 ;;
+  live)
+    # prefect deploy of the GPU deployments, one worker on the pool, then a UI run, a
+    # trigger and a sweep batch on the GPU through the host's shared server
+    $B live --gpu 0 --owner-pid "$(owner)" > "$OUT/live.log" 2>&1
+    tail -3 "$OUT/live.log"
+    cp $W/phases/live.json "$OUT/gpu_live_runs.json" 2>/dev/null
+    ;;
+  *) echo "usage: $0 setup | round N | pipeline N | deployment | profile N | live" >&2; exit 2 ;;
 esac
