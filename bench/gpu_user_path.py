@@ -450,11 +450,15 @@ def phase_serve(args: argparse.Namespace) -> dict[str, Any]:
 
 @contextmanager
 def _prefect_stack(args: argparse.Namespace, config: Any, deployments: list[str],
-                   worker_env: dict[str, str] | None = None) -> Iterator[dict[str, str]]:
+                   deployment_env: dict[str, str] | None = None) -> Iterator[dict[str, str]]:
     """A Prefect server, the pools of deployments.work_pools --apply, ``deployments`` made
-    by `prefect deploy` from prefect.yaml, and one process worker on the GPU pool (with
-    ``worker_env`` added to its environment, which its flow runs inherit); yields the
-    environment that reaches that server. Everything stops on exit."""
+    by `prefect deploy` from prefect.yaml, and one process worker on the GPU pool; yields
+    the environment that reaches that server. Everything stops on exit.
+
+    ``deployment_env`` replaces the deployments' environment (their job variables), as a
+    user sets the model in prefect.yaml: a flow run's environment is the worker's
+    overlaid with the deployment's, so the worker's own would lose to prefect.yaml's
+    model."""
     from folio.gpu.profiles import load_profile
 
     profile = load_profile(config.ocr.profile)
@@ -477,11 +481,15 @@ def _prefect_stack(args: argparse.Namespace, config: Any, deployments: list[str]
         _wait_http(f"http://127.0.0.1:{port}/api/health", 120)
         subprocess.run([sys.executable, "-m", "deployments.work_pools", "--apply"], env=env,
                        cwd=ROOT, check=True)
-        names = [arg for name in deployments for arg in ("--name", name)]
-        subprocess.run([sys.executable, "-m", "prefect", "--no-prompt", "deploy", *names],
-                       env=env, cwd=ROOT, check=True)
+        overrides: list[str] = []
+        if deployment_env is not None:
+            job_env = {"PREFECT_RESULTS_PERSIST_BY_DEFAULT": "true", **deployment_env}
+            overrides = ["--job-variable", json.dumps({"env": job_env})]
+        for name in deployments:  # one at a time: `prefect deploy` ignores overrides for several
+            subprocess.run([sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--name",
+                            name, *overrides], env=env, cwd=ROOT, check=True)
         procs.append(_start([sys.executable, "-m", "prefect", "worker", "start", "--pool", pool],
-                            {**env, **(worker_env or {})}, logs / "worker.log"))
+                            env, logs / "worker.log"))
         yield {**env, "FOLIO_BENCH_POOL": pool}
     finally:
         for proc in reversed(procs):
@@ -585,7 +593,9 @@ def phase_live(args: argparse.Namespace) -> dict[str, Any]:
     if client.returncode != 0:
         raise SystemExit(f"live runs failed:\n{client.stdout[-3000:]}\n{client.stderr[-3000:]}")
     runs = json.loads(client.stdout.strip().splitlines()[-1])
-    ok = all(r["state"] == "COMPLETED" and r["engines"] == ["vllm"] for r in runs)
+    # the benchmark's model, not prefect.yaml's placeholder, served every run
+    ok = all(r["state"] == "COMPLETED" and r["engines"] == ["vllm"] and r["model"] == args.model
+             for r in runs)
     return {"phase": "live", "gpu": args.gpu, "deployments": [document, batch],
             "runs": runs, "seconds": round(seconds, 1), "all_on_the_gpu_engine": ok,
             "pages_ocr": ocr_pages_in(out)[0],
@@ -632,6 +642,7 @@ def live_client(args: argparse.Namespace) -> None:
             "outcomes": sorted({d.get("outcome") for d in docs}),
             "engines": sorted({d.get("engine") for d in docs}),
             "profile": report.get("config", {}).get("ocr", {}).get("profile"),
+            "model": report.get("config", {}).get("ocr", {}).get("model"),
             "in_flight": report.get("config", {}).get("ocr", {}).get("in_flight"),
             "pages": report.get("totals", {}).get("pages")})
 
