@@ -27,6 +27,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from flows.vllm_runner import raise_startup_failure
 from folio.io.sources import SourceRef
 from folio.models import DocumentResult
 from folio.pipeline import PageScheduler, PreparedDocument, Services
@@ -107,6 +108,7 @@ def ingest_document(
 
 def run_request(request: IngestRequest, *, report: str | None) -> dict[str, Any]:
     """The body both flows share: resolve the settings, discover, schedule, finish."""
+    raise_startup_failure()  # a GPU pool's server that did not start fails the run here
     started, started_unix = time.monotonic(), time.time()
     config = resolve_config(engine=request.engine, route=request.route,
                             reprocess=request.reprocess, settings=request.settings)

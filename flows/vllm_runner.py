@@ -45,7 +45,7 @@ from typing import Any, Self
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from folio.config import PipelineConfig
-from folio.errors import ConfigError, EngineUnavailableError
+from folio.errors import ConfigError, EngineUnavailableError, FolioError
 from folio.gpu.preflight import PreflightResult, load_model_shape, preflight, require_fit
 from folio.gpu.profiles import HardwareProfile, load_profile, load_profiles, vllm_command
 from folio.gpu.shared_server import (
@@ -71,6 +71,19 @@ log = logging.getLogger(__name__)
 
 #: the endpoint of the innermost flow run that has a VLLMTaskRunner
 CURRENT_ENDPOINT: ContextVar[Endpoint | None] = ContextVar("folio_vllm_endpoint", default=None)
+
+
+#: the error a runner with ``defer_failure`` met while starting its server
+STARTUP_FAILURE: ContextVar[FolioError | None] = ContextVar("folio_vllm_startup_failure",
+                                                           default=None)
+
+
+def raise_startup_failure() -> None:
+    """Raise the error this flow run's task runner met while starting its vLLM server,
+    if it deferred one (flows call this first, so the run fails with that error)."""
+    failure = STARTUP_FAILURE.get()
+    if failure is not None:
+        raise failure
 
 
 def current_endpoint() -> Endpoint | None:
@@ -121,6 +134,7 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
         shared: bool = True,
         idle_timeout_s: float = 600.0,
         state_dir: str | None = None,
+        defer_failure: bool = False,
     ) -> None:
         """Configuration only; nothing starts before ``__enter__``.
 
@@ -144,6 +158,11 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
             shared: use the host's shared server (see the module doc).
             idle_timeout_s: a shared server stops after this long without runs.
             state_dir: the shared servers' state folder (default: see shared_server).
+            defer_failure: a server that cannot start (or a bad server setting) does not
+                raise from ``__enter__`` but from :func:`raise_startup_failure`, which the
+                flow body calls first: Prefect treats an error raised while it enters the
+                task runner as a crash of the run ("process exited with status code 1"),
+                one raised in the flow body as a failure whose message is the error's.
         """
         super().__init__(max_workers=max_workers)
         self._options: dict[str, Any] = {
@@ -157,7 +176,9 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
             "max_restarts": max_restarts, "health_interval_s": health_interval_s, "log_dir": log_dir,
             "concurrency_limit": concurrency_limit, "gpu_slots": gpu_slots,
             "shared": shared, "idle_timeout_s": idle_timeout_s, "state_dir": state_dir,
+            "defer_failure": defer_failure,
         }
+        self._failure_token: Token[FolioError | None] | None = None
         self._reset_runtime()
 
     def _reset_runtime(self) -> None:
@@ -194,9 +215,11 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
     def from_environment(cls, **overrides: Any) -> VLLMTaskRunner:
         """The runner a GPU pool's flow run uses: the settings its environment resolves
         to (``FOLIO_OCR__PROFILE``, ``FOLIO_OCR__MODEL``, ``FOLIO_SERVER__*``...), the same
-        as ``folio ingest --engine vllm`` with those options."""
+        as ``folio ingest --engine vllm`` with those options. A server that cannot start
+        fails the flow run with its error (``defer_failure``), not as a crash."""
         from folio.run_config import resolve_config
 
+        overrides.setdefault("defer_failure", True)
         return cls.from_config(resolve_config(engine="vllm", route="auto"), **overrides)
 
     @property
@@ -227,7 +250,8 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
-        for key in ("_endpoint", "_server", "_shared", "_token", "_stack", "preflight_result"):
+        for key in ("_endpoint", "_server", "_shared", "_token", "_stack", "preflight_result",
+                    "_failure_token"):
             state[key] = None
         return state
 
@@ -238,6 +262,13 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
             self._endpoint = self._acquire()
             self._token = CURRENT_ENDPOINT.set(self._endpoint)
             register_endpoint(self._endpoint)
+        except (EngineUnavailableError, ConfigError) as exc:
+            self._release()
+            if not self._options["defer_failure"]:
+                super().__exit__(None, None, None)
+                raise
+            log.error("the vLLM server did not start: %s", exc)
+            self._failure_token = STARTUP_FAILURE.set(exc)
         except BaseException:
             self._release()
             super().__exit__(None, None, None)
@@ -254,6 +285,12 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
             super().__exit__(exc_type, exc_value, traceback)  # waits for running tasks
         finally:
             self._release()
+            if self._failure_token is not None:
+                try:
+                    STARTUP_FAILURE.reset(self._failure_token)
+                except ValueError:  # exited in another context: clear what we set
+                    STARTUP_FAILURE.set(None)
+                self._failure_token = None
 
     def _acquire(self) -> Endpoint:
         opts = self._options

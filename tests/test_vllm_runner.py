@@ -284,6 +284,27 @@ def test_failing_flow_still_stops_the_server(prefect: None) -> None:
     pid_file.unlink()
 
 
+def test_a_gpu_pool_run_whose_server_cannot_start_fails_with_its_error(
+    prefect: None, tmp_path: Path
+) -> None:
+    """A deployment's run (flows/gpu.py builds its runner with defer_failure) whose vLLM
+    server exits during start-up ends Failed with the server's error as its message, which
+    the UI shows, instead of Crashed ("process exited with status code 1")."""
+    from flows.ingest import ingest
+    from folio.samples import report_pages, write_text_pdf
+
+    pdf = write_text_pdf(tmp_path / "a.pdf", report_pages(seed=3, n=1))
+    dies = [sys.executable, "-c", "import sys; print('CUDA out of memory (fake)'); sys.exit(3)"]
+    runner = VLLMTaskRunner(profile="cpu", server_command=dies, shared=False,
+                            startup_timeout_s=20, defer_failure=True)
+    state = ingest.with_options(task_runner=flow_runner(runner))(
+        sources=[str(pdf)], out=str(tmp_path / "out"), engine="vllm", return_state=True)
+    assert state.is_failed() and not state.is_crashed(), state
+    assert "CUDA out of memory (fake)" in (state.message or ""), state.message
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("document.json"))
+    assert active_endpoint() is None and current_endpoint() is None
+
+
 # --- configuration -------------------------------------------------------------------------------
 
 
