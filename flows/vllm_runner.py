@@ -197,7 +197,10 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
         ocr, server = config.ocr, config.server
         options: dict[str, Any] = {
             "profile": ocr.profile, "model": ocr.model, "preset": ocr.preset,
-            "endpoint": ocr.endpoint, "max_tokens": ocr.max_tokens, "in_flight": ocr.in_flight,
+            # several endpoints: the engine spreads pages over them itself; the runner
+            # starts nothing and checks the first one is up
+            "endpoint": next(iter(ocr.server_urls()), None),
+            "max_tokens": ocr.max_tokens, "in_flight": ocr.in_flight,
             "server_command": server.command, "load_format": server.load_format,
             "max_model_len": server.max_model_len, "extra_args": server.extra_args,
             "startup_timeout_s": server.startup_timeout_s, "max_restarts": server.max_restarts,

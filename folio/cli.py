@@ -49,7 +49,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="keep running headers and footers in the markdown and the chunks")
     ing.add_argument("--store", choices=["lancedb", "pgvector", "none"], help="vector store")
     ing.add_argument("--store-uri", help="LanceDB folder/URI or PostgreSQL DSN")
-    ing.add_argument("--endpoint", help="OpenAI-compatible endpoint (--engine openai)")
+    ing.add_argument("--endpoint", action="append", help="OpenAI-compatible endpoint "
+                     "(--engine openai); give it once per server to spread pages over several")
     ing.add_argument("--model", help="model path or id (--engine vllm|openai)")
     ing.add_argument("--profile", help="hardware profile for --engine vllm (auto|NAME)")
     ing.add_argument("--preset", help="model preset: prompt + parser (chandra, chandra2, "
@@ -128,8 +129,12 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     if args.keep_headers_footers:
         settings["chunk.keep_headers_footers"] = True
     store_uri = None if args.store_uri and _is_postgres_dsn(args.store_uri) else args.store_uri
+    urls = args.endpoint or []
+    if len(urls) > 1:
+        settings["ocr.endpoints"] = urls
     for key, value in [("store.kind", args.store), ("store.uri", store_uri),
-                       ("ocr.endpoint", args.endpoint), ("ocr.model", args.model),
+                       ("ocr.endpoint", urls[0] if len(urls) == 1 else None),
+                       ("ocr.model", args.model),
                        ("ocr.profile", args.profile), ("ocr.preset", args.preset),
                        ("s3.endpoint_url", args.s3_endpoint_url),
                        ("s3.region", args.s3_region)]:

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from folio.vocabulary import GENERATIVE_ENGINES, EngineName, RouteMode
@@ -59,6 +59,10 @@ class OcrSettings(BaseModel):
     )
     # GPU/OpenAI-protocol engines (issue 4 fills these in)
     endpoint: str | None = None
+    endpoints: list[str] = Field(
+        default_factory=list, description="several OpenAI-compatible servers of one model "
+        "(one per GPU, or a fleet's): each page goes to the one with the fewest requests "
+        "outstanding, in_flight each; instead of endpoint")
     model: str | None = None
     preset: str = "generic"
     profile: str = "auto"
@@ -74,6 +78,16 @@ class OcrSettings(BaseModel):
         description="benchmarks only: generate exactly max_tokens (vLLM ignore_eos) and accept "
         "the length-limited output",
     )
+
+    @model_validator(mode="after")
+    def _one_way_to_name_servers(self) -> OcrSettings:
+        if self.endpoint and self.endpoints:
+            raise ValueError("set ocr.endpoint (one server) or ocr.endpoints (several), not both")
+        return self
+
+    def server_urls(self) -> list[str]:
+        """The OpenAI-compatible servers this run attaches to (none: it starts its own)."""
+        return list(self.endpoints) or ([self.endpoint] if self.endpoint else [])
 
 
 class ServerSettings(BaseModel):

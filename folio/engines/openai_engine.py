@@ -26,12 +26,13 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
 
 from folio.config import PipelineConfig
 from folio.engines.base import EngineOutput
+from folio.engines.dispatch import Dispatcher, NoEngineError
 from folio.errors import (
     BadOutputError,
     ConfigError,
@@ -121,7 +122,8 @@ class OpenAIEngine:
     def __init__(
         self,
         *,
-        endpoint: Endpoint,
+        endpoint: Endpoint | None = None,
+        endpoints: Sequence[Endpoint] = (),
         preset: ModelPreset,
         model: str | None = None,
         name: str = "openai",
@@ -137,8 +139,14 @@ class OpenAIEngine:
         restart_wait_s: float = 900.0,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
+        members = list(endpoints) or ([endpoint] if endpoint is not None else [])
+        if not members or (endpoint is not None and endpoints):
+            raise ValueError("give endpoint= (one server) or endpoints= (several)")
         self.name = name
-        self.endpoint = endpoint
+        self.endpoint = members[0]  # one server: every request goes here
+        self.endpoints = members
+        # several servers of one model: each page goes to the least busy (folio.engines.dispatch)
+        self._dispatch = Dispatcher(members) if len(members) > 1 else None
         self.preset = preset
         self._model = model
         self.temperatures = list(temperatures) or [0.0]
@@ -150,15 +158,17 @@ class OpenAIEngine:
         self.restart_wait_s = restart_wait_s
         self.extra_body = dict(extra_body or {})
         # a server shared by the runs on this host bounds requests across processes
-        shared = getattr(endpoint, "semaphore", None)
-        self._semaphore: Any = (shared() if callable(shared)
-                                else endpoint_semaphore(endpoint.base_url, endpoint.in_flight))
+        shared = getattr(self.endpoint, "semaphore", None)
+        self._semaphore: Any = (
+            shared() if callable(shared)
+            else endpoint_semaphore(self.endpoint.base_url, self.endpoint.in_flight))
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        connections = sum(e.in_flight for e in members) + 4
         self._client = httpx.Client(
             headers=headers,
             timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
-            limits=httpx.Limits(max_connections=endpoint.in_flight + 4,
-                                max_keepalive_connections=endpoint.in_flight + 4),
+            limits=httpx.Limits(max_connections=connections,
+                                max_keepalive_connections=connections),
         )
         self._model_lock = threading.Lock()
 
@@ -167,18 +177,30 @@ class OpenAIEngine:
         """The engine ``config`` asks for, on ``endpoint``, else ``ocr.endpoint``, else the
         server the flow's :class:`VLLMTaskRunner` runs (see ``flows/vllm_runner.py``)."""
         ocr = config.ocr
-        if endpoint is None and ocr.endpoint:
-            endpoint = RemoteEndpoint(ocr.endpoint, served_model_name=ocr.model, in_flight=ocr.in_flight)
+        if endpoint is None and ocr.server_urls():
+            remotes = [RemoteEndpoint(url, served_model_name=ocr.model, in_flight=ocr.in_flight)
+                       for url in ocr.server_urls()]
+            if len(remotes) > 1:
+                return cls._from_settings(config, endpoints=remotes)
+            endpoint = remotes[0]
         endpoint = endpoint or active_endpoint()
         if endpoint is None:
             raise ConfigError(
                 f"engine {ocr.engine!r} has no endpoint: run the flow with VLLMTaskRunner "
                 "(--engine vllm) or give --endpoint URL (--engine openai)"
             )
+        return cls._from_settings(config, endpoint=endpoint)
+
+    @classmethod
+    def _from_settings(cls, config: PipelineConfig, *, endpoint: Endpoint | None = None,
+                       endpoints: Sequence[Endpoint] = ()) -> OpenAIEngine:
+        ocr = config.ocr
+        first = endpoint if endpoint is not None else endpoints[0]
         return cls(
             endpoint=endpoint,
+            endpoints=endpoints,
             preset=get_preset(ocr.preset),
-            model=endpoint.served_model_name or ocr.model,
+            model=first.served_model_name or ocr.model,
             name=ocr.engine if ocr.engine in ("vllm", "openai") else "openai",
             temperatures=ocr.temperatures,
             max_tokens=ocr.max_tokens,
@@ -248,6 +270,8 @@ class OpenAIEngine:
         return None
 
     def close(self) -> None:
+        if self._dispatch is not None:
+            self._dispatch.close()
         self._client.close()
 
     # --- protocol ------------------------------------------------------------------------
@@ -269,9 +293,49 @@ class OpenAIEngine:
         body.update(self.extra_body)
         return body
 
+    def _give_up(self, record: Attempt, started: float, error: _Retryable, failures: int) -> NoReturn:
+        record.error = f"after {failures} tries: {error}"
+        record.seconds = round(time.perf_counter() - started, 3)
+        if error.timeout:
+            raise EngineTimeoutError(record.error, attempt=record)
+        raise EngineDownError(record.error, attempt=record)
+
+    def _backoff(self, failures: int, error: _Retryable, where: str) -> None:
+        delay = self.backoff_s * 2 ** (failures - 1) * (0.5 + random.random())
+        log.info("%s: %s; retry %d in %.1f s", where, error, failures, delay)
+        time.sleep(delay)
+
+    def _complete_spread(self, dispatch: Dispatcher, body: dict[str, Any], record: Attempt,
+                         started: float) -> _Reply:
+        """Several servers: send to the least busy; a server whose connection fails is set
+        aside and the request goes to another without spending a retry (bounded: every
+        server, each through its restarts); 5xx and timeouts retry with backoff."""
+        failures = moves = 0
+        while True:
+            try:
+                with dispatch.lease(self.restart_wait_s) as slot:
+                    try:
+                        return self._post(body, slot.endpoint)
+                    except _Retryable as exc:
+                        error, failed = exc, slot
+            except NoEngineError as exc:
+                record.error = f"server gone: {exc}"
+                record.seconds = round(time.perf_counter() - started, 3)
+                raise EngineDownError(record.error, attempt=record) from None
+            if error.connection and moves < len(dispatch.slots) * self._max_resubmits():
+                moves += 1
+                dispatch.set_aside(failed, str(error))
+                continue
+            failures += 1
+            if failures > self.max_retries:
+                self._give_up(record, started, error, failures)
+            self._backoff(failures, error, failed.endpoint.base_url)
+
     def _complete(self, body: dict[str, Any], record: Attempt, started: float) -> _Reply:
         """Send with retries: backoff on 5xx/transport errors; through a server restart
         the request is re-sent without spending a retry (bounded by the restarts)."""
+        if self._dispatch is not None:
+            return self._complete_spread(self._dispatch, body, record, started)
         failures = 0
         resubmits = 0
         while True:
@@ -292,20 +356,14 @@ class OpenAIEngine:
                     continue
             failures += 1
             if failures > self.max_retries:
-                record.error = f"after {failures} tries: {error}"
-                record.seconds = round(time.perf_counter() - started, 3)
-                if error.timeout:
-                    raise EngineTimeoutError(record.error, attempt=record)
-                raise EngineDownError(record.error, attempt=record)
-            delay = self.backoff_s * 2 ** (failures - 1) * (0.5 + random.random())
-            log.info("%s: %s; retry %d in %.1f s", self.endpoint.base_url, error, failures, delay)
-            time.sleep(delay)
+                self._give_up(record, started, error, failures)
+            self._backoff(failures, error, self.endpoint.base_url)
 
     def _max_resubmits(self) -> int:
         return int(getattr(self.endpoint, "max_restarts", 0)) + 1
 
-    def _post(self, body: dict[str, Any]) -> _Reply:
-        url = f"{self.endpoint.base_url}/chat/completions"
+    def _post(self, body: dict[str, Any], endpoint: Endpoint | None = None) -> _Reply:
+        url = f"{(endpoint or self.endpoint).base_url}/chat/completions"
         try:
             if body.get("stream"):
                 with self._client.stream("POST", url, json=body) as response:

@@ -112,9 +112,9 @@ class SchedulerLimits(BaseModel):
 
 def ocr_concurrency(config: PipelineConfig) -> int:
     """Pages in the ladder at once: a generative engine's in-flight budget (the requests
-    it keeps at the server), else the CPU page concurrency."""
+    it keeps at each server, times its servers), else the CPU page concurrency."""
     if config.ocr.engine in GENERATIVE_ENGINES:
-        return max(config.ocr.in_flight, 1)
+        return max(config.ocr.in_flight, 1) * max(1, len(config.ocr.server_urls()))
     return max(config.limits.page_concurrency, 1)
 
 

@@ -1,0 +1,168 @@
+"""Pages spread over several OpenAI-protocol servers (one per GPU on a multi-GPU host; CI
+has no GPU, so the servers are tests/openai_fake.py): least-outstanding dispatch, each
+server's own in-flight budget, and a server killed mid-run whose pages finish elsewhere,
+none lost, none twice."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from PIL import Image
+
+from folio.config import PipelineConfig
+from folio.engines.dispatch import Dispatcher, NoEngineError
+from folio.engines.openai_engine import OpenAIEngine
+from folio.gpu.vllm_server import RemoteEndpoint, free_port
+from folio.models import PagePrep
+from folio.samples import report_pages, write_long_pdf, write_text_pdf
+from tests.openai_fake import FakeServer
+from tests.test_scheduler import gpu_config, run_scheduler
+
+FAKE = str(Path(__file__).parent / "openai_fake.py")
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    root = tmp_path_factory.mktemp("spread")
+    files = [write_long_pdf(root / "a-long.pdf", 30)]
+    files += [write_text_pdf(root / f"b{n}.pdf", report_pages(seed=60 + n, n=1 + n % 3))
+              for n in range(6)]
+    return files
+
+
+def spread_config(tmp_path: Path, urls: list[str]) -> PipelineConfig:
+    config = gpu_config(tmp_path, "unused")
+    config.ocr.endpoint, config.ocr.endpoints = None, urls
+    return config
+
+
+def test_the_least_busy_engine_gets_the_next_request_and_budgets_are_per_engine() -> None:
+    a = RemoteEndpoint("http://127.0.0.1:9/v1", in_flight=2)
+    b = RemoteEndpoint("http://127.0.0.1:10/v1", in_flight=2)
+    dispatch = Dispatcher([a, b])
+    assert dispatch.in_flight == 4
+    leases = [dispatch.lease(1.0) for _ in range(4)]
+    held = [lease.__enter__().endpoint.base_url for lease in leases]
+    assert sorted(held) == sorted([a.base_url, b.base_url] * 2), "two each, alternating"
+    fifth: list[str] = []
+    waiter = threading.Thread(target=lambda: fifth.append(_lease_once(dispatch)))
+    waiter.start()
+    time.sleep(0.3)
+    assert not fifth, "every engine full: the fifth request waits"
+    leases[1].__exit__(None, None, None)  # one of b's... or a's: the freed engine takes it
+    waiter.join(5)
+    assert fifth == [held[1]]
+    for lease in (leases[0], leases[2], leases[3]):
+        lease.__exit__(None, None, None)
+    dispatch.close()
+
+
+def _lease_once(dispatch: Dispatcher) -> str:
+    with dispatch.lease(1.0) as slot:
+        return slot.endpoint.base_url
+
+
+def test_no_healthy_engine_is_a_typed_error_after_the_wait() -> None:
+    dead = RemoteEndpoint(f"http://127.0.0.1:{free_port()}/v1", in_flight=1)
+    dispatch = Dispatcher([dead, dead], recheck_s=0.1)
+    for slot in dispatch.slots:
+        dispatch.set_aside(slot, "test")
+    started = time.monotonic()
+    with pytest.raises(NoEngineError, match="no engine answered"):
+        _lease_once_timeout(dispatch, 0.5)
+    assert 0.4 < time.monotonic() - started < 5
+    dispatch.close()
+
+
+def _lease_once_timeout(dispatch: Dispatcher, timeout_s: float) -> None:
+    with dispatch.lease(timeout_s):
+        pass
+
+
+def test_the_faster_server_takes_more_pages_when_callers_keep_both_full(
+    tmp_path: Path,
+) -> None:
+    """Eight callers always waiting (more than one server's budget of 4): each request
+    goes where the fewest are outstanding, so a server 15 times faster takes most pages,
+    and neither ever holds more than its own budget."""
+    image = tmp_path / "p.png"
+    Image.new("RGB", (400, 518), "white").save(image)
+    page = PagePrep(index=0, width_pt=612, height_pt=792, image_path=str(image))
+    with FakeServer(delay_s=0.02) as fast, FakeServer(delay_s=0.3) as slow:
+        config = spread_config(tmp_path, [fast.url, slow.url])
+        engine = OpenAIEngine.from_config(config)
+        try:
+            with ThreadPoolExecutor(8) as pool:
+                outputs = list(pool.map(lambda _: engine.recognize(page), range(80)))
+        finally:
+            engine.close()
+        fast_n, slow_n = fast.state.requests, slow.state.requests
+        fast_peak, slow_peak = fast.state.max_in_flight, slow.state.max_in_flight
+    assert len(outputs) == 80 and fast_n + slow_n == 80, "each page sent once"
+    assert fast_n > 3 * slow_n > 0, (fast_n, slow_n)
+    assert fast_peak <= config.ocr.in_flight and slow_peak == config.ocr.in_flight
+
+
+def test_the_scheduler_keeps_every_servers_budget_full(corpus: list[Path], tmp_path: Path) -> None:
+    with FakeServer(delay_s=0.2) as a, FakeServer(delay_s=0.2) as b:
+        config = spread_config(tmp_path, [a.url, b.url])
+        finished, scheduler = run_scheduler(config, tmp_path / "out", corpus)
+        sent = (a.state.requests, b.state.requests)
+        peaks = (a.state.max_in_flight, b.state.max_in_flight)
+    pages = sum(d.page_count for _, d in finished)
+    assert all(d.pages_ok == d.page_count for _, d in finished)
+    assert sum(sent) == pages and min(sent) > pages // 4, sent
+    assert max(peaks) <= config.ocr.in_flight, peaks
+    # the page budget is both servers' together, and the run used more than one's
+    assert scheduler.limits.ocr_concurrency == 2 * config.ocr.in_flight
+    assert config.ocr.in_flight < scheduler.peak_in_ladder <= 2 * config.ocr.in_flight
+
+
+@contextmanager
+def fake_process(*extra: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """tests/openai_fake.py as its own process (so it can die), unsupervised."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, FAKE, "--port", str(port), *extra],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        assert RemoteEndpoint(url).wait_ready(30), "fake server did not start"
+        yield url, proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_server_killed_mid_run_loses_no_page_and_sends_none_twice(
+    corpus: list[Path], tmp_path: Path
+) -> None:
+    with fake_process("--delay", "0.05") as (good, _), \
+            fake_process("--delay", "0.05", "--die-on", "8") as (doomed, dying):
+        config = spread_config(tmp_path, [good, doomed])
+        finished, _ = run_scheduler(config, tmp_path / "out", corpus)
+        assert dying.wait(5) is not None, "the second server died mid-run"
+        served = httpx.get(good.removesuffix("/v1") + "/stats", timeout=5).json()["requests"]
+    docs = [d for _, d in finished]
+    assert len(docs) == len(corpus)
+    pages = sum(d.page_count for d in docs)
+    for doc in docs:
+        assert sorted(p.index for p in doc.pages) == list(range(doc.page_count))
+        assert doc.pages_ok == doc.page_count, [p.reason for p in doc.pages if p.reason]
+    # the dead server answered at most 7 pages; the good one took every other page, and
+    # each page's output was written once
+    assert pages - 7 <= served <= pages
+    for path in (tmp_path / "out").rglob("document.json"):
+        written = json.loads(path.read_text())["pages"]
+        assert len(written) == len({p["index"] for p in written})
