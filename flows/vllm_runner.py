@@ -36,6 +36,7 @@ import os
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from contextvars import ContextVar, Token
 from pathlib import Path
@@ -47,7 +48,14 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from folio.config import PipelineConfig
 from folio.errors import ConfigError, EngineUnavailableError, FolioError
 from folio.gpu.preflight import PreflightResult, load_model_shape, preflight, require_fit
-from folio.gpu.profiles import HardwareProfile, load_profile, load_profiles, vllm_command
+from folio.gpu.profiles import (
+    HardwareProfile,
+    engine_gpu_groups,
+    load_profile,
+    load_profiles,
+    visible_gpus,
+    vllm_command,
+)
 from folio.gpu.shared_server import (
     ServerFiles,
     SharedEndpoint,
@@ -58,6 +66,7 @@ from folio.gpu.shared_server import (
 )
 from folio.gpu.vllm_server import (
     Endpoint,
+    EndpointGroup,
     RemoteEndpoint,
     VLLMServer,
     active_endpoint,
@@ -135,6 +144,7 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
         idle_timeout_s: float = 600.0,
         state_dir: str | None = None,
         defer_failure: bool = False,
+        engines: int = 1,
     ) -> None:
         """Configuration only; nothing starts before ``__enter__``.
 
@@ -158,6 +168,10 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
             shared: use the host's shared server (see the module doc).
             idle_timeout_s: a shared server stops after this long without runs.
             state_dir: the shared servers' state folder (default: see shared_server).
+            engines: servers on this host (shared mode), one per group of the profile's
+                ``gpu_count`` GPUs, each pinned with CUDA_VISIBLE_DEVICES; 0: as many as
+                the visible GPUs hold. Pages go to the least busy (folio.engines.dispatch);
+                one that dies is restarted by its own supervisor while the others serve.
             defer_failure: a server that cannot start (or a bad server setting) does not
                 raise from ``__enter__`` but from :func:`raise_startup_failure`, which the
                 flow body calls first: Prefect treats an error raised while it enters the
@@ -176,7 +190,7 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
             "max_restarts": max_restarts, "health_interval_s": health_interval_s, "log_dir": log_dir,
             "concurrency_limit": concurrency_limit, "gpu_slots": gpu_slots,
             "shared": shared, "idle_timeout_s": idle_timeout_s, "state_dir": state_dir,
-            "defer_failure": defer_failure,
+            "defer_failure": defer_failure, "engines": engines,
         }
         self._failure_token: Token[FolioError | None] | None = None
         self._reset_runtime()
@@ -185,6 +199,7 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
         self._endpoint: Endpoint | None = None
         self._server: VLLMServer | None = None
         self._shared: SharedEndpoint | None = None
+        self._group: list[SharedEndpoint] = []
         self._token: Token[Endpoint | None] | None = None
         self._stack: ExitStack | None = None
         self.preflight_result: PreflightResult | None = None
@@ -206,6 +221,7 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
             "startup_timeout_s": server.startup_timeout_s, "max_restarts": server.max_restarts,
             "log_dir": server.log_dir, "shared": server.shared,
             "idle_timeout_s": server.idle_timeout_s, "state_dir": server.state_dir,
+            "engines": server.engines,
         }
         if server.executable:
             options["executable"] = server.executable
@@ -256,6 +272,7 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
         for key in ("_endpoint", "_server", "_shared", "_token", "_stack", "preflight_result",
                     "_failure_token"):
             state[key] = None
+        state["_group"] = []
         return state
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -326,13 +343,19 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
             executable=tuple(opts["executable"]),
         )
 
-    def spec(self) -> SharedServerSpec:
-        """The shared server this runner asks for (its key names it on the host)."""
+    def spec(self, gpus: str | None = None, index: int | None = None) -> SharedServerSpec:
+        """The shared server this runner asks for (its key names it on the host); with
+        ``gpus``/``index``, the member of a group of servers pinned to those GPUs."""
         opts = self._options
         profile = load_profile(opts["profile"])
+        env = {**profile.env, **opts["env"]}
+        if index is not None:  # the members of a group are distinct servers
+            env["FOLIO_ENGINE_INDEX"] = str(index)
+        if gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = gpus
         return SharedServerSpec(
             command=self._command(profile, opts["port"] or "{port}"),
-            env={**profile.env, **opts["env"]}, host=opts["host"],
+            env=env, host=opts["host"],
             served_model_name=opts["served_model_name"],
             in_flight=opts["in_flight"] or profile.in_flight,
             startup_timeout_s=opts["startup_timeout_s"], max_restarts=opts["max_restarts"],
@@ -368,20 +391,41 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
         self._server = server.start()
         return server
 
-    def _share_server(self, profile: HardwareProfile) -> SharedEndpoint:
+    def _share_server(self, profile: HardwareProfile) -> Endpoint:
         """Attach to this host's server for this configuration, starting it (after the
         preflight) when none runs; the lease is dropped when the run ends, the server
-        stays for the next run."""
+        stays for the next run. Several GPUs (``engines``): one such server per GPU group,
+        started together, seen as one :class:`EndpointGroup`."""
+        groups = engine_gpu_groups(profile, self._options["engines"], visible_gpus())
+        if len(groups) == 1:
+            return self._share_one(profile, self.spec())
+        specs = [self.spec(gpus, index) for index, gpus in enumerate(groups)]
+        log.info("%d servers, GPUs %s", len(specs), " | ".join(g or "-" for g in groups))
+        with ThreadPoolExecutor(len(specs)) as pool:  # start-up costs minutes: at once
+            futures = [pool.submit(self._share_one, profile, spec, member=True) for spec in specs]
+            errors: list[BaseException] = []
+            for future in futures:
+                try:
+                    self._group.append(future.result())
+                except BaseException as exc:
+                    errors.append(exc)
+        if errors:
+            raise errors[0]
+        return EndpointGroup(self._group)
+
+    def _share_one(self, profile: HardwareProfile, spec: SharedServerSpec, *,
+                   member: bool = False) -> SharedEndpoint:
         opts = self._options
-        spec = self.spec()
         state_dir = Path(opts["state_dir"]) if opts["state_dir"] else default_state_dir()
         running = read_state(ServerFiles(state_dir, spec.key()).state)
         if opts["run_preflight"] and not opts["server_command"] and running is None:
             self._preflight(profile)
         log.info("sharing %s (profile %s, state in %s)", " ".join(spec.command), profile.name,
                  state_dir)
-        self._shared = acquire(spec, state_dir=state_dir, owner_pid=flow_run_owner())
-        return self._shared
+        shared = acquire(spec, state_dir=state_dir, owner_pid=flow_run_owner())
+        if not member:
+            self._shared = shared
+        return shared
 
     def _preflight(self, profile: HardwareProfile) -> None:
         opts = self._options
@@ -398,10 +442,11 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
 
     def _release(self) -> None:
         endpoint, server, token, stack = self._endpoint, self._server, self._token, self._stack
-        shared = self._shared
+        shared = [self._shared] if self._shared is not None else []
+        shared += self._group
         self._reset_runtime()
-        if shared is not None:
-            shared.release()  # the lease only: the server serves the next run
+        for lease in shared:
+            lease.release()  # the lease only: the server serves the next run
         if endpoint is not None:
             unregister_endpoint(endpoint)
         if token is not None:

@@ -112,6 +112,10 @@ class ServerSettings(BaseModel):
     max_model_len: int | None = None
     extra_args: list[str] = Field(default_factory=list, description="more vllm serve options")
     log_dir: str | None = None
+    engines: int = Field(
+        0, ge=0, description="vLLM servers on this host, one per group of the profile's "
+        "gpu_count GPUs (CUDA_VISIBLE_DEVICES set for each); pages go to the least busy. 0: "
+        "as many as the visible GPUs hold (NVML, or CUDA_VISIBLE_DEVICES when set)")
 
 
 class ValidationSettings(BaseModel):

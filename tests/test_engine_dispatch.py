@@ -22,7 +22,7 @@ from PIL import Image
 from folio.config import PipelineConfig
 from folio.engines.dispatch import Dispatcher, NoEngineError
 from folio.engines.openai_engine import OpenAIEngine
-from folio.gpu.vllm_server import RemoteEndpoint, free_port
+from folio.gpu.vllm_server import RemoteEndpoint, endpoint_members, free_port
 from folio.models import PagePrep
 from folio.samples import report_pages, write_long_pdf, write_text_pdf
 from tests.openai_fake import FakeServer
@@ -166,3 +166,62 @@ def test_a_server_killed_mid_run_loses_no_page_and_sends_none_twice(
     for path in (tmp_path / "out").rglob("document.json"):
         written = json.loads(path.read_text())["pages"]
         assert len(written) == len({p["index"] for p in written})
+
+
+def test_a_runner_with_two_engines_serves_pages_from_both_and_restarts_one_alone(
+    corpus: list[Path], tmp_path: Path
+) -> None:
+    """``server.engines`` 2 (on a GPU host: one server per GPU, CUDA_VISIBLE_DEVICES set
+    for each; here the CPU profile pins nothing): two shared servers, pages to both; the
+    one that dies mid-run is restarted by its own supervisor while the other serves, and
+    every page ends ok exactly once."""
+    from flows.vllm_runner import VLLMTaskRunner
+    from folio.gpu.shared_server import pid_alive, read_state
+
+    marker = tmp_path / "died"
+    command = [sys.executable, FAKE, "--port", "{port}", "--delay", "0.05",
+               "--die-on", "12", "--die-marker", str(marker)]
+    state_dir = tmp_path / "servers"
+    runner = VLLMTaskRunner(profile="cpu", server_command=command, engines=2, in_flight=4,
+                            state_dir=str(state_dir), health_interval_s=0.1,
+                            idle_timeout_s=1.5)
+    with runner:
+        assert runner.endpoint is not None
+        members = endpoint_members(runner.endpoint)
+        assert len({m.base_url for m in members}) == 2, "two servers"
+        config = gpu_config(tmp_path, "unused")
+        config.ocr.engine, config.ocr.endpoint = "vllm", None
+        finished, scheduler = run_scheduler(config, tmp_path / "out", corpus)
+        served = [httpx.get(m.base_url.removesuffix("/v1") + "/stats", timeout=5).json()
+                  for m in members]
+    states = [s for s in (read_state(p) for p in state_dir.glob("*.json")) if s is not None]
+    assert marker.exists(), "one server died mid-run"
+    assert sorted(s.generation for s in states) == [1, 2], "only the one that died restarted"
+    assert all(s["requests"] > 0 for s in served), served
+    assert scheduler.limits.ocr_concurrency == 2 * config.ocr.in_flight
+    for _, doc in finished:
+        assert sorted(p.index for p in doc.pages) == list(range(doc.page_count))
+        assert doc.pages_ok == doc.page_count, [p.reason for p in doc.pages if p.reason]
+    deadline = time.monotonic() + 20  # idle past idle_timeout_s: both stop
+    while any(pid_alive(s.server_pid) for s in states if s.server_pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(pid_alive(s.server_pid) for s in states if s.server_pid)
+
+
+def test_gpu_groups_cover_every_visible_gpu_and_refuse_what_does_not_fit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from folio.errors import ConfigError
+    from folio.gpu.profiles import engine_gpu_groups, load_profile, visible_gpus
+
+    h200 = load_profile("h200")
+    assert engine_gpu_groups(h200, 0, ["0", "1", "2", "3"]) == ["0", "1", "2", "3"]
+    assert engine_gpu_groups(h200, 0, ["0"]) == [None], "one GPU: as before, nothing pinned"
+    assert engine_gpu_groups(h200, 1, ["0", "1"]) == [None]
+    assert engine_gpu_groups(h200, 2, ["4", "6", "7"]) == ["4", "6"]
+    pair = h200.model_copy(update={"gpu_count": 2})  # tensor parallel 2: two GPUs a server
+    assert engine_gpu_groups(pair, 0, ["0", "1", "2", "3", "4"]) == ["0,1", "2,3"]
+    with pytest.raises(ConfigError, match="3 servers of 1 GPU"):
+        engine_gpu_groups(h200, 3, ["0", "1"])
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2, 3")
+    assert visible_gpus() == ["2", "3"], "the variable names the GPUs when set"

@@ -39,7 +39,7 @@ from folio.errors import (
     EngineUnavailableError,
     TimeoutExpired,
 )
-from folio.gpu.vllm_server import Endpoint, RemoteEndpoint, active_endpoint
+from folio.gpu.vllm_server import Endpoint, RemoteEndpoint, active_endpoint, endpoint_members
 from folio.models import Attempt, PagePrep
 from folio.presets import ModelPreset, get_preset
 
@@ -189,6 +189,9 @@ class OpenAIEngine:
                 f"engine {ocr.engine!r} has no endpoint: run the flow with VLLMTaskRunner "
                 "(--engine vllm) or give --endpoint URL (--engine openai)"
             )
+        members = endpoint_members(endpoint)  # a runner's servers, one per GPU
+        if len(members) > 1:
+            return cls._from_settings(config, endpoints=members)
         return cls._from_settings(config, endpoint=endpoint)
 
     @classmethod

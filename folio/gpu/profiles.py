@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -182,6 +183,39 @@ def detect_gpu() -> GpuInfo | None:
     finally:
         with contextlib.suppress(pynvml.NVMLError):
             pynvml.nvmlShutdown()
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, named as CUDA_VISIBLE_DEVICES names them: that
+    variable's entries when it is set, else every GPU NVML counts (NVML ignores it)."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None and env.strip():
+        return [d.strip() for d in env.split(",") if d.strip()]
+    gpu = detect_gpu()
+    return [str(i) for i in range(gpu.count)] if gpu else []
+
+
+def engine_gpu_groups(profile: HardwareProfile, engines: int, gpus: Sequence[str]
+                      ) -> list[str | None]:
+    """CUDA_VISIBLE_DEVICES for each server of a host: ``engines`` servers of the
+    profile's ``gpu_count`` GPUs each; 0 means as many as the visible GPUs hold. ``None``
+    leaves the variable as it is: one server on a host with no more GPUs than it needs
+    runs exactly as before, and CPU profiles (tests, CPU serving) pin nothing.
+
+    Raises:
+        ConfigError: more servers asked for than the visible GPUs can hold.
+    """
+    per = max(1, profile.gpu_count)
+    if profile.device != "cuda":
+        return [None] * max(1, engines)
+    fit = len(gpus) // per
+    count = fit if engines == 0 else engines
+    if count <= 1:
+        return [None]
+    if count > fit:
+        raise ConfigError(f"{count} servers of {per} GPU(s) need {count * per} GPUs; this host "
+                          f"shows {len(gpus)} ({', '.join(gpus) or 'none'})")
+    return [",".join(gpus[i * per:(i + 1) * per]) for i in range(count)]
 
 
 def match_profile(gpu: GpuInfo | None, profiles: dict[str, HardwareProfile]) -> HardwareProfile:

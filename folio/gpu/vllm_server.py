@@ -67,6 +67,46 @@ class Endpoint(Protocol):
     def wait_ready(self, timeout_s: float) -> bool: ...
 
 
+class EndpointGroup:
+    """Several servers of one model on one host (one per GPU or GPU group), seen as one
+    endpoint by what needs only one (a health wait, the served model's name); engines
+    that can spread pages read :attr:`members` (folio.engines.dispatch)."""
+
+    def __init__(self, members: Sequence[Endpoint]) -> None:
+        if not members:
+            raise ValueError("an endpoint group needs members")
+        self.members: list[Endpoint] = list(members)
+
+    @property
+    def base_url(self) -> str:
+        return self.members[0].base_url
+
+    @property
+    def served_model_name(self) -> str | None:
+        return self.members[0].served_model_name
+
+    @property
+    def in_flight(self) -> int:
+        """Every member's budget together."""
+        return sum(m.in_flight for m in self.members)
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        """True once any member answers: the others' pages go to it meanwhile."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if any(m.wait_ready(0.0) for m in self.members):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+
+def endpoint_members(endpoint: Endpoint) -> list[Endpoint]:
+    """The servers behind ``endpoint``: a group's members, else the endpoint itself."""
+    members = getattr(endpoint, "members", None)
+    return list(members) if members else [endpoint]
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))

@@ -52,6 +52,7 @@ from pydantic import BaseModel, Field
 from folio import progress
 from folio.config import PipelineConfig
 from folio.engines.base import GENERATIVE_ENGINES
+from folio.gpu.vllm_server import active_endpoint, endpoint_members
 from folio.io.sources import SourceRef
 from folio.models import DocumentResult, PagePrep, PageResult
 from folio.pipeline.outcome import page_failed, quarantine
@@ -114,8 +115,18 @@ def ocr_concurrency(config: PipelineConfig) -> int:
     """Pages in the ladder at once: a generative engine's in-flight budget (the requests
     it keeps at each server, times its servers), else the CPU page concurrency."""
     if config.ocr.engine in GENERATIVE_ENGINES:
-        return max(config.ocr.in_flight, 1) * max(1, len(config.ocr.server_urls()))
+        return max(config.ocr.in_flight, 1) * server_count(config)
     return max(config.limits.page_concurrency, 1)
+
+
+def server_count(config: PipelineConfig) -> int:
+    """The servers a generative engine spreads pages over: the endpoints named in the
+    settings, else those of the task runner's group (one per GPU), else one."""
+    urls = config.ocr.server_urls()
+    if urls:
+        return len(urls)
+    active = active_endpoint()
+    return len(endpoint_members(active)) if active is not None else 1
 
 
 class QueueSample(BaseModel):
