@@ -183,16 +183,20 @@ def engine_pages(work: Path, config: Any) -> list[Path]:
     return [Path(p) for p in images]
 
 
-async def send_raw(base_url: str, model: str, images: list[Path], *, prompt: str,
+async def send_raw(base_url: str | list[str], model: str, images: list[Path], *, prompt: str,
                    image_first: bool, max_tokens: int, in_flight: int, max_pixels: int
                    ) -> dict[str, Any]:
+    """The pages straight to the server (or servers: each page to the one with the fewest
+    outstanding, ``in_flight`` each, as folio's dispatch does), timed."""
     from openai import AsyncOpenAI
 
     from folio.engines.openai_engine import encode_image
 
-    client = AsyncOpenAI(base_url=base_url, api_key="x", timeout=3600, max_retries=0)
+    bases = [base_url] if isinstance(base_url, str) else list(base_url)
+    clients = [AsyncOpenAI(base_url=b, api_key="x", timeout=3600, max_retries=0) for b in bases]
+    outstanding = [0] * len(bases)
     urls = [encode_image(p, max_pixels)[0] for p in images]
-    sem = asyncio.Semaphore(in_flight)
+    sem = asyncio.Semaphore(in_flight * len(bases))
     tokens = {"prompt": 0, "completion": 0}
 
     async def one(url: str) -> None:
@@ -200,9 +204,14 @@ async def send_raw(base_url: str, model: str, images: list[Path], *, prompt: str
         text = {"type": "text", "text": prompt}
         messages: Any = [{"role": "user", "content": [image, text] if image_first else [text, image]}]
         async with sem:
-            r = await client.chat.completions.create(
-                model=model, max_tokens=max_tokens, temperature=0.0,
-                extra_body={"ignore_eos": True}, messages=messages)
+            k = min(range(len(bases)), key=lambda i: outstanding[i])
+            outstanding[k] += 1
+            try:
+                r = await clients[k].chat.completions.create(
+                    model=model, max_tokens=max_tokens, temperature=0.0,
+                    extra_body={"ignore_eos": True}, messages=messages)
+            finally:
+                outstanding[k] -= 1
         if r.usage:
             tokens["prompt"] += r.usage.prompt_tokens
             tokens["completion"] += r.usage.completion_tokens
@@ -210,7 +219,8 @@ async def send_raw(base_url: str, model: str, images: list[Path], *, prompt: str
     started = time.perf_counter()
     await asyncio.gather(*[one(u) for u in urls])
     seconds = time.perf_counter() - started
-    await client.close()
+    for client in clients:
+        await client.close()
     return {"pages": len(urls), "seconds": round(seconds, 2),
             "pages_per_s": round(len(urls) / seconds, 3),
             "prompt_tokens_per_page": tokens["prompt"] // max(1, len(urls)),
@@ -223,21 +233,26 @@ async def send_raw(base_url: str, model: str, images: list[Path], *, prompt: str
 class Sampler:
     """NVML utilization of one GPU and vLLM's queue (/metrics), every half second."""
 
-    def __init__(self, gpu: int, base_url: str | None | Any) -> None:
-        """``base_url``: the server's URL, or a function that finds it once it runs."""
+    def __init__(self, gpu: int | list[int], base_url: str | None | Any) -> None:
+        """``base_url``: the server's URL, or a function that finds it (or a list of
+        servers' URLs, whose queues are summed) once it runs; several GPUs: their mean."""
         self.gpu, self.base_url = gpu, base_url
         self.samples: list[tuple[float, float | None, float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        util = nvml_utilization(self.gpu)
+        gpus = self.gpu if isinstance(self.gpu, list) else [self.gpu]
+        utils = [u for u in (nvml_utilization(g) for g in gpus) if u is not None]
         with httpx.Client() as client:  # one client: the sampler must not cost the run CPU
             while not self._stop.wait(0.5):
-                url = self.base_url() if callable(self.base_url) else self.base_url
-                m = read_metrics(url, client=client) if url else {}
-                self.samples.append((time.monotonic(), util() if util else None,
-                                     m.get("running", 0.0), m.get("waiting", 0.0)))
+                found = self.base_url() if callable(self.base_url) else self.base_url
+                urls = [found] if isinstance(found, str) else list(found or [])
+                ms = [read_metrics(u, client=client) for u in urls]
+                util = statistics.mean(u() for u in utils) if utils else None
+                self.samples.append((time.monotonic(), util,
+                                     sum(m.get("running", 0.0) for m in ms),
+                                     sum(m.get("waiting", 0.0) for m in ms)))
 
     def __enter__(self) -> Self:
         self._thread.start()

@@ -11,6 +11,8 @@
 #   bash bench/gpu_user_path_device.sh deployment   # Prefect deployment GPU 0 | raw GPU 1, report
 #   bash bench/gpu_user_path_device.sh profile 1    # round 1's pipeline with host CPU per process and py-spy
 #   bash bench/gpu_user_path_device.sh live         # a UI run, a trigger, a sweep batch through the GPU deployments
+#   bash bench/gpu_user_path_device.sh multi-setup  # 2 or 4 GPUs: install, model, copies; no servers
+#   bash bench/gpu_user_path_device.sh multi 1      # bench/gpu_multi.py on GPU 0, then `multi 2` on 0,1 (report)
 #
 # FOLIO_BENCH_COMMIT (the checkout's commit; the device copy has no .git) goes in the result.
 # Carried (all git-ignored): .device-stage (python3 ../shared/device/stage.py --vllm -r
@@ -109,5 +111,30 @@ case "${1:-}" in
     tail -3 "$OUT/live.log"
     cp $W/phases/live.json "$OUT/gpu_live_runs.json" 2>/dev/null
     ;;
-  *) echo "usage: $0 setup | round N | pipeline N | deployment | profile N | live" >&2; exit 2 ;;
+  multi-setup)
+    # a multi-GPU machine for bench/gpu_multi.py: what setup does, without its servers
+    # (each GPU set's phases start their own, owned by a process of their own)
+    if [ ! -f /tmp/site/env.sh ]; then bash .device-stage/bin/install.sh || exit 1; . /tmp/site/env.sh; fi
+    export PYTHONPATH=$PWD:$PYTHONPATH
+    gs --version || exit 1
+    [ -d /tmp/synthetic-vlm ] || python3 .device-carry/make_synthetic_vlm.py /tmp/synthetic-vlm || exit 1
+    $B corpus --pdfs .corpus-carry --min-pages "$MIN_PAGES" --min-docs 150 || exit 1
+    ;;
+  multi)
+    # N=1: the pipeline and the raw engine on GPU 0; N=2 (or 4): on GPUs 0..N-1, then
+    # the report (bench/results/gpu_multi.json). Each set's servers stop with its owner.
+    n=$2
+    gpus=$(seq -s, 0 $((n - 1)))
+    M="python3 bench/gpu_multi.py --work $W"
+    setsid sleep 1200 & o=$!
+    $M pipeline --gpus "$gpus" --owner-pid $o > "$OUT/multi-pipeline-g$n.log" 2>&1
+    $M raw --gpus "$gpus" --owner-pid $o > "$OUT/multi-raw-g$n.log" 2>&1
+    kill $o; sleep 15  # the supervisors stop their servers: the GPUs' memory comes free
+    tail -2 "$OUT/multi-pipeline-g$n.log" "$OUT/multi-raw-g$n.log"
+    cp $W/phases/multi-*.json "$OUT/" 2>/dev/null
+    if [ "$n" -gt 1 ]; then
+      $M report --out "$OUT" --command "bash bench/gpu_user_path_device.sh multi-setup; multi 1; multi $n (see the script)"
+    fi
+    ;;
+  *) echo "usage: $0 setup | round N | pipeline N | deployment | profile N | live | multi-setup | multi N" >&2; exit 2 ;;
 esac

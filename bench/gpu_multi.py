@@ -1,0 +1,211 @@
+"""folio on every GPU of a host: the pipeline on 1 GPU and on N, and the raw engines on
+the same pages, for the issue "Every GPU of a host".
+
+The pipeline phase is `folio ingest --engine vllm` with the user's defaults, exactly as in
+bench/gpu_user_path.py (same documents, same benchmark settings); the only difference
+between the 1-GPU and the N-GPU phase is CUDA_VISIBLE_DEVICES, from which folio's default
+(`server.engines` 0) starts one vLLM server per visible GPU. The raw phase sends the same
+engine pages straight to the same servers, each page to the one with the fewest
+outstanding. The phases of one GPU set share their servers through a state folder of
+their own and an owner process: kill it before the next set (GPU memory is the servers').
+
+    python bench/gpu_user_path.py corpus --pdfs .corpus-carry --work /tmp/gub
+    python bench/gpu_multi.py pipeline --gpus 0 --work /tmp/gub --owner-pid A
+    python bench/gpu_multi.py raw --gpus 0 --work /tmp/gub --owner-pid A
+    kill A
+    python bench/gpu_multi.py pipeline --gpus 0,1 --work /tmp/gub --owner-pid B
+    python bench/gpu_multi.py raw --gpus 0,1 --work /tmp/gub --owner-pid B
+    python bench/gpu_multi.py report --work /tmp/gub --out bench/results
+
+Here, against the fake server (two fake servers stand for two GPUs):
+
+    .venv/bin/python bench/gpu_multi.py smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gpu_user_path as gup  # the user-path benchmark's own steps
+
+ROOT = gup.ROOT
+
+
+def gpu_list(args: argparse.Namespace) -> list[int]:
+    return [int(g) for g in args.gpus.split(",") if g.strip()]
+
+
+def use_gpus(args: argparse.Namespace) -> Path:
+    """This process and the servers folio starts see ``--gpus``; their state is this set's."""
+    gpus = gpu_list(args)
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
+    state = Path(args.work) / f"servers-gpus-{'-'.join(map(str, gpus))}"
+    os.environ["FOLIO_SERVER__STATE_DIR"] = str(state)
+    if args.owner_pid:
+        os.environ["FOLIO_SERVER_OWNER_PID"] = str(args.owner_pid)
+    if args.fake:  # the CPU profile pins no GPU: say how many servers stand for the GPUs
+        os.environ["FOLIO_SERVER__ENGINES"] = str(len(gpus))
+    return state
+
+
+def ready_urls(state_dir: Path) -> list[str]:
+    from folio.gpu.shared_server import read_state
+
+    states = [read_state(p) for p in sorted(state_dir.glob("*.json"))]
+    return [s.base_url for s in states if s is not None and s.state == "ready" and s.base_url]
+
+
+def phase_pipeline(args: argparse.Namespace) -> dict[str, Any]:
+    state_dir = use_gpus(args)
+    work = Path(args.work)
+    tag = f"g{len(gpu_list(args))}"
+    sources = gup.round_sources(work, 1)
+    out, report_path = work / f"out-multi-{tag}", work / f"report-multi-{tag}.json"
+    report_path.unlink(missing_ok=True)
+    shutil.rmtree(out, ignore_errors=True)  # no done-index from an earlier phase
+    log = work / f"cli-multi-{tag}.log"
+    with gup.Sampler(gpu_list(args), lambda: ready_urls(state_dir)) as sampler, \
+            log.open("w") as stderr:
+        t0, wall0 = time.monotonic(), time.time()
+        code = subprocess.run([sys.executable, "-m", "flows.cli",
+                               *gup.cli_args(args, sources, out, report_path)],
+                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr).returncode
+        t1 = time.monotonic()
+    if not report_path.is_file():
+        raise SystemExit(f"folio ingest exited {code} without a report: see {log}")
+    report = json.loads(report_path.read_text())
+    timing = report["timing"]
+    flow_start = t0 + (timing["started_unix"] - wall0)
+    pages, tokens = gup.ocr_pages_in(out)
+    seconds = timing["seconds"]
+    return {"phase": "pipeline", "gpus": gpu_list(args), "servers": len(ready_urls(state_dir)),
+            "exit_code": code, "pages": report["totals"]["pages"], "pages_ocr": pages,
+            "seconds": seconds, "cli_wall_seconds": round(t1 - t0, 2),
+            "pages_per_s": round(pages / seconds, 3),
+            "completion_tokens_per_page": tokens // max(pages, 1),
+            "after_last_page_s": timing.get("after_last_page_s"),
+            "queue": sampler.summary(flow_start, flow_start + seconds),
+            "config": report.get("config")}
+
+
+def phase_raw(args: argparse.Namespace) -> dict[str, Any]:
+    from flows.vllm_runner import VLLMTaskRunner
+    from folio.gpu.vllm_server import endpoint_members
+    from folio.presets import get_preset
+
+    use_gpus(args)
+    config = gup.resolved(args)
+    images = gup.engine_pages(Path(args.work), config)
+    with VLLMTaskRunner.from_config(config) as runner:  # the servers the CLI used
+        assert runner.endpoint is not None
+        bases = [m.base_url for m in endpoint_members(runner.endpoint)]
+        preset = get_preset(config.ocr.preset)
+        model = runner.endpoint.served_model_name or config.ocr.model or "fake-ocr"
+        with gup.Sampler(gpu_list(args), bases) as sampler:
+            t0 = time.monotonic()
+            result = asyncio.run(gup.send_raw(
+                bases, model, images, prompt=preset.prompt, image_first=preset.image_first,
+                max_tokens=config.ocr.max_tokens, in_flight=config.ocr.in_flight,
+                max_pixels=config.render.max_pixels))
+            t1 = time.monotonic()
+    return {"phase": "raw", "gpus": gpu_list(args), "servers": len(bases), **result,
+            "queue": sampler.summary(t0, t1), "in_flight_per_server": config.ocr.in_flight}
+
+
+def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
+    """bench/results/gpu_multi.json: one entry per GPU count above one, each against the
+    1-GPU pipeline of the same session."""
+    phases = [json.loads(p.read_text()) for p in sorted((work / "phases").glob("multi-*.json"))]
+    by = {(p["phase"], len(p["gpus"])): p for p in phases}
+    one = by.get(("pipeline", 1))
+    results = []
+    for (phase, n), pipe in sorted(by.items()):
+        raw = by.get(("raw", n))
+        if phase != "pipeline" or n == 1 or raw is None or one is None:
+            continue
+        results.append({
+            "gpus": n, "servers": pipe["servers"], "pages": pipe["pages"],
+            "pages_to_engine": pipe["pages_ocr"],
+            "pipeline_pages_per_s_1gpu": one["pages_per_s"],
+            "pipeline_pages_per_s": pipe["pages_per_s"],
+            "scaling": round(pipe["pages_per_s"] / one["pages_per_s"], 3),
+            "engine_pages_per_s": raw["pages_per_s"],
+            "engine_pages_per_s_1gpu": (by.get(("raw", 1)) or {}).get("pages_per_s"),
+            "ratio": round(pipe["pages_per_s"] / raw["pages_per_s"], 3),
+            "gpu_utilization_pipeline": pipe["queue"].get("gpu_utilization_mean"),
+            "seconds_after_last_page": pipe.get("after_last_page_s"),
+        })
+    settings = {k: {"value": v, "why": why} for k, (v, why) in gup.SETTINGS.items()}
+    result = {"gpu": gup._gpu_name(), "commit": os.environ.get("FOLIO_BENCH_COMMIT"),
+              "cpus": os.cpu_count(), "results": results, "settings": settings,
+              "command": command,
+              "how": "the 1-GPU and N-GPU pipeline phases are `folio ingest --engine vllm` with "
+                     "the user's defaults on round 1's documents (longest first), differing only "
+                     "in CUDA_VISIBLE_DEVICES; the raw phases send the route's engine pages to "
+                     "the same servers, each page to the one with the fewest outstanding",
+              "phases": phases}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "gpu_multi.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def smoke(args: argparse.Namespace) -> None:
+    """Every step against the fake server (two fake servers for two GPUs)."""
+    base = [sys.executable, __file__, "--work", args.work, "--fake"]
+    subprocess.run([sys.executable, str(Path(gup.__file__)), "corpus", "--work", args.work,
+                    "--fake", "--pdfs", args.pdfs, "--min-pages", "30", "--min-docs", "8"],
+                   check=True)
+    for gpus in ("0", "0,1"):
+        owner = subprocess.Popen(["sleep", "600"])
+        try:
+            for step in ("pipeline", "raw"):
+                subprocess.run([*base[:2], step, *base[2:], "--gpus", gpus,
+                                "--owner-pid", str(owner.pid)], check=True)
+        finally:
+            owner.kill()
+            owner.wait()
+    subprocess.run([*base[:2], "report", *base[2:], "--out",
+                    str(Path(args.work) / "results")], check=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("step", choices=["pipeline", "raw", "report", "smoke"])
+    ap.add_argument("--work", default="/tmp/folio-gpu-multi")
+    ap.add_argument("--pdfs", default=str(ROOT.parent / "shared" / "corpus"))
+    ap.add_argument("--gpus", default="0", help="comma-separated GPU indices")
+    ap.add_argument("--model", default="/tmp/synthetic-vlm")
+    ap.add_argument("--preset", default="chandra")
+    ap.add_argument("--owner-pid", type=int, help="keep this set's servers alive while it lives")
+    ap.add_argument("--fake", action="store_true", help="the fake server instead of vLLM")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    ap.add_argument("--command", default="", help="the whole command sequence, for the result")
+    args = ap.parse_args()
+    work = Path(args.work)
+    (work / "phases").mkdir(parents=True, exist_ok=True)
+    if args.step == "smoke":
+        return smoke(args)
+    if args.step == "report":
+        result = report(work, Path(args.out), args.command)
+        print(json.dumps(result["results"]))
+        return
+    phase = {"pipeline": phase_pipeline, "raw": phase_raw}[args.step](args)
+    name = f"multi-{args.step}-g{len(gpu_list(args))}"
+    (work / "phases" / f"{name}.json").write_text(json.dumps(phase, indent=1, default=str))
+    print(json.dumps({k: phase.get(k) for k in ("phase", "gpus", "servers", "pages_ocr",
+                                                "seconds", "pages_per_s")}))
+
+
+if __name__ == "__main__":
+    main()
