@@ -633,7 +633,7 @@ def live_client(args: argparse.Namespace) -> None:
 
     from deployments.runs import wait_for_run
     from deployments.trigger import trigger
-    from folio.trigger import IngestRequest
+    from folio.run_config import IngestRequest
     from tasks.sweep import submit_batch
 
     spec = json.loads(sys.stdin.read())

@@ -29,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from deployments.runs import run_url, start_run, wait_for_run
+from folio.run_config import IngestRequest
 from folio.trigger import (
     DOCUMENT_DEPLOYMENT,
     DOCUMENT_EVENTS,
@@ -36,7 +37,6 @@ from folio.trigger import (
     INDEXED,
     REQUESTED,
     DocumentEvent,
-    IngestRequest,
     RunResult,
     TriggeredRun,
     document_resource_id,

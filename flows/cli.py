@@ -91,7 +91,7 @@ def _with_vllm_runner(args: argparse.Namespace, settings: dict[str, Any]) -> Any
 def cmd_trigger(args: argparse.Namespace) -> int:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from deployments import trigger as trig
-    from folio.trigger import IngestRequest
+    from folio.run_config import IngestRequest
 
     request = IngestRequest(source=args.source, out=args.out, engine=args.engine,
                             route=args.route, reprocess=args.reprocess,

@@ -16,10 +16,13 @@ exactly the same settings. Layers, later ones win:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from folio.config import PipelineConfig
 from folio.vocabulary import SERVED_ENGINES, EngineName, RouteMode
@@ -29,16 +32,73 @@ SECRET_SETTINGS = frozenset({"password", "ocr.api_key", "s3.secret_access_key",
                              "s3.session_token"})
 
 
+def normalize_source(uri: str) -> str:
+    """The URI as the pipeline reports it: s3 URIs as given, local paths absolute (the
+    form ``folio.io.sources`` gives documents, so resource ids match on both sides)."""
+    if uri.startswith("s3://"):
+        return uri
+    return str(Path(uri.removeprefix("file://")).expanduser().absolute())
+
+
 class IngestRequest(BaseModel):
     """What to ingest and how: what the flows take, what the CLI builds and what
-    triggers send."""
+    triggers send. ``IngestRequest(source=...)`` is a request for one file or prefix
+    (a UI run, a RAG job's trigger: the document deployment); ``sources`` several."""
 
-    sources: list[str] = Field(min_length=1)
+    # a default only so that IngestRequest(source=...) type-checks: _has_sources refuses none
+    sources: list[str] = Field(default_factory=list)
     out: str = "folio-out"
     engine: EngineName = "tesseract"
     route: RouteMode = "auto"
     reprocess: bool = False
     settings: dict[str, Any] = Field(default_factory=dict)
+    revision: str | None = Field(
+        None, description="the caller's version of the source (ETag, object version, job "
+        "id): a new revision is a new request; the same one is a retry")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_source(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "source" in data:
+            data = dict(data)
+            if "sources" in data:
+                raise ValueError("give source (one) or sources (several), not both")
+            data["sources"] = [data.pop("source")]
+        return data
+
+    @model_validator(mode="after")
+    def _has_sources(self) -> IngestRequest:
+        if not self.sources:
+            raise ValueError("a request needs a source (source=...) or sources")
+        return self
+
+    @property
+    def source(self) -> str:
+        """The one source of a document request.
+
+        Raises:
+            ValueError: the request names several sources.
+        """
+        if len(self.sources) != 1:
+            raise ValueError(f"a document request has one source, this one {len(self.sources)}")
+        return self.sources[0]
+
+    def normalized(self) -> IngestRequest:
+        return self.model_copy(update={"sources": [normalize_source(s) for s in self.sources]})
+
+    @property
+    def key(self) -> str:
+        """Idempotency key: equal requests (after normalizing the sources) share it."""
+        blob = json.dumps(self.normalized().model_dump(), sort_keys=True, default=str)
+        return "folio-" + hashlib.sha256(blob.encode()).hexdigest()[:40]
+
+    def parameters(self) -> dict[str, Any]:
+        """Flow parameters of ``folio-ingest-document`` (one source; the revision is not
+        a parameter, it only tells requests apart)."""
+        request = self.normalized()
+        return {"source": request.source, "out": request.out, "engine": request.engine,
+                "route": request.route, "reprocess": request.reprocess,
+                "settings": request.settings or None}
 
 
 def resolve_config(

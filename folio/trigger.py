@@ -22,13 +22,14 @@ events and resources the same way with or without it.
 from __future__ import annotations
 
 import hashlib
-import json
 import uuid
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
+
+# the one request model (the flows', the CLI's, the triggers'), and how sources are named
+from folio.run_config import IngestRequest, normalize_source
 
 if TYPE_CHECKING:
     from folio.models import DocumentResult
@@ -44,14 +45,6 @@ _EVENT_NAMESPACE = uuid.UUID("5b0f7c1e-3a52-4f4e-9a0e-6f6c696f0001")
 EVENT_SETTLE_S = 7.0
 
 
-def normalize_source(uri: str) -> str:
-    """The URI as the pipeline reports it: s3 URIs as given, local paths absolute (the
-    form ``folio.io.sources`` gives documents, so resource ids match on both sides)."""
-    if uri.startswith("s3://"):
-        return uri
-    return str(Path(uri.removeprefix("file://")).expanduser().absolute())
-
-
 def source_resource_id(uri: str) -> str:
     """``folio.source.<sha256 of the normalized URI, 32 hex>``: a Prefect resource id."""
     return "folio.source." + hashlib.sha256(normalize_source(uri).encode()).hexdigest()[:32]
@@ -59,36 +52,6 @@ def source_resource_id(uri: str) -> str:
 
 def document_resource_id(doc_id: str) -> str:
     return f"folio.document.{doc_id}"
-
-
-class IngestRequest(BaseModel):
-    """What a RAG job asks for; the document deployment's parameters plus a revision."""
-
-    source: str
-    out: str = "folio-out"
-    engine: str = "tesseract"
-    route: str = "auto"
-    reprocess: bool = False
-    settings: dict[str, Any] = Field(default_factory=dict)
-    revision: str | None = Field(
-        None, description="the caller's version of the source (ETag, object version, job "
-        "id): a new revision is a new request; the same one is a retry")
-
-    def normalized(self) -> IngestRequest:
-        return self.model_copy(update={"source": normalize_source(self.source)})
-
-    @property
-    def key(self) -> str:
-        """Idempotency key: equal requests (after normalizing the source) share it."""
-        blob = json.dumps(self.normalized().model_dump(), sort_keys=True, default=str)
-        return "folio-" + hashlib.sha256(blob.encode()).hexdigest()[:40]
-
-    def parameters(self) -> dict[str, Any]:
-        """Flow parameters of ``folio-ingest-document`` (the revision is not one)."""
-        params = self.normalized().model_dump(exclude={"revision"})
-        if not params["settings"]:
-            params["settings"] = None
-        return params
 
 
 class TriggeredRun(BaseModel):

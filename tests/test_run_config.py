@@ -81,3 +81,28 @@ def test_one_vocabulary() -> None:
     assert tuple(ingest.choices) == ENGINES == KNOWN_ENGINES
     assert get_args(OcrSettings.model_fields["engine"].annotation) == ENGINES
     assert get_args(RouteSettings.model_fields["mode"].annotation) == ROUTE_MODES
+
+
+def test_one_request_model_for_flows_cli_and_triggers() -> None:
+    """The request a trigger sends is the flows' request: IngestRequest(source=...) is
+    one source, its parameters are exactly the document flow's, and a request needs a
+    source."""
+    import inspect
+
+    from flows.ingest import ingest_document
+    from folio import trigger
+    from folio.run_config import IngestRequest
+
+    assert trigger.IngestRequest is IngestRequest, "one model, not a second copy"
+    one = IngestRequest(source="a.pdf", out="s3://b/out", engine="vllm", revision="v2")
+    assert one.sources == [one.source] == ["a.pdf"]
+    params = one.parameters()
+    assert set(params) == set(inspect.signature(ingest_document.fn).parameters)
+    assert params["source"].endswith("/a.pdf") and "revision" not in params
+    assert one.key != one.model_copy(update={"revision": "v3"}).key, "a new revision is new"
+    with pytest.raises(ValueError, match="needs a source"):
+        IngestRequest()
+    with pytest.raises(ValueError, match="not both"):
+        IngestRequest.model_validate({"source": "a.pdf", "sources": ["b.pdf"]})
+    with pytest.raises(ValueError, match="one source"):
+        _ = IngestRequest(sources=["a.pdf", "b.pdf"]).source
