@@ -157,10 +157,12 @@ class OpenAIEngine:
         self.ignore_eos = ignore_eos
         self.restart_wait_s = restart_wait_s
         self.extra_body = dict(extra_body or {})
-        # a server shared by the runs on this host bounds requests across processes
+        # one server: a server shared by the runs on this host bounds requests across
+        # processes, else this process's bound for its URL (several: each slot has its own)
         shared = getattr(self.endpoint, "semaphore", None)
         self._semaphore: Any = (
-            shared() if callable(shared)
+            None if self._dispatch is not None
+            else shared() if callable(shared)
             else endpoint_semaphore(self.endpoint.base_url, self.endpoint.in_flight))
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         connections = sum(e.in_flight for e in members) + 4
