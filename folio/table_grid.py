@@ -1,0 +1,360 @@
+"""A table's grid (rows, columns, cells) from the boxes of its words. Pure.
+
+Why: the CPU engines see a table as words on a page; a reader (and a retrieval chunk)
+needs to know which number sits under which heading. Tables in general share a few
+traits this module relies on, none of them specific to one document:
+
+* a row's words sit on one baseline band: rows are clusters of word boxes by their
+  vertical overlap (:func:`lines`);
+* columns are separated by gaps that run down the whole table: the x-ranges no phrase
+  covers (:func:`separators`); a phrase is words closer than a word space, so the space
+  inside "Net income" never reads as a column gap. A title or a header spanning several
+  columns crosses a gap, so only the fullest lines define gaps (:data:`FULL_SHARE`), and
+  the phrases of other lines that cross one become spanning cells. Vertical ruling
+  lines, when the page has them, are separators too;
+* a cell written on two lines leaves the first column (the row's key) empty on its
+  second line, or carries on a phrase in lower case; such a line joins the row above
+  (:func:`continues`), so a two-line header cell is one cell. A horizontal ruling line
+  between two lines always starts a new row.
+
+Input boxes are in any unit with y growing downwards (page points here). Word order
+within a cell follows the page (top to bottom, left to right).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, Field
+
+from folio.models import BBox, TableCell, WordBox
+
+__all__ = ["TableGrid", "build_grid", "grid_html", "words_inside"]
+
+#: words closer than this many word heights belong to one phrase: word spaces are about
+#: 0.25-0.5 of a word box's height, a column gap is usually a full em or more
+PHRASE_GAP = 0.6
+#: lines with at least this share of the fullest lines' phrases define the column gaps
+FULL_SHARE = 0.75
+#: a column gap narrower than this many word heights is noise between ragged phrases
+MIN_GAP = 0.3
+#: a word space, in word heights, for telling whether a word would have fitted on a line
+WORD_SPACE = 0.3
+#: two lines more than this many word heights apart are separate rows, whatever else
+MAX_CONTINUATION_GAP = 1.0
+#: a word box joins a line when it overlaps the line's band by this share of its height
+LINE_OVERLAP = 0.5
+#: a cell that is a figure: digits with the signs, separators and units around them
+_NUMBER = re.compile(r"[-+−–(]?[$€£¥]?\s?[\d.,\s]*\d[\d.,\s]*%?\)?\*?")
+
+
+class TableGrid(BaseModel):
+    """A table as a grid: ``rows`` x ``cols`` slots, cells each in the slot of their top-
+    left corner (spanning cells cover more than one slot; empty slots have no cell)."""
+
+    rows: int
+    cols: int
+    cells: list[TableCell] = Field(default_factory=list)
+
+
+@dataclass
+class _Line:
+    """Words on one baseline band, left to right."""
+
+    words: list[WordBox]
+    y0: float
+    y1: float
+
+    def add(self, word: WordBox) -> None:
+        self.words.append(word)
+        self.y0, self.y1 = min(self.y0, word.y0), max(self.y1, word.y1)
+
+
+@dataclass
+class _Phrase:
+    """Words of one line closer than a word space: the unit that is placed in columns."""
+
+    words: list[WordBox]
+    first_col: int = 0
+    last_col: int = 0
+
+    @property
+    def x0(self) -> float:
+        return self.words[0].x0
+
+    @property
+    def x1(self) -> float:
+        return max(w.x1 for w in self.words)
+
+    @property
+    def text(self) -> str:
+        return " ".join(w.text for w in self.words)
+
+
+@dataclass
+class _Cell:
+    """One cell being built: its text pieces (one a line), its span, the right edge of
+    its last line and the width of its first word (to tell a wrapped line)."""
+
+    pieces: list[str]
+    span: int
+    right: float
+    first_width: float
+
+
+@dataclass
+class _Row:
+    """One grid row being built: its cells by first column."""
+
+    y0: float
+    y1: float
+    cells: dict[int, _Cell] = field(default_factory=dict)
+
+
+def build_grid(words: Sequence[WordBox], rulings: Sequence[BBox] = ()) -> TableGrid | None:
+    """The grid of the table whose words are ``words``; None when they do not make one
+    (fewer than two rows or two columns: a table the grid cannot read stays text).
+
+    ``rulings`` are thin boxes of the page's ruling lines within the table (vertical ones
+    separate columns, horizontal ones rows); they are optional.
+    """
+    words = [w for w in words if w.text.strip() and w.x1 > w.x0 and w.y1 > w.y0]
+    if len(words) < 2:
+        return None
+    height = statistics.median(w.y1 - w.y0 for w in words)
+    left, right = min(w.x0 for w in words), max(w.x1 for w in words)
+    walls = _vertical(rulings, height, (left, right))
+    rows_of_words = lines(words)
+    phrases = [_phrases(line.words, height, walls) for line in rows_of_words]
+    cuts = _with_walls(separators(phrases, height), walls)
+    if not cuts:
+        return None
+    for line in phrases:
+        _place(line, cuts)
+    limits = _limits(cuts, right, height)
+    grid_rows = _rows(rows_of_words, phrases, _horizontal(rulings), height, limits)
+    if len(grid_rows) < 2:
+        return None
+    return _grid(grid_rows, len(cuts) + 1)
+
+
+def lines(words: Sequence[WordBox]) -> list[_Line]:
+    """Words clustered into lines by vertical overlap, top to bottom, each left to right.
+
+    A word joins the lowest open line whose band it overlaps by :data:`LINE_OVERLAP` of
+    the smaller height (a superscript or a tall bracket still joins its line)."""
+    found: list[_Line] = []
+    for word in sorted(words, key=lambda w: (w.y0 + w.y1) / 2):
+        target = None
+        for line in reversed(found[-3:]):  # only recent lines can overlap a word this low
+            overlap = min(line.y1, word.y1) - max(line.y0, word.y0)
+            if overlap >= LINE_OVERLAP * min(line.y1 - line.y0, word.y1 - word.y0):
+                target = line
+                break
+        if target is None:
+            found.append(_Line([word], word.y0, word.y1))
+        else:
+            target.add(word)
+    for line in found:
+        line.words.sort(key=lambda w: w.x0)
+    return sorted(found, key=lambda ln: ln.y0)
+
+
+def _phrases(words: list[WordBox], height: float, walls: Sequence[float]) -> list[_Phrase]:
+    """A line's words joined into phrases where the gap is under a word space and no
+    vertical ruling (``walls``) runs between them."""
+    out: list[_Phrase] = []
+    for word in words:
+        between = any(out[-1].x1 - 1 <= x <= word.x0 + 1 for x in walls) if out else False
+        if out and not between and word.x0 - out[-1].x1 < PHRASE_GAP * height:
+            out[-1].words.append(word)
+        else:
+            out.append(_Phrase([word]))
+    return out
+
+
+def separators(phrases: Sequence[Sequence[_Phrase]], height: float
+               ) -> list[tuple[float, float]]:
+    """Column gaps, left to right, as x-ranges no phrase of a full line covers.
+
+    Full lines are those with at least :data:`FULL_SHARE` as many phrases as the fullest
+    lines (the second fullest, so one odd line cannot set the bar alone): a title, a
+    group header spanning columns or a section row has fewer phrases and would close
+    the gaps it crosses; its phrases become spanning cells instead."""
+    counts = sorted((len(line) for line in phrases), reverse=True)
+    if not counts or counts[0] < 2:
+        return []
+    bar = FULL_SHARE * counts[min(1, len(counts) - 1)]
+    full = [p for line in phrases if len(line) >= max(2.0, bar) for p in line]
+    if not full:
+        return []
+    return [g for g in _uncovered(full) if g[1] - g[0] >= MIN_GAP * height]
+
+
+def _uncovered(phrases: Sequence[_Phrase]) -> list[tuple[float, float]]:
+    """The x-ranges between the phrases' leftmost and rightmost edges that none covers
+    (a sweep over their edges: a table of a thousand phrases costs no more than a sort)."""
+    events = sorted([(p.x0, 1) for p in phrases] + [(p.x1, -1) for p in phrases])
+    gaps: list[tuple[float, float]] = []
+    depth = 0
+    for (x, step), (nxt, _) in zip(events, events[1:], strict=False):
+        depth += step
+        if depth == 0 and nxt > x:
+            gaps.append((x, nxt))
+    return gaps
+
+
+def _vertical(rulings: Sequence[BBox], height: float, span: tuple[float, float]
+              ) -> list[float]:
+    """The x of each vertical ruling line two rows or more tall strictly between the
+    words' left and right ``span`` (the table's frame separates nothing)."""
+    return sorted((r.x0 + r.x1) / 2 for r in rulings
+                  if r.y1 - r.y0 >= 2 * height and r.x1 - r.x0 <= height / 2
+                  and span[0] < (r.x0 + r.x1) / 2 < span[1])
+
+
+def _with_walls(cuts: list[tuple[float, float]], walls: Sequence[float]
+                ) -> list[tuple[float, float]]:
+    """Gaps plus the vertical rulings that do not already lie in one, left to right."""
+    out = list(cuts)
+    for x in walls:
+        if not any(a - 1 <= x <= b + 1 for a, b in out):
+            out.append((x, x))
+    return sorted(out)
+
+
+def _horizontal(rulings: Sequence[BBox]) -> list[float]:
+    """The y of each horizontal ruling line (wider than tall)."""
+    return [(r.y0 + r.y1) / 2 for r in rulings if r.x1 - r.x0 > 4 * (r.y1 - r.y0)]
+
+
+def _place(phrases: list[_Phrase], cuts: list[tuple[float, float]]) -> None:
+    """Each phrase's first and last column: the columns its x-range reaches into."""
+    for phrase in phrases:
+        phrase.first_col = sum(1 for a, _ in cuts if a < phrase.x0)
+        phrase.last_col = sum(1 for _, b in cuts if b <= phrase.x1)
+        phrase.last_col = max(phrase.first_col, phrase.last_col)
+
+
+def _cells(phrases: list[_Phrase]) -> dict[int, _Cell]:
+    """A line's cells by first column; phrases sharing a column join."""
+    merged: list[_Phrase] = []
+    for phrase in phrases:
+        if merged and phrase.first_col <= merged[-1].last_col:
+            last = merged[-1]
+            last.words = last.words + phrase.words
+            last.last_col = max(last.last_col, phrase.last_col)
+        else:
+            merged.append(_Phrase(list(phrase.words), phrase.first_col, phrase.last_col))
+    return {p.first_col: _Cell([p.text], p.last_col - p.first_col + 1, p.x1,
+                               p.words[0].x1 - p.words[0].x0) for p in merged}
+
+
+def continues(row: _Row, line_cells: dict[int, _Cell], gap: float, height: float,
+              limits: Sequence[float]) -> bool:
+    """Whether a line's cells are the second line of ``row``'s cells.
+
+    Only when the line is close below, every cell of it sits under a cell of the row,
+    none is a figure, and either the row's first column (its key) is empty on this line
+    while the row has one, or the line fills fewer columns than the row and each of its
+    cells reads as wrapped: it starts in lower case, and its first word would not have
+    fitted after the cell's line above within the column (``limits``: where each
+    column's text must end). A new data row fills its key; a cell's second line rarely
+    starts a sentence. Numbers do not wrap, so rows under a key written once
+    ("2020 | Q1 | 5" then " | Q2 | 6") stay rows."""
+    if gap > MAX_CONTINUATION_GAP * height or not line_cells:
+        return False
+    if not set(line_cells) <= set(row.cells):
+        return False
+    if any(_NUMBER.fullmatch(cell.pieces[0]) for cell in line_cells.values()):
+        return False
+    if 0 not in line_cells and 0 in row.cells:
+        return True
+    return len(line_cells) < len(row.cells) and all(
+        cell.pieces[0][:1].islower() and _wrapped(row.cells[col], cell, limits[col], height)
+        for col, cell in line_cells.items())
+
+
+def _wrapped(above: _Cell, below: _Cell, limit: float, height: float) -> bool:
+    """Whether ``below``'s first word would have overrun ``limit`` on ``above``'s line."""
+    return above.right + WORD_SPACE * height + below.first_width > limit
+
+
+def _limits(cuts: Sequence[tuple[float, float]], right: float, height: float
+            ) -> list[float]:
+    """Where each column's text must end: a phrase gap before the next column's text
+    (the right edge of the table for the last column)."""
+    return [b - PHRASE_GAP * height for _, b in cuts] + [right]
+
+
+def _rows(found: list[_Line], phrases: list[list[_Phrase]], rules: list[float],
+          height: float, limits: Sequence[float]) -> list[_Row]:
+    """Lines joined into rows: a continuation line (:func:`continues`) with no
+    horizontal ruling above it adds its text to the cells of the row above."""
+    rows: list[_Row] = []
+    for line, line_phrases in zip(found, phrases, strict=True):
+        cells = _cells(line_phrases)
+        if rows:
+            last = rows[-1]
+            ruled = any(last.y1 <= y <= line.y0 for y in rules)
+            if not ruled and continues(last, cells, line.y0 - last.y1, height, limits):
+                for col, cell in cells.items():
+                    last.cells[col].pieces += cell.pieces
+                    last.cells[col].span = max(last.cells[col].span, cell.span)
+                    last.cells[col].right = cell.right
+                last.y1 = max(last.y1, line.y1)
+                continue
+        rows.append(_Row(line.y0, line.y1, cells))
+    return rows
+
+
+def _grid(rows: list[_Row], n_cols: int) -> TableGrid:
+    cells = [
+        TableCell(row=r, col=col, col_span=row.cells[col].span,
+                  text=" ".join(row.cells[col].pieces))
+        for r, row in enumerate(rows)
+        for col in sorted(row.cells)
+    ]
+    used = max(c.col + c.col_span for c in cells)
+    return TableGrid(rows=len(rows), cols=max(n_cols, used), cells=cells)
+
+
+def words_inside(words: Sequence[WordBox], boxes: Sequence[BBox]) -> list[WordBox]:
+    """The words whose centre lies in one of ``boxes`` (the blocks of a table)."""
+
+    def inside(word: WordBox, box: BBox) -> bool:
+        cx, cy = (word.x0 + word.x1) / 2, (word.y0 + word.y1) / 2
+        return box.x0 <= cx <= box.x1 and box.y0 <= cy <= box.y1
+
+    return [w for w in words if any(inside(w, box) for box in boxes)]
+
+
+def grid_html(grid: TableGrid) -> str:
+    """The grid as an HTML ``<table>``: the first row as header cells (most tables head
+    their columns there), spans as rowspan/colspan, empty slots as empty cells."""
+    covered: set[tuple[int, int]] = set()
+    by_slot = {(c.row, c.col): c for c in grid.cells}
+    out = ["<table>"]
+    for r in range(grid.rows):
+        tag = "th" if r == 0 and grid.rows > 1 else "td"
+        parts = []
+        for col in range(grid.cols):
+            if (r, col) in covered:
+                continue
+            cell = by_slot.get((r, col))
+            if cell is None:
+                parts.append(f"<{tag}></{tag}>")
+                continue
+            covered.update((r + dr, col + dc) for dr in range(cell.row_span)
+                           for dc in range(cell.col_span))
+            attrs = (f' rowspan="{cell.row_span}"' if cell.row_span > 1 else "") + (
+                f' colspan="{cell.col_span}"' if cell.col_span > 1 else "")
+            parts.append(f"<{tag}{attrs}>{html.escape(cell.text, quote=False)}</{tag}>")
+        out.append("<tr>" + "".join(parts) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
