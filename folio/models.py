@@ -152,6 +152,8 @@ class TextLayer(BaseModel):
     #: page worker's pipe (the page worker filters them), so a page without tables adds
     #: nothing to the protocol
     words: list[WordBox] = Field(default_factory=list)
+    #: thin drawn lines (ruling lines) inside the page's table regions, in points
+    rulings: list[BBox] = Field(default_factory=list)
 
 
 class PagePrep(BaseModel):
