@@ -18,7 +18,9 @@ traits this module relies on, none of them specific to one document:
   between two lines always starts a new row.
 
 Input boxes are in any unit with y growing downwards (page points here). Word order
-within a cell follows the page (top to bottom, left to right).
+within a cell follows the page (top to bottom, left to right; right to left, columns
+too, when most letters are of a right-to-left script). A grid mostly empty
+(:data:`MIN_FILLED`) is refused: forms and loose labels make sparse, misleading grids.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import html
 import re
 import statistics
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -48,6 +51,11 @@ WORD_SPACE = 0.3
 MAX_CONTINUATION_GAP = 1.0
 #: a word box joins a line when it overlaps the line's band by this share of its height
 LINE_OVERLAP = 0.5
+#: a grid with fewer of its slots filled than this is no table read right (a form, a
+#: page of loose labels the detector took for a table): it stays text, in reading order
+MIN_FILLED = 0.4
+#: scripts written right to left: a table in them is read mirrored
+_RTL_CLASSES = frozenset({"R", "AL"})
 #: a cell that is a figure: digits with the signs, separators and units around them
 _NUMBER = re.compile(r"[-+−–(]?[$€£¥]?\s?[\d.,\s]*\d[\d.,\s]*%?\)?\*?")
 
@@ -125,6 +133,9 @@ def build_grid(words: Sequence[WordBox], rulings: Sequence[BBox] = ()) -> TableG
     words = [w for w in words if w.text.strip() and w.x1 > w.x0 and w.y1 > w.y0]
     if len(words) < 2:
         return None
+    if _right_to_left(words):  # read it mirrored: words and columns run right to left
+        words = [_mirror(w) for w in words]
+        rulings = [BBox(x0=-r.x1, y0=r.y0, x1=-r.x0, y1=r.y1) for r in rulings]
     height = statistics.median(w.y1 - w.y0 for w in words)
     left, right = min(w.x0 for w in words), max(w.x1 for w in words)
     walls = _vertical(rulings, height, (left, right))
@@ -139,7 +150,8 @@ def build_grid(words: Sequence[WordBox], rulings: Sequence[BBox] = ()) -> TableG
     grid_rows = _rows(rows_of_words, phrases, _horizontal(rulings), height, limits)
     if len(grid_rows) < 2:
         return None
-    return _grid(grid_rows, len(cuts) + 1)
+    grid = _grid(grid_rows, len(cuts) + 1)
+    return grid if filled_share(grid) >= MIN_FILLED else None
 
 
 def lines(words: Sequence[WordBox]) -> list[_Line]:
@@ -321,6 +333,23 @@ def _grid(rows: list[_Row], n_cols: int) -> TableGrid:
     ]
     used = max(c.col + c.col_span for c in cells)
     return TableGrid(rows=len(rows), cols=max(n_cols, used), cells=cells)
+
+
+def filled_share(grid: TableGrid) -> float:
+    """The share of the grid's slots that a cell covers (spans count for every slot)."""
+    covered = sum(c.row_span * c.col_span for c in grid.cells)
+    return covered / (grid.rows * grid.cols) if grid.rows and grid.cols else 0.0
+
+
+def _right_to_left(words: Sequence[WordBox]) -> bool:
+    """Whether most of the letters are of a right-to-left script (Arabic, Hebrew)."""
+    letters = [c for w in words for c in w.text if c.isalpha()]
+    rtl = sum(1 for c in letters if unicodedata.bidirectional(c) in _RTL_CLASSES)
+    return bool(letters) and rtl > len(letters) / 2
+
+
+def _mirror(word: WordBox) -> WordBox:
+    return word.model_copy(update={"x0": -word.x1, "x1": -word.x0})
 
 
 def words_inside(words: Sequence[WordBox], boxes: Sequence[BBox]) -> list[WordBox]:

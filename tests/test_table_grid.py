@@ -141,3 +141,22 @@ def test_html_escapes_text_and_fills_empty_slots() -> None:
     html = grid_html(grid)
     assert "<th>A&lt;B</th><th>C&amp;D</th>" in html
     assert "<tr><td>x</td><td></td></tr>" in html
+
+
+def test_right_to_left_table_reads_its_words_and_columns_from_the_right() -> None:
+    # Hebrew: the first column is the rightmost, a phrase's first word its rightmost
+    words = phrase("כמות", 250, 100) + phrase("מוצר", 100, 100)
+    words += phrase("12", 250, 116) + [WordBox(text="שולחן", x0=125, y0=116, x1=150, y1=128),
+                                      WordBox(text="עץ", x0=110, y0=116, x1=120, y1=128)]
+    words += phrase("4", 250, 132) + phrase("כסא", 100, 132)
+    grid = build_grid(words)
+    assert grid is not None
+    assert texts(grid) == [["כמות", "מוצר"], ["12", "שולחן עץ"], ["4", "כסא"]]
+
+
+def test_a_mostly_empty_grid_is_no_table() -> None:
+    # two lines across four columns, then ten lines of a lone label: 18 of 48 slots filled
+    rows = [["Name", "Date", "Place", "Stamp"], ["Ann", "May", "Oslo", "None"]]
+    rows += [[f"Label {n}", "", "", ""] for n in range(10)]
+    assert build_grid(table(rows, [50, 150, 250, 350])) is None
+    assert build_grid(table(rows[:8], [50, 150, 250, 350])) is not None  # 14 of 32

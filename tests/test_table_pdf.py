@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pypdfium2 as pdfium
 import pytest
+from PIL import Image
 
 from folio.chunking import chunk_document
 from folio.config import ChunkSettings, PipelineConfig, RouteSettings
@@ -27,6 +28,7 @@ from folio.models import (
     PagePrep,
     PageResult,
     Region,
+    RenderPlan,
 )
 from folio.pdf.page_layout import table_inputs
 from folio.pdf.pdfium_doc import page_geometry
@@ -215,3 +217,28 @@ def test_pipeline_finds_the_table_and_writes_its_grid(tmp_path: Path) -> None:
     assert "<table>" in page.markdown
     assert DocumentResult.model_validate_json(doc.model_dump_json()).pages[0].blocks == \
         page.blocks  # the cells survive the document JSON
+
+
+def test_scanned_table_grid_from_tesseract_words(tmp_path: Path) -> None:
+    """The same borderless table as a scan: Tesseract's word boxes make the grid."""
+    from folio.engines.tesseract import TesseractEngine
+
+    dpi = 200
+    pdf = borderless_pdf(tmp_path / "borderless.pdf")
+    image = tmp_path / "page.png"
+    doc = pdfium.PdfDocument(str(pdf))
+    try:
+        doc[0].render(scale=dpi / 72).to_pil().convert("L").save(image)
+    finally:
+        doc.close()
+    width, height = Image.open(image).size
+    regions = [Region(Label.TABLE, borderless_region(), 0.9, "table")]
+    prep = PagePrep(index=0, width_pt=612, height_pt=792, image_path=str(image),
+                    plan=RenderPlan(dpi=dpi, width_px=width, height_px=height, reason="test"),
+                    layout=regions)
+    output = TesseractEngine(languages="eng").recognize(prep)
+    apply_layout(output, "tesseract", prep, min_cover=0.5)
+    grid = _grid(_table(output))
+    assert len(grid) == len(BORDERLESS) and all(len(row) == 4 for row in grid)
+    assert grid[0][1] == "Unit price" and grid[0][2] == "Units sold"
+    assert [row[0] for row in grid] == [row[0] for row in BORDERLESS]
