@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from folio.models import BBox, WordBox
+from folio.models import BBox, Block, WordBox
 from folio.table_grid import TableGrid, build_grid, grid_html
 
 #: a 10pt font: word boxes 12pt tall, a character 5pt wide, a word space 3pt
@@ -160,3 +160,12 @@ def test_a_mostly_empty_grid_is_no_table() -> None:
     rows += [[f"Label {n}", "", "", ""] for n in range(10)]
     assert build_grid(table(rows, [50, 150, 250, 350])) is None
     assert build_grid(table(rows[:8], [50, 150, 250, 350])) is not None  # 14 of 32
+
+
+def test_blocks_written_before_grids_still_load() -> None:
+    old = Block.model_validate({"label": "Table", "content": "a b", "order": 0})
+    assert old.cells is None
+    grid = build_grid(table([["A", "B"], ["1", "2"]], [50, 150]))
+    assert grid is not None
+    new = Block(label="Table", content=grid_html(grid), order=0, cells=grid.cells)
+    assert Block.model_validate_json(new.model_dump_json()) == new
