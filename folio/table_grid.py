@@ -45,6 +45,8 @@ PHRASE_GAP = 0.6
 FULL_SHARE = 0.75
 #: a column gap narrower than this many word heights is noise between ragged phrases
 MIN_GAP = 0.3
+#: a cell centred within this many word heights of several rows' joint middle spans them
+ROW_SPAN_TOLERANCE = 0.25
 #: a word space, in word heights, for telling whether a word would have fitted on a line
 WORD_SPACE = 0.3
 #: two lines more than this many word heights apart are separate rows, whatever else
@@ -71,15 +73,25 @@ class TableGrid(BaseModel):
 
 @dataclass
 class _Line:
-    """Words on one baseline band, left to right."""
+    """Words on one baseline band, left to right: ``y0``/``y1`` enclose them all,
+    ``top``/``bottom`` are their mean edges (the band a new word is matched against)."""
 
     words: list[WordBox]
     y0: float
     y1: float
+    top: float
+    bottom: float
+
+    @classmethod
+    def of(cls, word: WordBox) -> _Line:
+        return cls([word], word.y0, word.y1, word.y0, word.y1)
 
     def add(self, word: WordBox) -> None:
+        n = len(self.words)
         self.words.append(word)
         self.y0, self.y1 = min(self.y0, word.y0), max(self.y1, word.y1)
+        self.top = (self.top * n + word.y0) / (n + 1)
+        self.bottom = (self.bottom * n + word.y1) / (n + 1)
 
 
 @dataclass
@@ -106,12 +118,15 @@ class _Phrase:
 @dataclass
 class _Cell:
     """One cell being built: its text pieces (one a line), its span, the right edge of
-    its last line and the width of its first word (to tell a wrapped line)."""
+    its last line and the width of its first word (to tell a wrapped line), and its
+    top and bottom (to tell a cell centred over several rows)."""
 
     pieces: list[str]
     span: int
     right: float
     first_width: float
+    top: float
+    bottom: float
 
 
 @dataclass
@@ -150,25 +165,28 @@ def build_grid(words: Sequence[WordBox], rulings: Sequence[BBox] = ()) -> TableG
     grid_rows = _rows(rows_of_words, phrases, _horizontal(rulings), height, limits)
     if len(grid_rows) < 2:
         return None
-    grid = _grid(grid_rows, len(cuts) + 1)
+    grid = _grid(grid_rows, len(cuts) + 1, height)
     return grid if filled_share(grid) >= MIN_FILLED else None
 
 
 def lines(words: Sequence[WordBox]) -> list[_Line]:
     """Words clustered into lines by vertical overlap, top to bottom, each left to right.
 
-    A word joins the lowest open line whose band it overlaps by :data:`LINE_OVERLAP` of
-    the smaller height (a superscript or a tall bracket still joins its line)."""
+    A word joins the lowest recent line whose band it overlaps by :data:`LINE_OVERLAP`
+    of the smaller height (a superscript or a tall bracket still joins its line). The
+    band is the mean of the line's word edges, not their union: a header cell centred
+    between two header lines would otherwise widen the band over both and chain them
+    into one line."""
     found: list[_Line] = []
     for word in sorted(words, key=lambda w: (w.y0 + w.y1) / 2):
         target = None
         for line in reversed(found[-3:]):  # only recent lines can overlap a word this low
-            overlap = min(line.y1, word.y1) - max(line.y0, word.y0)
-            if overlap >= LINE_OVERLAP * min(line.y1 - line.y0, word.y1 - word.y0):
+            overlap = min(line.bottom, word.y1) - max(line.top, word.y0)
+            if overlap >= LINE_OVERLAP * min(line.bottom - line.top, word.y1 - word.y0):
                 target = line
                 break
         if target is None:
-            found.append(_Line([word], word.y0, word.y1))
+            found.append(_Line.of(word))
         else:
             target.add(word)
     for line in found:
@@ -263,7 +281,8 @@ def _cells(phrases: list[_Phrase]) -> dict[int, _Cell]:
         else:
             merged.append(_Phrase(list(phrase.words), phrase.first_col, phrase.last_col))
     return {p.first_col: _Cell([p.text], p.last_col - p.first_col + 1, p.x1,
-                               p.words[0].x1 - p.words[0].x0) for p in merged}
+                               p.words[0].x1 - p.words[0].x0, min(w.y0 for w in p.words),
+                               max(w.y1 for w in p.words)) for p in merged}
 
 
 def continues(row: _Row, line_cells: dict[int, _Cell], gap: float, height: float,
@@ -284,6 +303,10 @@ def continues(row: _Row, line_cells: dict[int, _Cell], gap: float, height: float
         return False
     if any(_NUMBER.fullmatch(cell.pieces[0]) for cell in line_cells.values()):
         return False
+    _, bottom = _band(row)
+    if any(len(cell.pieces) == 1 and cell.bottom > bottom + ROW_SPAN_TOLERANCE * height
+           for cell in row.cells.values()):
+        return False  # a one-line cell of the row sits lower, beside this line: it spans
     if 0 not in line_cells and 0 in row.cells:
         return True
     return len(line_cells) < len(row.cells) and all(
@@ -306,10 +329,16 @@ def _limits(cuts: Sequence[tuple[float, float]], right: float, height: float
 def _rows(found: list[_Line], phrases: list[list[_Phrase]], rules: list[float],
           height: float, limits: Sequence[float]) -> list[_Row]:
     """Lines joined into rows: a continuation line (:func:`continues`) with no
-    horizontal ruling above it adds its text to the cells of the row above."""
+    horizontal ruling above it adds its text to the cells of the row above; a line
+    centred between its neighbours in columns both leave empty (:func:`_between`) puts
+    its cells in the row above, from where they span down (:func:`row_span`)."""
     rows: list[_Row] = []
-    for line, line_phrases in zip(found, phrases, strict=True):
-        cells = _cells(line_phrases)
+    all_cells = [_cells(line_phrases) for line_phrases in phrases]
+    for i, (line, cells) in enumerate(zip(found, all_cells, strict=True)):
+        if rows and 0 < i < len(found) - 1 and _between(found[i - 1:i + 2],
+                                                       all_cells[i - 1:i + 2], height):
+            rows[-1].cells.update(cells)
+            continue
         if rows:
             last = rows[-1]
             ruled = any(last.y1 <= y <= line.y0 for y in rules)
@@ -318,15 +347,63 @@ def _rows(found: list[_Line], phrases: list[list[_Phrase]], rules: list[float],
                     last.cells[col].pieces += cell.pieces
                     last.cells[col].span = max(last.cells[col].span, cell.span)
                     last.cells[col].right = cell.right
+                    last.cells[col].bottom = max(last.cells[col].bottom, cell.bottom)
                 last.y1 = max(last.y1, line.y1)
                 continue
         rows.append(_Row(line.y0, line.y1, cells))
     return rows
 
 
-def _grid(rows: list[_Row], n_cols: int) -> TableGrid:
+def _between(three: Sequence[_Line], cells: Sequence[dict[int, _Cell]], height: float
+             ) -> bool:
+    """Whether the middle of three lines is a cell centred over the other two: its
+    middle lies halfway between theirs, they are closer than two lines' height (rows
+    next to each other, not the middle line's neighbours in an evenly spaced table,
+    which are always halfway), and its columns are empty on both."""
+    above, line, below = ((ln.top + ln.bottom) / 2 for ln in three)
+    if below - above >= 2 * height or abs(line - (above + below) / 2) > (
+            ROW_SPAN_TOLERANCE * height):
+        return False
+    return all(_disjoint(cells[1], other) for other in (cells[0], cells[2]))
+
+
+def _disjoint(a: dict[int, _Cell], b: dict[int, _Cell]) -> bool:
+    """Whether no cell of ``a`` shares a column with a cell of ``b``."""
+    return not any(ca < cb + b[cb].span and cb < ca + a[ca].span for ca in a for cb in b)
+
+
+def _band(row: _Row) -> tuple[float, float]:
+    """A row's band: the median top and bottom of its one-line cells (a cell centred
+    over this row and the next, or one written on two lines, must not stretch the band
+    it is measured against)."""
+    cells = [c for c in row.cells.values() if len(c.pieces) == 1] or list(row.cells.values())
+    return (statistics.median(c.top for c in cells), statistics.median(c.bottom for c in cells))
+
+
+def row_span(rows: Sequence[_Row], r: int, col: int, height: float) -> int:
+    """How many rows the cell of ``rows[r]`` at ``col`` spans: more than one when the
+    rows below leave its columns empty and the cell sits centred on their joint band
+    rather than on its own row (typeset tables centre a spanning cell vertically)."""
+    cell = rows[r].cells[col]
+    if len(cell.pieces) > 1:
+        return 1  # a cell on several lines fills its own row's height
+    centre = (cell.top + cell.bottom) / 2
+    top, bottom = _band(rows[r])
+    best, best_off = 1, abs(centre - (top + bottom) / 2)
+    for below in range(r + 1, len(rows)):
+        if any(c < col + cell.span and col < c + other.span
+               for c, other in rows[below].cells.items()):
+            break  # the column is taken on this row
+        off = abs(centre - (top + _band(rows[below])[1]) / 2)
+        if off < best_off and off <= ROW_SPAN_TOLERANCE * height:
+            best, best_off = below - r + 1, off
+    return best
+
+
+def _grid(rows: list[_Row], n_cols: int, height: float) -> TableGrid:
     cells = [
         TableCell(row=r, col=col, col_span=row.cells[col].span,
+                  row_span=row_span(rows, r, col, height),
                   text=" ".join(row.cells[col].pieces))
         for r, row in enumerate(rows)
         for col in sorted(row.cells)

@@ -169,3 +169,32 @@ def test_blocks_written_before_grids_still_load() -> None:
     assert grid is not None
     new = Block(label="Table", content=grid_html(grid), order=0, cells=grid.cells)
     assert Block.model_validate_json(new.model_dump_json()) == new
+
+
+def test_a_cell_centred_beside_two_rows_spans_them() -> None:
+    words = table([["Model", "Format", "Score"], ["", "OTSL", "0.96"], ["", "HTML", "0.95"],
+                   ["Small", "OTSL", "0.91"]], [50, 150, 250], pitch=14.0)
+    words += phrase("Large", 50, 100 + 1.5 * 14)  # centred on the OTSL and HTML rows
+    grid = build_grid(words)
+    assert grid is not None and grid.rows == 4
+    large = next(c for c in grid.cells if c.text == "Large")
+    assert (large.row, large.col, large.row_span) == (1, 0, 2)
+    assert texts(grid)[2] == ["", "HTML", "0.95"]
+    assert '<td rowspan="2">Large</td>' in grid_html(grid)
+    assert "<tr><td>HTML</td><td>0.95</td></tr>" in grid_html(grid)
+
+
+def test_a_cell_on_three_lines_stays_one_cell() -> None:
+    words = table([["Term", "Meaning"], ["cat", "a small"], ["", "domestic"], ["", "feline"],
+                   ["dog", "a canine"]], [50, 150], pitch=13.0)
+    grid = build_grid(words)
+    assert grid is not None
+    assert texts(grid) == [["Term", "Meaning"], ["cat", "a small domestic feline"],
+                           ["dog", "a canine"]]
+
+
+def test_an_evenly_spaced_sparse_line_is_a_row_not_a_spanning_cell() -> None:
+    rows = [["Key", "Value", "Note"], ["a", "1", ""], ["", "", "see below"], ["b", "2", ""]]
+    grid = build_grid(table(rows, [50, 150, 250], pitch=14.0))
+    assert grid is not None and texts(grid) == rows
+    assert all(c.row_span == 1 for c in grid.cells)
