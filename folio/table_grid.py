@@ -47,6 +47,9 @@ FULL_SHARE = 0.75
 MIN_GAP = 0.3
 #: a cell centred within this many word heights of several rows' joint middle spans them
 ROW_SPAN_TOLERANCE = 0.25
+#: a one-line cell whose middle is this many word heights below its row's is centred on
+#: more than its row (OCR boxes of one line differ by less)
+LOWER_CELL = 0.35
 #: a word space, in word heights, for telling whether a word would have fitted on a line
 WORD_SPACE = 0.3
 #: two lines more than this many word heights apart are separate rows, whatever else
@@ -303,8 +306,9 @@ def continues(row: _Row, line_cells: dict[int, _Cell], gap: float, height: float
         return False
     if any(_NUMBER.fullmatch(cell.pieces[0]) for cell in line_cells.values()):
         return False
-    _, bottom = _band(row)
-    if any(len(cell.pieces) == 1 and cell.bottom > bottom + ROW_SPAN_TOLERANCE * height
+    top, bottom = _band(row)
+    if any(len(cell.pieces) == 1
+           and cell.top + cell.bottom > top + bottom + 2 * LOWER_CELL * height
            for cell in row.cells.values()):
         return False  # a one-line cell of the row sits lower, beside this line: it spans
     if 0 not in line_cells and 0 in row.cells:
@@ -335,9 +339,9 @@ def _rows(found: list[_Line], phrases: list[list[_Phrase]], rules: list[float],
     rows: list[_Row] = []
     all_cells = [_cells(line_phrases) for line_phrases in phrases]
     for i, (line, cells) in enumerate(zip(found, all_cells, strict=True)):
-        if rows and 0 < i < len(found) - 1 and _between(found[i - 1:i + 2],
-                                                       all_cells[i - 1:i + 2], height):
-            rows[-1].cells.update(cells)
+        if rows and 0 < i < len(found) - 1 and _between(
+                found[i - 1:i + 2], [rows[-1].cells, cells, all_cells[i + 1]], height):
+            rows[-1].cells.update(cells)  # disjoint from the row's cells: nothing lost
             continue
         if rows:
             last = rows[-1]
@@ -359,7 +363,8 @@ def _between(three: Sequence[_Line], cells: Sequence[dict[int, _Cell]], height: 
     """Whether the middle of three lines is a cell centred over the other two: its
     middle lies halfway between theirs, they are closer than two lines' height (rows
     next to each other, not the middle line's neighbours in an evenly spaced table,
-    which are always halfway), and its columns are empty on both."""
+    which are always halfway), and its columns are empty on both (``cells``: those of
+    the row above, the line's own, the line below's)."""
     above, line, below = ((ln.top + ln.bottom) / 2 for ln in three)
     if below - above >= 2 * height or abs(line - (above + below) / 2) > (
             ROW_SPAN_TOLERANCE * height):

@@ -198,3 +198,14 @@ def test_an_evenly_spaced_sparse_line_is_a_row_not_a_spanning_cell() -> None:
     grid = build_grid(table(rows, [50, 150, 250], pitch=14.0))
     assert grid is not None and texts(grid) == rows
     assert all(c.row_span == 1 for c in grid.cells)
+
+
+def test_no_word_is_lost_when_a_centred_cell_meets_a_wrapped_one() -> None:
+    # row "Large" has a wrapped label above the centred cell's line: both must survive
+    words = table([["Model", "Format", "Score"], ["", "OTSL format", "0.96"],
+                   ["", "two", ""], ["", "HTML", "0.95"]], [50, 150, 250], pitch=7.0)
+    words += phrase("Large", 50, 100 + 1.5 * 7)
+    grid = build_grid(words)
+    assert grid is not None
+    got = sorted(w for c in grid.cells for w in c.text.split())
+    assert got == sorted(w.text for w in words)
