@@ -23,9 +23,11 @@ label. Pure.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
-from folio.models import BBox, Block, Label, Region, WordBox
+from folio.models import BBox, Block, Label, Region, TableCell, WordBox
+from folio.quality import normalize_words
 from folio.table_grid import build_grid, grid_html, words_inside
 
 __all__ = ["MERGED", "PRIORITY", "cover", "label_blocks", "merge_blocks", "region_for",
@@ -118,9 +120,24 @@ def with_grid(table: Block, members: Sequence[Block], words: Sequence[WordBox],
     if table.bbox is None or not boxes:
         return table
     grid = build_grid(words_inside(words, boxes), _within(rulings, table.bbox))
-    if grid is None:
+    if grid is None or _lost_share(table.content, grid.cells) > MAX_LOST_SHARE:
         return table
     return table.model_copy(update={"cells": grid.cells, "content": grid_html(grid)})
+
+
+#: a grid missing more than this share of its block's words is refused: the words came
+#: from the table region (grown a little), and a block the region covers only in part
+#: has words outside it; the block's text is kept whole instead
+MAX_LOST_SHARE = 0.02
+
+
+def _lost_share(text: str, cells: Sequence[TableCell]) -> float:
+    """The share of ``text``'s words (as a multiset) that no cell holds."""
+    want = Counter(normalize_words(text))
+    if not want:
+        return 0.0
+    have = Counter(normalize_words(" ".join(c.text for c in cells)))
+    return sum((want - have).values()) / sum(want.values())
 
 
 def _within(rulings: Sequence[BBox], box: BBox, margin: float = 4.0) -> list[BBox]:
