@@ -143,7 +143,9 @@ class _Row:
 
 def build_grid(words: Sequence[WordBox], rulings: Sequence[BBox] = ()) -> TableGrid | None:
     """The grid of the table whose words are ``words``; None when they do not make one
-    (fewer than two rows or two columns: a table the grid cannot read stays text).
+    (fewer than two rows or two columns, fewer than half the rows with two cells or
+    more, or mostly empty: a table the grid cannot read stays text, and so does prose a
+    layout model took for a table).
 
     ``rulings`` are thin boxes of the page's ruling lines within the table (vertical ones
     separate columns, horizontal ones rows); they are optional.
@@ -166,8 +168,8 @@ def build_grid(words: Sequence[WordBox], rulings: Sequence[BBox] = ()) -> TableG
         _place(line, cuts)
     limits = _limits(cuts, right, height)
     grid_rows = _rows(rows_of_words, phrases, _horizontal(rulings), height, limits)
-    if len(grid_rows) < 2:
-        return None
+    if len(grid_rows) < 2 or sum(len(r.cells) > 1 for r in grid_rows) < len(grid_rows) / 2:
+        return None  # most rows of a table have cells side by side; prose has none
     grid = _grid(grid_rows, len(cuts) + 1, height)
     return grid if filled_share(grid) >= MIN_FILLED else None
 
@@ -349,13 +351,21 @@ def _rows(found: list[_Line], phrases: list[list[_Phrase]], rules: list[float],
             if not ruled and continues(last, cells, line.y0 - last.y1, height, limits):
                 for col, cell in cells.items():
                     last.cells[col].pieces += cell.pieces
-                    last.cells[col].span = max(last.cells[col].span, cell.span)
+                    last.cells[col].span = min(max(last.cells[col].span, cell.span),
+                                               _room(last.cells, col))
                     last.cells[col].right = cell.right
                     last.cells[col].bottom = max(last.cells[col].bottom, cell.bottom)
                 last.y1 = max(last.y1, line.y1)
                 continue
         rows.append(_Row(line.y0, line.y1, cells))
     return rows
+
+
+def _room(cells: dict[int, _Cell], col: int) -> int:
+    """How many columns the cell at ``col`` may span: up to the row's next cell (a
+    wider second line must not cover a neighbour)."""
+    after = [c for c in cells if c > col]
+    return min(after) - col if after else 1 << 16
 
 
 def _between(three: Sequence[_Line], cells: Sequence[dict[int, _Cell]], height: float

@@ -159,7 +159,7 @@ def test_a_mostly_empty_grid_is_no_table() -> None:
     rows = [["Name", "Date", "Place", "Stamp"], ["Ann", "May", "Oslo", "None"]]
     rows += [[f"Label {n}", "", "", ""] for n in range(10)]
     assert build_grid(table(rows, [50, 150, 250, 350])) is None
-    assert build_grid(table(rows[:8], [50, 150, 250, 350])) is not None  # 14 of 32
+    assert build_grid(table(rows[:4], [50, 150, 250, 350])) is not None  # 10 of 16
 
 
 def test_blocks_written_before_grids_still_load() -> None:
@@ -209,3 +209,27 @@ def test_no_word_is_lost_when_a_centred_cell_meets_a_wrapped_one() -> None:
     assert grid is not None
     got = sorted(w for c in grid.cells for w in c.text.split())
     assert got == sorted(w.text for w in words)
+
+
+def test_justified_prose_is_not_a_table() -> None:
+    # a paragraph whose justified lines happen to leave one wide space: no table
+    lines = ["For example assume that a business has assigned", "the duty to manage",
+             "security and the", "data in the", "payroll table even though the job",
+             "description was only to manage its security"]
+    words: list[WordBox] = []
+    for n, text in enumerate(lines):
+        words += phrase(text, 50, 100 + 13 * n)
+    words += phrase("wide", 200, 100 + 13) + phrase("gaps", 200, 100 + 26)
+    assert build_grid(words) is None
+
+
+def test_a_wider_second_line_does_not_cover_the_next_cell() -> None:
+    words = table([["Item", "Note", "Code"], ["Lamp", "short", "A1"], ["Desk", "b", "B2"]],
+                  [50, 150, 300], pitch=13.0)
+    words += phrase("and a much longer wrapped second line", 150, 100 + 13 * 1.9)
+    grid = build_grid(words)
+    assert grid is not None
+    html = grid_html(grid)
+    assert "A1" in html and all(c.col + c.col_span <= grid.cols for c in grid.cells)
+    row = sorted((c.col, c.col + c.col_span) for c in grid.cells if c.row == 1)
+    assert all(a[1] <= b[0] for a, b in zip(row, row[1:], strict=False))
