@@ -10,8 +10,10 @@ Overlaps: the detector suppresses duplicates within a class only, so a table and
 text regions it also sees inside it both reach here. :data:`PRIORITY` settles them: the
 more specific kind wins (a table's cells are "text" to the model as well), then the region
 covering more of the block, then the higher score. The blocks of one table become one
-block (:data:`MERGED`), their text row by row; cells as a grid are left to a
-table-structure step.
+block (:data:`MERGED`). When the engine gave word boxes, the words inside that block's
+members become a grid (:mod:`folio.table_grid`): the block carries its cells and its
+content is an HTML ``<table>``; without words, or when the words make no grid, its text
+stays one line per member.
 
 Text regions never replace a label the engine gave: CDLA's "text" is the catch-all (it
 has no list class), so a List-Item or a heading the engine found from font sizes would
@@ -21,11 +23,15 @@ label. Pure.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
-from folio.models import BBox, Block, Label, Region
+from folio.models import BBox, Block, Label, Region, TableCell, WordBox
+from folio.quality import normalize_words
+from folio.table_grid import build_grid, grid_html, words_inside
 
-__all__ = ["MERGED", "PRIORITY", "cover", "label_blocks", "merge_blocks", "region_for"]
+__all__ = ["MERGED", "PRIORITY", "cover", "label_blocks", "merge_blocks", "region_for",
+           "with_grid"]
 
 #: the kind that wins when regions of several kinds cover a block, most specific first
 PRIORITY: tuple[Label, ...] = (
@@ -74,10 +80,13 @@ def region_for(box: BBox, regions: Sequence[Region], min_cover: float) -> Region
 MERGED: frozenset[Label] = frozenset({Label.TABLE})
 
 
-def label_blocks(blocks: Sequence[Block], regions: Sequence[Region], min_cover: float
+def label_blocks(blocks: Sequence[Block], regions: Sequence[Region], min_cover: float,
+                 words: Sequence[WordBox] = (), rulings: Sequence[BBox] = ()
                  ) -> tuple[list[Block], int]:
     """``blocks`` relabelled from ``regions`` (changed ones copied), those sharing one
-    :data:`MERGED` region joined into one; and how many blocks changed."""
+    :data:`MERGED` region joined into one, a table given its grid from ``words`` and
+    ``rulings`` (the page's, in points) when they make one; and how many blocks
+    changed."""
     out: list[Block] = []
     changed = 0
     groups: dict[int, list[Block]] = {}
@@ -93,13 +102,50 @@ def label_blocks(blocks: Sequence[Block], regions: Sequence[Region], min_cover: 
             groups.setdefault(id(region), []).append(block)
         out.append(block)
     for members in groups.values():
-        if len(members) < 2:
+        merged = merge_blocks(members) if len(members) > 1 else members[0]
+        gridded = with_grid(merged, members, words, rulings)
+        if gridded is merged and len(members) < 2:
             continue
-        merged = merge_blocks(members)
         drop = {id(b) for b in members[1:]}
-        out = [merged if b is members[0] else b for b in out if id(b) not in drop]
+        out = [gridded if b is members[0] else b for b in out if id(b) not in drop]
         changed += len(members)
     return out, changed
+
+
+def with_grid(table: Block, members: Sequence[Block], words: Sequence[WordBox],
+              rulings: Sequence[BBox]) -> Block:
+    """``table`` with its grid (cells, and an HTML table as content) from the words
+    inside its ``members``' boxes; ``table`` itself when they make no grid."""
+    boxes = [m.bbox for m in members if m.bbox is not None]
+    if table.bbox is None or not boxes:
+        return table
+    grid = build_grid(words_inside(words, boxes), _within(rulings, table.bbox))
+    if grid is None or _lost_share(table.content, grid.cells) > MAX_LOST_SHARE:
+        return table
+    return table.model_copy(update={"cells": grid.cells, "content": grid_html(grid)})
+
+
+#: a grid missing more than this share of its block's words is refused: the words came
+#: from the table region (grown a little), and a block the region covers only in part
+#: has words outside it; the block's text is kept whole instead
+MAX_LOST_SHARE = 0.02
+
+
+def _lost_share(text: str, cells: Sequence[TableCell]) -> float:
+    """The share of ``text``'s words (as a multiset) that no cell holds."""
+    want = Counter(normalize_words(text))
+    if not want:
+        return 0.0
+    have = Counter(normalize_words(" ".join(c.text for c in cells)))
+    return sum((want - have).values()) / sum(want.values())
+
+
+def _within(rulings: Sequence[BBox], box: BBox, margin: float = 4.0) -> list[BBox]:
+    """The rulings whose middle lies in ``box`` grown by ``margin`` points (a table's
+    frame is drawn just outside its text)."""
+    return [r for r in rulings
+            if box.x0 - margin <= (r.x0 + r.x1) / 2 <= box.x1 + margin
+            and box.y0 - margin <= (r.y0 + r.y1) / 2 <= box.y1 + margin]
 
 
 def merge_blocks(members: Sequence[Block]) -> Block:

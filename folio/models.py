@@ -70,12 +70,37 @@ class BBox(BaseModel):
         )
 
 
+class WordBox(BaseModel):
+    """One word and its box in page points (top-left origin): what a table's grid is
+    built from (pdfium's character boxes joined at spaces, or a Tesseract word)."""
+
+    text: str
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+
+
+class TableCell(BaseModel):
+    """One cell of a table's grid: its top-left slot and how many rows and columns it
+    spans (a header over two columns has ``col_span=2``)."""
+
+    row: int
+    col: int
+    row_span: int = 1
+    col_span: int = 1
+    text: str = ""
+
+
 class Block(BaseModel):
     label: str
     bbox: BBox | None = None  # points; None when the engine gives no geometry
     content: str  # markdown; tables as HTML
     order: int  # reading order within the page
     confidence: float | None = None
+    #: a table's grid, when one was found (CPU engines: folio.table_grid); None for every
+    #: other block, and for tables kept as text (absent in documents written before)
+    cells: list[TableCell] | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +148,12 @@ class TextLayer(BaseModel):
     score: float = 0.0  # 0 (junk/absent) .. 1 (trustworthy)
     trusted: bool = False
     why: str = ""
+    #: word boxes for table grids: only those inside the page's table regions cross the
+    #: page worker's pipe (the page worker filters them), so a page without tables adds
+    #: nothing to the protocol
+    words: list[WordBox] = Field(default_factory=list)
+    #: thin drawn lines (ruling lines) inside the page's table regions, in points
+    rulings: list[BBox] = Field(default_factory=list)
 
 
 class PagePrep(BaseModel):

@@ -108,6 +108,11 @@ def _gs_pdf(postscript: str, out: Path, extra: list[str] | None = None) -> Path:
     return out
 
 
+def write_postscript_pdf(out: Path, postscript: str) -> Path:
+    """A PDF of one's own PostScript page(s) (each ending in ``showpage``), US Letter."""
+    return _gs_pdf(postscript, out)
+
+
 def write_text_pdf(out: Path, pages: list[SamplePage], extra_gs: list[str] | None = None) -> Path:
     """A born-digital PDF with a real text layer."""
     return _gs_pdf("\n".join(_page_postscript(p) for p in pages), out, extra_gs)

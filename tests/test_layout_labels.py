@@ -14,7 +14,7 @@ from PIL import Image
 from folio.config import LayoutSettings, PipelineConfig
 from folio.engines.base import EngineOutput
 from folio.layout_labels import cover, label_blocks, region_for
-from folio.models import Attempt, BBox, Block, Label, PagePrep, Region
+from folio.models import Attempt, BBox, Block, Label, PagePrep, Region, WordBox
 from folio.pdf import page_layout
 from folio.pipeline.pages import apply_layout
 
@@ -93,6 +93,30 @@ def test_blocks_of_one_table_become_one_block_in_reading_order() -> None:
     assert out[0].content == "a1\nb1\na2\nb2"
     assert out[0].order == 1 and out[0].bbox == box(10, 110, 200, 160)
     assert changed >= 4
+
+
+def _word(text: str, b: BBox) -> WordBox:
+    return WordBox(text=text, x0=b.x0, y0=b.y0, x1=b.x1, y1=b.y1)
+
+
+def test_a_table_gets_its_grid_from_the_words_inside_its_blocks() -> None:
+    table = region(Label.TABLE, box(0, 100, 300, 200))
+    slots = {"a1": box(10, 110, 30, 120), "b1": box(150, 110, 170, 120),
+             "a2": box(10, 130, 30, 140), "b2": box(150, 130, 170, 140)}
+    cells = [block(text, b, order=n) for n, (text, b) in enumerate(slots.items())]
+    words = [_word(text, b) for text, b in slots.items()]
+    words.append(_word("elsewhere", box(10, 300, 60, 310)))  # not in the table's blocks
+    out, changed = label_blocks(cells, [table], 0.5, words)
+    (merged,) = out
+    assert merged.cells is not None and changed >= 4
+    assert [(c.row, c.col, c.text) for c in merged.cells] == [
+        (0, 0, "a1"), (0, 1, "b1"), (1, 0, "a2"), (1, 1, "b2")]
+    assert merged.content.startswith("<table>") and "elsewhere" not in merged.content
+
+    # a word of the blocks missing from the words given (outside the region the page
+    # worker kept words in): no grid, the block's text is kept whole
+    out, _ = label_blocks(cells, [table], 0.5, words[1:])
+    assert out[0].cells is None and out[0].content == "a1\nb1\na2\nb2"
 
 
 def output(blocks: list[Block]) -> EngineOutput:

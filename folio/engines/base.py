@@ -11,7 +11,7 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from folio.models import Attempt, Block, PagePrep
+from folio.models import Attempt, BBox, Block, PagePrep, WordBox
 from folio.vocabulary import GENERATIVE_ENGINES
 
 # Engines that generate text token by token can loop; only their output is checked for
@@ -25,6 +25,10 @@ class EngineOutput(BaseModel):
     markdown: str = ""
     attempt: Attempt
     prompt_format: str = ""
+    #: the page's word boxes and ruling lines in points, for table grids (CPU engines;
+    #: never written out: the grid they make is, in the table's block)
+    words: list[WordBox] = Field(default_factory=list)
+    rulings: list[BBox] = Field(default_factory=list)
 
 
 @runtime_checkable

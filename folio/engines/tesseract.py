@@ -33,7 +33,7 @@ from folio.errors import (
     FolioError,
     TimeoutExpired,
 )
-from folio.models import Attempt, BBox, Block, Label, PagePrep
+from folio.models import Attempt, BBox, Block, Label, PagePrep, WordBox
 from folio.quality import weighted_mean
 
 #: a short paragraph whose lines are all this much taller than the page's median line is a
@@ -289,6 +289,18 @@ def paragraphs_to_blocks(
     return blocks
 
 
+def word_boxes(paragraphs: list[Paragraph], scale: tuple[float, float] | None
+               ) -> list[WordBox]:
+    """Every word with its box in points (none without a scale): what a table's grid is
+    built from when a layout region says the words are a table."""
+    if scale is None:
+        return []
+    sx, sy = scale
+    return [WordBox(text=w.text, x0=w.left * sx, y0=w.top * sy, x1=(w.left + w.width) * sx,
+                    y1=(w.top + w.height) * sy)
+            for para in paragraphs for w in para.words]
+
+
 # --- the engine ----------------------------------------------------------------------------
 
 
@@ -351,16 +363,20 @@ class TesseractEngine:
         """
         started = time.perf_counter()
         try:
-            blocks, rotated = self._blocks(page)
+            paragraphs, rotated = self._paragraphs(page)
         except FolioError as err:
             # the pipeline records this Attempt (with its seconds) instead of a bare error
             err.attempt = self._attempt(started, error=err.reason)  # type: ignore[attr-defined]
             raise
+        assert page.image_path  # _paragraphs refused a page without one
+        scale = _points_per_pixel(page, page.image_path)
+        blocks = paragraphs_to_blocks(paragraphs, scale)
         return EngineOutput(blocks=blocks, markdown=blocks_to_markdown(blocks),
-                            attempt=self._attempt(started, rotated=rotated))
+                            attempt=self._attempt(started, rotated=rotated),
+                            words=word_boxes(paragraphs, scale))
 
-    def _blocks(self, page: PagePrep) -> tuple[list[Block], int]:
-        """The page's blocks, and the degrees its image was turned to read it upright."""
+    def _paragraphs(self, page: PagePrep) -> tuple[list[Paragraph], int]:
+        """The page's paragraphs, and the degrees its image was turned to read it upright."""
         if not page.image_path:
             raise BadInputError(
                 f"page {page.index} has no rendered image ({page.error or 'no render'})"
@@ -372,7 +388,7 @@ class TesseractEngine:
         confidence = words_confidence(paragraphs)
         if confidence is not None and confidence < ORIENTATION_CHECK_CONFIDENCE:
             paragraphs, rotated = self._upright(page, paragraphs, confidence)
-        return paragraphs_to_blocks(paragraphs, _points_per_pixel(page, page.image_path)), rotated
+        return paragraphs, rotated
 
     def _read(self, page: PagePrep, image_path: str) -> list[Paragraph]:
         dpi = page.plan.dpi if page.plan is not None else None

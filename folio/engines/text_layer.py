@@ -53,6 +53,8 @@ class TextLayerEngine:
             blocks=blocks,
             markdown=blocks_to_markdown(blocks),
             attempt=Attempt(engine=self.name, model=self.model),
+            words=layer.words,
+            rulings=layer.rulings,
         )
 
     def close(self) -> None:

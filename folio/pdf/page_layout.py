@@ -23,22 +23,30 @@ import logging
 from typing import TYPE_CHECKING
 
 import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
 from PIL import Image
 
 from folio.config import LayoutSettings
-from folio.models import Region
-from folio.pdf.pdfium_doc import render
+from folio.models import BBox, Label, Region, TextLayer
+from folio.pdf.pdfium_doc import PageGeometry, render
 
 if TYPE_CHECKING:
     from folio.layout import LayoutDetector
 
-__all__ = ["LONGEST_SIDE_PX", "detect_page", "detector", "layout_render_size"]
+__all__ = ["LONGEST_SIDE_PX", "detect_page", "detector", "layout_render_size",
+           "table_inputs"]
 
 log = logging.getLogger(__name__)
 
 #: the longest side of a render made for detection: a poster at render_dpi would be
 #: thousands of pixels for a model that looks at 800
 LONGEST_SIDE_PX = 1600
+
+#: a drawn path this thin (points) across its short side is a ruling line
+RULING_MAX_PT = 2.0
+#: a table region grown by this many points on each side when picking its words and
+#: rulings: the detector's box may cut the frame or the outer letters by a hair
+TABLE_MARGIN_PT = 4.0
 
 _detectors: dict[str, LayoutDetector] = {}
 
@@ -75,3 +83,45 @@ def detect_page(page: pdfium.PdfPage, image: Image.Image | None, width_pt: float
     except Exception as exc:  # a layout failure costs the labels, never the page
         log.warning("layout detection failed: %s: %s", type(exc).__name__, exc)
         return None
+
+
+def table_inputs(layer: TextLayer, page: pdfium.PdfPage, geometry: PageGeometry,
+                 regions: list[Region] | None) -> TextLayer:
+    """``layer`` with only the words inside table regions, and the ruling lines there.
+
+    Why here: the words and the page's drawn paths exist only in the child; the table
+    grid is built in the parent, once the engine's blocks are labelled. Only what lies
+    inside a table crosses the pipe, so pages without tables carry no words at all."""
+    tables = [_grown(r.bbox) for r in regions or () if r.label is Label.TABLE]
+    words = [w for w in layer.words
+             if any(_inside((w.x0 + w.x1) / 2, (w.y0 + w.y1) / 2, box) for box in tables)]
+    rulings = _rulings(page, geometry, tables) if words else []
+    return layer.model_copy(update={"words": words, "rulings": rulings})
+
+
+def _grown(box: BBox) -> BBox:
+    m = TABLE_MARGIN_PT
+    return BBox(x0=box.x0 - m, y0=box.y0 - m, x1=box.x1 + m, y1=box.y1 + m)
+
+
+def _inside(x: float, y: float, box: BBox) -> bool:
+    return box.x0 <= x <= box.x1 and box.y0 <= y <= box.y1
+
+
+def _rulings(page: pdfium.PdfPage, geometry: PageGeometry, tables: list[BBox]) -> list[BBox]:
+    """Thin path objects (a stroked line, a filled hairline rectangle) whose middle lies
+    in a table. Only each object's bounds are read: a path drawing a whole grid at once
+    is one box that is not thin and is left out (cheap, and the gaps still find the
+    columns)."""
+    found: list[BBox] = []
+    try:
+        for obj in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_PATH], max_depth=2):
+            box = geometry.to_top_left(*obj.get_bounds())
+            if min(box.x1 - box.x0, box.y1 - box.y0) > RULING_MAX_PT:
+                continue
+            if any(_inside((box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2, t) for t in tables):
+                found.append(box)
+    except pdfium.PdfiumError as exc:  # rulings are a hint: the grid works without them
+        log.warning("ruling lines unreadable: %s", exc)
+        return []
+    return found

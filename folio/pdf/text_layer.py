@@ -18,7 +18,7 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from folio.config import RouteSettings
-from folio.models import BBox, Block, Label, TextLayer
+from folio.models import BBox, Block, Label, TextLayer, WordBox
 from folio.pdf.pdfium_doc import PageGeometry, hidden_text_share, page_geometry
 
 # --- judging ------------------------------------------------------------------------------
@@ -246,6 +246,17 @@ class _Scan:
     unicode_errors: int = 0
     sizes: list[float] = field(default_factory=list)
     lines: list[_Line] = field(default_factory=list)
+    words: list[WordBox] = field(default_factory=list)
+    word: _Run = field(default_factory=_Run)  # the word being collected
+
+    def end_word(self, geometry: PageGeometry) -> None:
+        """Close the word being collected (at a space, a line end or a line split)."""
+        word = self.word
+        text = "".join(word.chars)
+        if text and word.right != -math.inf:
+            box = geometry.to_top_left(word.left, word.bottom, word.right, word.top)
+            self.words.append(WordBox(text=text, x0=box.x0, y0=box.y0, x1=box.x1, y1=box.y1))
+        self.word = _Run()
 
 
 def extract(
@@ -255,7 +266,9 @@ def extract(
 
     ``text`` is pdfium's full text in content order (nothing lost); ``blocks`` are the
     same glyphs cut into lines (at pdfium's line breaks and at gaps over 1.5 em),
-    grouped into paragraphs with boxes, ordered by columns (XY cut).
+    grouped into paragraphs with boxes, ordered by columns (XY cut); ``words`` are the
+    glyphs cut at spaces too, each with its box (for table grids: the page worker keeps
+    only those inside table regions).
     """
     geometry = page_geometry(page)
     textpage = page.get_textpage()
@@ -281,6 +294,7 @@ def extract(
         score=score,
         trusted=score >= settings.min_score,
         why=why,
+        words=scan.words,
     )
 
 
@@ -296,16 +310,21 @@ def _scan_chars(textpage: pdfium.PdfTextPage, geometry: PageGeometry) -> _Scan:
         char = chr(code) if 0 < code < 0x110000 and not 0xD800 <= code <= 0xDFFF else "\ufffd"
         if char in "\r\n":
             run = _flush(run, scan, geometry)
+            scan.end_word(geometry)
             continue
         if char.isspace():
             run.chars.append(" ")
+            scan.end_word(geometry)
             continue
         size = _effective_size(textpage, index, matrix)
         has_box = pdfium_c.FPDFText_GetLooseCharBox(textpage, index, box)
         if has_box and run.far_from(box, size):
             run = _flush(run, scan, geometry)
+            scan.end_word(geometry)
         if has_box:
             run.add(char, box, size)
+            if char not in _BREAK_HYPHENS:
+                scan.word.add(char, box, size)
         if pdfium_c.FPDFText_IsGenerated(textpage, index) == 1:
             continue
         scan.glyphs += 1
@@ -314,6 +333,7 @@ def _scan_chars(textpage: pdfium.PdfTextPage, geometry: PageGeometry) -> _Scan:
         if size is not None:
             scan.sizes.append(size)
     _flush(run, scan, geometry)
+    scan.end_word(geometry)
     return scan
 
 

@@ -25,7 +25,7 @@ from pydantic import SecretStr
 
 from folio.errors import FolioError, MalformedPdfError, PageTooLargeError
 from folio.models import PagePrep
-from folio.pdf.page_layout import detect_page
+from folio.pdf.page_layout import detect_page, table_inputs
 from folio.pdf.pdfium_doc import (
     PDFIUM_LOCK,
     is_blank,
@@ -228,6 +228,7 @@ def _measure_and_render(page: pdfium.PdfPage, index: int, job: WorkerJob,
     layout = None
     if job.layout is not None and not blank:
         layout = detect_page(page, image, geometry.width_pt, geometry.height_pt, job.layout)
+    layer = table_inputs(layer, page, geometry, layout)
     return PagePrep(
         index=index,
         width_pt=geometry.width_pt,

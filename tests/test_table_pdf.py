@@ -1,0 +1,244 @@
+"""Tables as tables on the CPU route, on PDFs written here: a ruled and a borderless table
+(with a header cell on two lines) come back as grids with the right rows and columns, in
+the block's cells and as an HTML table in the markdown, and a chunk never splits one.
+
+The page's table region is given by hand in most tests (where the PostScript drew the
+table), so they test the grid path itself, deterministically; one test runs the whole
+pipeline with the layout model finding the region."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pypdfium2 as pdfium
+import pytest
+from PIL import Image
+
+from folio.chunking import chunk_document
+from folio.config import ChunkSettings, PipelineConfig, RouteSettings
+from folio.engines.base import EngineOutput
+from folio.engines.text_layer import TextLayerEngine
+from folio.io.sources import discover
+from folio.models import (
+    BBox,
+    Block,
+    DocumentResult,
+    Label,
+    PageOutcome,
+    PagePrep,
+    PageResult,
+    Region,
+    RenderPlan,
+)
+from folio.pdf.page_layout import table_inputs
+from folio.pdf.pdfium_doc import page_geometry
+from folio.pdf.text_layer import extract
+from folio.pipeline import Services, process_document
+from folio.pipeline.pages import apply_layout
+from folio.samples import PAGE_H, SamplePage, sentences, write_postscript_pdf, write_text_pdf
+
+RULED = [["Region", "Revenue", "Growth", "Staff"],
+         ["North", "1200", "4.5%", "31"],
+         ["South", "980", "3.1%", "22"],
+         ["West", "1430", "6.2%", "40"],
+         ["East", "875", "2.8%", "18"]]
+#: the borderless table as a reader sees it: the second column's header is on two lines
+BORDERLESS = [["Product", "Unit price", "Units sold", "Returns"],
+              ["Desk lamp", "24.50", "1,210", "14"],
+              ["Office chair", "189.00", "342", "9"],
+              ["Bookshelf", "75.25", "518", "3"],
+              ["Filing cabinet", "132.10", "97", "1"]]
+#: x of each borderless column, and the table's top (PostScript y, up from the bottom)
+COLS_X = (72.0, 220.0, 320.0, 420.0)
+TABLE_TOP = PAGE_H - 200.0
+ROW_PITCH = 16.0
+
+
+def _show(text: str, x: float, y: float, font: str = "Helvetica", size: float = 10) -> str:
+    safe = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+    return f"/{font} findfont {size} scalefont setfont {x:.1f} {y:.1f} moveto ({safe}) show"
+
+
+def _prose(y: float, seed: int, lines: int) -> list[str]:
+    words = sentences(seed, 12).split()
+    out = []
+    for i in range(lines):
+        out.append(_show(" ".join(words[i * 12:(i + 1) * 12]), 72, y - 14 * i, "Times-Roman", 11))
+    return out
+
+
+def borderless_pdf(out: Path) -> Path:
+    """Prose, a borderless table whose header cells "Unit price" and "Units sold" are
+    written on two lines each, then prose again."""
+    ps = _prose(PAGE_H - 90, seed=3, lines=5)
+    y = TABLE_TOP
+    head = [("Product", ""), ("Unit", "price"), ("Units", "sold"), ("Returns", "")]
+    for x, (first, second) in zip(COLS_X, head, strict=True):
+        ps.append(_show(first, x, y, "Helvetica-Bold"))
+        if second:
+            ps.append(_show(second, x, y - 11, "Helvetica-Bold"))
+    y -= 11 + ROW_PITCH
+    for row in BORDERLESS[1:]:
+        for x, text in zip(COLS_X, row, strict=True):
+            ps.append(_show(text, x, y))
+        y -= ROW_PITCH
+    ps += _prose(y - 30, seed=4, lines=5)
+    ps.append("showpage")
+    return write_postscript_pdf(out, "\n".join(ps))
+
+
+def borderless_region() -> BBox:
+    """Where the borderless table lies, in points from the top-left."""
+    top = PAGE_H - TABLE_TOP - 12
+    bottom = PAGE_H - (TABLE_TOP - 11 - ROW_PITCH * len(BORDERLESS)) + 2
+    return BBox(x0=66, y0=top, x1=480, y1=bottom)
+
+
+def ruled_pdf(out: Path) -> Path:
+    """folio.samples' page with a ruled table (a grid of stroked lines) under prose."""
+    page = SamplePage(title="Quarterly figures", paragraphs=[sentences(5, 6)], table=RULED)
+    return write_text_pdf(out, [page])
+
+
+def _table_box(pdf: Path, first: str, last: str) -> BBox:
+    """The box from word ``first``'s line to word ``last``'s, across the text width,
+    grown by a margin (what a layout model's table region looks like)."""
+    layer = _layer(pdf).text_layer
+    assert layer is not None
+    top = min(w.y0 for w in layer.words if w.text == first)
+    bottom = max(w.y1 for w in layer.words if w.text == last)
+    return BBox(x0=66, y0=top - 6, x1=546, y1=bottom + 6)
+
+
+def _layer(pdf: Path, regions: list[Region] | None = None) -> PagePrep:
+    doc = pdfium.PdfDocument(str(pdf))
+    try:
+        page = doc[0]
+        geometry = page_geometry(page)
+        layer = extract(page, width_pt=geometry.width_pt, height_pt=geometry.height_pt,
+                        settings=RouteSettings())
+        if regions is not None:
+            layer = table_inputs(layer, page, geometry, regions)
+        prep = PagePrep(index=0, width_pt=geometry.width_pt, height_pt=geometry.height_pt,
+                        text_layer=layer, layout=regions)
+        page.close()
+    finally:
+        doc.close()
+    return prep
+
+
+def _read(pdf: Path, table: BBox) -> EngineOutput:
+    """The text-layer engine's output for the page, relabelled with one table region."""
+    regions = [Region(label=Label.TABLE, bbox=table, score=0.9, source_class="table")]
+    prep = _layer(pdf, regions)
+    output = TextLayerEngine().recognize(prep)
+    apply_layout(output, "text-layer", prep, min_cover=0.5)
+    return output
+
+
+def _grid(block: Block) -> list[list[str]]:
+    assert block.cells is not None
+    rows = max(c.row + c.row_span for c in block.cells)
+    cols = max(c.col + c.col_span for c in block.cells)
+    out = [["" for _ in range(cols)] for _ in range(rows)]
+    for cell in block.cells:
+        out[cell.row][cell.col] = cell.text
+    return out
+
+
+def _table(output: EngineOutput) -> Block:
+    (table,) = [b for b in output.blocks if b.label == Label.TABLE.value]
+    return table
+
+
+def test_ruled_table_comes_back_with_its_rows_and_columns(tmp_path: Path) -> None:
+    pdf = ruled_pdf(tmp_path / "ruled.pdf")
+    output = _read(pdf, _table_box(pdf, "Region", "East"))
+    assert _grid(_table(output)) == RULED
+    assert _layer(pdf, [Region(Label.TABLE, _table_box(pdf, "Region", "East"), 0.9,
+                               "table")]).text_layer.rulings  # type: ignore[union-attr]
+
+
+def test_borderless_table_with_a_two_line_header(tmp_path: Path) -> None:
+    pdf = borderless_pdf(tmp_path / "borderless.pdf")
+    output = _read(pdf, borderless_region())
+    table = _table(output)
+    assert _grid(table) == BORDERLESS  # "Unit" over "price" is one cell, "Unit price"
+    assert "<th>Unit price</th>" in output.markdown
+    assert output.markdown.count("<tr>") == len(BORDERLESS)
+    assert "<td>Office chair</td><td>189.00</td><td>342</td><td>9</td>" in output.markdown
+    prose = [b for b in output.blocks if b.label != Label.TABLE.value]
+    assert prose and all(b.cells is None for b in prose)
+    assert not any("Desk lamp" in b.content for b in prose)  # the table's words, once
+
+
+def test_only_table_words_cross_the_page_worker_pipe(tmp_path: Path) -> None:
+    pdf = borderless_pdf(tmp_path / "borderless.pdf")
+    region = Region(Label.TABLE, borderless_region(), 0.9, "table")
+    words = _layer(pdf, [region]).text_layer.words  # type: ignore[union-attr]
+    assert {"Desk", "lamp", "Returns"} <= {w.text for w in words}
+    assert len(words) == sum(len(cell.split()) for row in BORDERLESS for cell in row)
+    assert _layer(pdf, []).text_layer.words == []  # type: ignore[union-attr]
+
+
+def _document(output: EngineOutput) -> DocumentResult:
+    page = PageResult(index=0, width_pt=612, height_pt=792, blocks=output.blocks,
+                      markdown=output.markdown, engine="text-layer",
+                      outcome=PageOutcome.OK)
+    return DocumentResult(source="t.pdf", doc_id="d" * 32, page_count=1, pages=[page])
+
+
+def test_a_chunk_never_splits_the_table(tmp_path: Path) -> None:
+    pdf = borderless_pdf(tmp_path / "borderless.pdf")
+    doc = _document(_read(pdf, borderless_region()))
+    table_html = _table(_read(pdf, borderless_region())).content
+    for max_chars in (80, 400, 4000):  # smaller than the table, about its size, larger
+        chunks = chunk_document(doc, ChunkSettings(max_chars=max_chars, overlap_chars=10))
+        holding = [c for c in chunks if "<table>" in c.text or "</table>" in c.text]
+        assert len(holding) == 1, max_chars
+        assert holding[0].kind == "table" and table_html in holding[0].text
+        assert "Filing cabinet" not in " ".join(c.text for c in chunks if c.kind != "table")
+
+
+@pytest.mark.usefixtures("layout_model")
+def test_pipeline_finds_the_table_and_writes_its_grid(tmp_path: Path) -> None:
+    pdf = ruled_pdf(tmp_path / "ruled.pdf")
+    config = PipelineConfig.model_validate({"store": {"kind": "none"},
+                                            "work_dir": str(tmp_path / "work")})
+    services = Services(config, str(tmp_path / "out"))
+    try:
+        doc = process_document(discover([str(pdf)], config.s3)[0], services)
+    finally:
+        services.close()
+    (page,) = doc.pages
+    # the model may call more a table than is one (prose has no column gaps: it stays text)
+    (table,) = [b for b in page.blocks if b.label == Label.TABLE.value and b.cells]
+    assert _grid(table) == RULED
+    assert "<table>" in page.markdown
+    assert DocumentResult.model_validate_json(doc.model_dump_json()).pages[0].blocks == \
+        page.blocks  # the cells survive the document JSON
+
+
+def test_scanned_table_grid_from_tesseract_words(tmp_path: Path) -> None:
+    """The same borderless table as a scan: Tesseract's word boxes make the grid."""
+    from folio.engines.tesseract import TesseractEngine
+
+    dpi = 200
+    pdf = borderless_pdf(tmp_path / "borderless.pdf")
+    image = tmp_path / "page.png"
+    doc = pdfium.PdfDocument(str(pdf))
+    try:
+        doc[0].render(scale=dpi / 72).to_pil().convert("L").save(image)
+    finally:
+        doc.close()
+    width, height = Image.open(image).size
+    regions = [Region(Label.TABLE, borderless_region(), 0.9, "table")]
+    prep = PagePrep(index=0, width_pt=612, height_pt=792, image_path=str(image),
+                    plan=RenderPlan(dpi=dpi, width_px=width, height_px=height, reason="test"),
+                    layout=regions)
+    output = TesseractEngine(languages="eng").recognize(prep)
+    apply_layout(output, "tesseract", prep, min_cover=0.5)
+    grid = _grid(_table(output))
+    assert len(grid) == len(BORDERLESS) and all(len(row) == 4 for row in grid)
+    assert grid[0][1] == "Unit price" and grid[0][2] == "Units sold"
+    assert [row[0] for row in grid] == [row[0] for row in BORDERLESS]
