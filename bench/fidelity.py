@@ -44,6 +44,7 @@ from fidelity_scoring import (
     header_footer_scores,
     pass_rates,
     run_olmocr_test,
+    strip_html_tags,
     strip_md_markup,
     table_structure_scores,
 )
@@ -201,7 +202,7 @@ def score_docling(row: Row, corpus: Path, doc: DocumentResult | None) -> dict[st
         for p in doc.pages:
             if texts.get(p.index + 1) is not None:
                 pages[p.index + 1] = (p.markdown, [(b.label, b.content) for b in p.blocks])
-    hypothesis = full_text(doc)
+    hypothesis = strip_html_tags(full_text(doc))
     return {
         "word_recall": round(word_recall(reference, hypothesis), 4),
         "sequence_similarity": round(sequence_similarity(reference, hypothesis), 4),
@@ -217,7 +218,7 @@ def score_linn(row: Row, corpus: Path, doc: DocumentResult | None) -> dict[str, 
     reference = (corpus / LINN_REFERENCE).read_text()
     texts = page_texts(doc)
     pages = doc.page_count if doc is not None and doc.page_count else 1
-    hyps = [texts.get(i) or "" for i in range(1, pages + 1)]
+    hyps = [strip_html_tags(texts.get(i) or "") for i in range(1, pages + 1)]
     recall = [word_recall(reference, h) for h in hyps]
     order = [sequence_similarity(reference, h) for h in hyps]
     return {"word_recall": round(sum(recall) / len(recall), 4),

@@ -469,6 +469,12 @@ def table_structure_scores(gt: dict[str, Any], page_markdown: dict[int, str]) ->
     return rows
 
 
+def strip_html_tags(markdown: str) -> str:
+    """Markdown minus HTML tags (a table's ``<table><tr><td>``): markup, not words a reader
+    sees, for the word-level recall and order scores (the table tests read the tags)."""
+    return re.sub(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>", " ", markdown)
+
+
 def strip_md_markup(markdown: str) -> str:
     """Ground-truth markdown minus HTML comments (docling's ``<!-- image -->``), which are
     placeholders, not text a reader sees."""
