@@ -180,6 +180,23 @@ class StoreSettings(BaseModel):
     batch_documents: int = Field(32, ge=1, description="documents in one vector-store write")
     batch_wait_s: float = Field(
         0.5, ge=0, description="the longest a document waits for others to share its write")
+    maintain_every_writes: int = Field(
+        20, ge=0, description="LanceDB: compact fragments, fold new rows into the indexes "
+        "and drop old versions after this many writes of one store object; every write adds "
+        "a fragment and a version, and a table of many is slow to write and search. 0: never")
+    keep_versions_s: float = Field(
+        600.0, ge=0, description="LanceDB: versions younger than this survive maintenance, "
+        "so a reader or writer in another process still on one does not lose its files")
+    ann_index_min_rows: int = Field(
+        100_000, ge=1, description="LanceDB: build the ANN vector index once the table has "
+        "this many rows; below it an exact scan is fast and an index would train on too "
+        "few vectors")
+    ann_nprobes: int = Field(
+        32, ge=1, description="LanceDB: IVF partitions searched per query; more is better "
+        "recall and slower search")
+    ann_refine_factor: int = Field(
+        10, ge=1, description="LanceDB: re-rank k x this many PQ candidates by exact cosine "
+        "distance, which restores the recall that PQ compression loses")
 
 
 class S3Settings(BaseModel):
