@@ -188,15 +188,15 @@ class StoreSettings(BaseModel):
         600.0, ge=0, description="LanceDB: versions younger than this survive maintenance, "
         "so a reader or writer in another process still on one does not lose its files")
     ann_index_min_rows: int = Field(
-        100_000, ge=1, description="LanceDB: build the ANN vector index once the table has "
-        "this many rows; below it an exact scan is fast and an index would train on too "
-        "few vectors")
+        10_000, ge=1, description="LanceDB: build the ANN vector index once the table has "
+        "this many rows; an exact scan reads every vector (over 100 ms on S3 at 10k rows), "
+        "and below this an index has too few vectors to partition well")
     ann_nprobes: int = Field(
         32, ge=1, description="LanceDB: IVF partitions searched per query; more is better "
         "recall and slower search")
     ann_refine_factor: int = Field(
-        10, ge=1, description="LanceDB: re-rank k x this many PQ candidates by exact cosine "
-        "distance, which restores the recall that PQ compression loses")
+        10, ge=1, description="LanceDB: re-rank k x this many candidates by exact cosine "
+        "distance, which restores the recall that the index's quantisation loses")
 
 
 class S3Settings(BaseModel):
