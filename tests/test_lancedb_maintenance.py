@@ -92,6 +92,18 @@ def test_ann_index_appears_past_the_row_threshold_and_finds_the_nearest(tmp_path
         assert found[0]["score"] == pytest.approx(max(r["score"] for r in found))
 
 
+def test_ann_index_is_trained_again_when_the_table_doubles(tmp_path: Path) -> None:
+    tuning = LanceTuning(maintain_every_writes=1, ann_index_min_rows=400, ann_rows_per_partition=200)
+    store = LanceDBStore(str(tmp_path / "v"), dim=ANN_DIM, tuning=tuning)
+    seen = []
+    for i in range(8):  # 8 x 100 rows
+        store.replace_documents([DocumentVectors(f"d{i}", chunks(f"d{i}", 100), vectors(100, i, ANN_DIM))])
+        seen.append(store.vector_index_partitions())
+    # 400 rows: 2 partitions; trained again at 4 (800 rows), not in between
+    assert seen == [0, 0, 0, 2, 2, 2, 2, 4]
+    assert store.search(vectors(100, 7, ANN_DIM)[3], k=1)[0]["id"] == "d7-0003"
+
+
 def test_replace_stays_idempotent_through_maintenance(tmp_path: Path) -> None:
     tuning = LanceTuning(maintain_every_writes=2, keep_versions=timedelta(0))
     store = LanceDBStore(str(tmp_path / "v"), dim=8, tuning=tuning)

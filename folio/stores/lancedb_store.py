@@ -18,8 +18,7 @@ Every commit adds a fragment and a table version, and rows written after an inde
 built are scanned unindexed; so every ``maintain_every_writes`` writes a store compacts
 the table, folds new rows into the indexes and drops old versions, and it builds the ANN
 vector index (IVF_SQ, cosine) once the table passes ``ann_index_min_rows``. IVF_SQ, not
-IVF_PQ: on 2 cores PQ training took 77-134 s per 100k 384-dim rows, SQ 5 s, and searches
-re-rank ``k x ann_refine_factor`` candidates by exact distance either way.
+IVF_PQ: on 2 cores PQ training took 77-134 s per 100k 384-dim rows, SQ 5 s.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,6 +46,9 @@ __all__ = ["LanceDBStore", "LanceTuning", "chunk_schema", "lance_storage_options
 
 log = logging.getLogger(__name__)
 
+#: the ANN index's name records its partition count (LanceDB does not report it), so
+#: maintenance can tell when the table outgrew the partitions it was trained with
+_VECTOR_INDEX_NAME = re.compile(r"vector_ivf_(\d+)p")
 #: columns the write path filters on: ``id`` (upsert join), ``doc_id`` (stale-row delete)
 _SCALAR_INDEXED = ("id", "doc_id")
 
@@ -164,8 +167,9 @@ class LanceTuning:
     maintain_every_writes: int = 20
     keep_versions: timedelta = timedelta(minutes=10)
     ann_index_min_rows: int = 10_000
-    ann_nprobes: int = 32
-    ann_refine_factor: int = 10
+    ann_rows_per_partition: int = 4096
+    ann_nprobes: int = 20
+    ann_refine_factor: int = 0
 
     @classmethod
     def from_settings(cls, settings: StoreSettings) -> LanceTuning:
@@ -173,6 +177,7 @@ class LanceTuning:
             maintain_every_writes=settings.maintain_every_writes,
             keep_versions=timedelta(seconds=settings.keep_versions_s),
             ann_index_min_rows=settings.ann_index_min_rows,
+            ann_rows_per_partition=settings.ann_rows_per_partition,
             ann_nprobes=settings.ann_nprobes,
             ann_refine_factor=settings.ann_refine_factor,
         )
@@ -373,18 +378,43 @@ class LanceDBStore:
             raise StorageError(f"lancedb maintain {self.uri}: {self._describe(exc)}") from None
 
     def _ensure_vector_index(self, table: Any) -> None:
+        """Build the ANN index past the row threshold, and train it again once the table
+        has doubled its partitions' worth of rows: optimize only appends new rows to the
+        partitions it has, which grow until every search scans most of the table."""
         from lancedb.index import IvfSq
 
-        if self.has_vector_index() or table.count_rows() < self.tuning.ann_index_min_rows:
+        rows = table.count_rows()
+        if rows < self.tuning.ann_index_min_rows:
             return
-        table.create_index("vector", config=IvfSq(distance_type="cosine"), replace=False)
+        wanted = max(1, rows // self.tuning.ann_rows_per_partition)
+        current = self._vector_index(table)
+        if current is not None:
+            name, partitions = current
+            if partitions == 0 or wanted < 2 * partitions:
+                return  # not ours (leave it) or still fine
+            table.drop_index(name)
+        config = IvfSq(distance_type="cosine", num_partitions=wanted)
+        table.create_index("vector", config=config, name=f"vector_ivf_{wanted}p")
+
+    @staticmethod
+    def _vector_index(table: Any) -> tuple[str, int] | None:
+        """The vector index's name and partition count (0: unknown), or None."""
+        for index in table.list_indices():
+            if index.columns == ["vector"]:
+                match = _VECTOR_INDEX_NAME.fullmatch(index.name)
+                return index.name, int(match.group(1)) if match else 0
+        return None
 
     def has_vector_index(self) -> bool:
         """Whether searches go through an ANN index (else an exact scan)."""
         table = self._open(create=False)
-        if table is None:
-            return False
-        return any(index.columns == ["vector"] for index in table.list_indices())
+        return table is not None and self._vector_index(table) is not None
+
+    def vector_index_partitions(self) -> int:
+        """Partitions of this store's ANN index (0: none or made elsewhere)."""
+        table = self._open(create=False)
+        found = None if table is None else self._vector_index(table)
+        return found[1] if found else 0
 
     def search(self, vector: npt.NDArray[np.float32], k: int = 5) -> list[dict[str, Any]]:
         """Nearest chunks by cosine similarity, best first (``score`` = 1 - distance)."""
@@ -393,16 +423,14 @@ class LanceDBStore:
             return []
         query = np.asarray(vector, dtype=np.float32).reshape(-1)
         try:
-            rows = (
+            builder = (
                 table.search(query, vector_column_name="vector")
                 .distance_type("cosine")
-                # used only once an ANN index exists; exact scans ignore them
-                .nprobes(self.tuning.ann_nprobes)
-                .refine_factor(self.tuning.ann_refine_factor)
-                .select([*_RESULT_COLUMNS, "_distance"])
-                .limit(k)
-                .to_list()
+                .nprobes(self.tuning.ann_nprobes)  # used only once an ANN index exists
             )
+            if self.tuning.ann_refine_factor:
+                builder = builder.refine_factor(self.tuning.ann_refine_factor)
+            rows = builder.select([*_RESULT_COLUMNS, "_distance"]).limit(k).to_list()
         except Exception as exc:
             raise StorageError(f"lancedb search {self.uri}: {self._describe(exc)}") from None
         for row in rows:
