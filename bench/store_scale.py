@@ -292,6 +292,8 @@ def measure_size(
 
 
 def run_store(kind: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Every size in turn; the file is saved after each (``unfinished``: sizes not yet run)
+    so that a run stopped part way keeps what it measured."""
     entry: dict[str, Any] = {"store": kind, "sizes": []}
     with STORES[kind](args) as (store, grow):
         for size in args.sizes:
@@ -305,6 +307,8 @@ def run_store(kind: str, args: argparse.Namespace) -> dict[str, Any]:
             row = grown | measure_size(store, size, bulk, args)
             print(json.dumps(row), flush=True)
             entry["sizes"].append(row)
+            rest = [s for s in args.sizes if s > size]
+            save_entry(entry | summary(entry["sizes"], args.sizes) | {"unfinished": rest})
     return entry | summary(entry["sizes"], args.sizes)
 
 
@@ -348,11 +352,14 @@ def main() -> None:
     if args.queries > DOCS_PER_WRITE * CHUNKS_PER_DOC:
         parser.error(f"--queries: at most {DOCS_PER_WRITE * CHUNKS_PER_DOC}")
     for kind in args.stores:
-        entry = run_store(kind, args)
-        entries = [e for e in kept_entries() if e["store"] != kind] + [entry]
-        save("store_scale", {"machine": machine(), "stores": entries,
-                             "targets": {"write_ratio_1m_over_1k": TARGET_WRITE_RATIO,
-                                         "search_p50_ms_1m": TARGET_SEARCH_P50_MS}})
+        save_entry(run_store(kind, args))
+
+
+def save_entry(entry: dict[str, Any]) -> None:
+    entries = [e for e in kept_entries() if e["store"] != entry["store"]] + [entry]
+    save("store_scale", {"machine": machine(), "stores": entries,
+                         "targets": {"write_ratio_1m_over_1k": TARGET_WRITE_RATIO,
+                                     "search_p50_ms_1m": TARGET_SEARCH_P50_MS}})
 
 
 def kept_entries() -> list[dict[str, Any]]:
