@@ -198,6 +198,28 @@ class StoreSettings(BaseModel):
     batch_documents: int = Field(32, ge=1, description="documents in one vector-store write")
     batch_wait_s: float = Field(
         0.5, ge=0, description="the longest a document waits for others to share its write")
+    maintain_every_writes: int = Field(
+        20, ge=0, description="LanceDB: compact fragments, fold new rows into the indexes "
+        "and drop old versions after this many writes of one store object; every write adds "
+        "a fragment and a version, and a table of many is slow to write and search. 0: never")
+    keep_versions_s: float = Field(
+        600.0, ge=0, description="LanceDB: versions younger than this survive maintenance, "
+        "so a reader or writer in another process still on one does not lose its files")
+    ann_index_min_rows: int = Field(
+        10_000, ge=1, description="LanceDB: build the ANN vector index once the table has "
+        "this many rows; an exact scan reads every vector (over 100 ms on S3 at 10k rows), "
+        "and below this an index has too few vectors to partition well")
+    ann_rows_per_partition: int = Field(
+        4096, ge=1, description="LanceDB: rows per IVF partition when the ANN index is "
+        "trained; it is trained again once the table doubles, since new rows only join "
+        "the existing partitions and a search scans ann_nprobes of them")
+    ann_nprobes: int = Field(
+        20, ge=1, description="LanceDB: IVF partitions searched per query; more is better "
+        "recall and slower search")
+    ann_refine_factor: int = Field(
+        0, ge=0, description="LanceDB: re-rank k x this many candidates by exact cosine "
+        "distance, which restores what the index's 8-bit quantisation loses; 0: off, since "
+        "each candidate is a random read (an S3 request): 10 made a search 5x slower on S3")
 
 
 class S3Settings(BaseModel):

@@ -42,14 +42,20 @@ def open_store(
     if settings.kind == "none":
         return NullStore()
     if settings.kind == "lancedb":
-        from folio.stores.lancedb_store import LanceDBStore, lance_storage_options
+        from folio.stores.lancedb_store import LanceDBStore, LanceTuning, lance_storage_options
 
         uri = settings.uri or default_uri
         scheme, sep, _ = uri.partition("://")
         if sep and scheme.lower() not in ("s3", "file"):
             raise ConfigError(f"store.uri {uri!r}: LanceDB takes a folder or s3:// URI here")
         options = lance_storage_options(s3) if scheme.lower() == "s3" and sep else None
-        return LanceDBStore(uri, dim=dim, table=settings.table, storage_options=options)
+        return LanceDBStore(
+            uri,
+            dim=dim,
+            table=settings.table,
+            storage_options=options,
+            tuning=LanceTuning.from_settings(settings),
+        )
     if settings.kind == "pgvector":
         dsn = settings.uri or os.environ.get(PG_DSN_ENV)
         if not dsn:
