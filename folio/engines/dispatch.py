@@ -143,10 +143,6 @@ class Dispatcher:
             log.info("engine %s is back", slot.endpoint.base_url)
             self._cond.notify_all()
 
-    def healthy_count(self) -> int:
-        with self._cond:
-            return sum(1 for s in self.slots if s.healthy)
-
     def close(self) -> None:
         """Stop probing engines set aside (their threads end within ``recheck_s``)."""
         with self._cond:

@@ -39,7 +39,7 @@ from folio.errors import (
     EngineUnavailableError,
     TimeoutExpired,
 )
-from folio.gpu.vllm_server import Endpoint, RemoteEndpoint, active_endpoint, endpoint_members
+from folio.gpu.vllm_server import Endpoint, configured_endpoints, endpoint_members
 from folio.models import Attempt, PagePrep
 from folio.presets import ModelPreset, get_preset
 
@@ -144,7 +144,6 @@ class OpenAIEngine:
             raise ValueError("give endpoint= (one server) or endpoints= (several)")
         self.name = name
         self.endpoint = members[0]  # one server: every request goes here
-        self.endpoints = members
         # several servers of one model: each page goes to the least busy (folio.engines.dispatch)
         self._dispatch = Dispatcher(members) if len(members) > 1 else None
         self.preset = preset
@@ -179,33 +178,16 @@ class OpenAIEngine:
         """The engine ``config`` asks for, on ``endpoint``, else ``ocr.endpoint``, else the
         server the flow's :class:`VLLMTaskRunner` runs (see ``flows/vllm_runner.py``)."""
         ocr = config.ocr
-        if endpoint is None and ocr.server_urls():
-            remotes = [RemoteEndpoint(url, served_model_name=ocr.model, in_flight=ocr.in_flight)
-                       for url in ocr.server_urls()]
-            if len(remotes) > 1:
-                return cls._from_settings(config, endpoints=remotes)
-            endpoint = remotes[0]
-        endpoint = endpoint or active_endpoint()
-        if endpoint is None:
+        members = endpoint_members(endpoint) if endpoint is not None else configured_endpoints(ocr)
+        if not members:
             raise ConfigError(
                 f"engine {ocr.engine!r} has no endpoint: run the flow with VLLMTaskRunner "
                 "(--engine vllm) or give --endpoint URL (--engine openai)"
             )
-        members = endpoint_members(endpoint)  # a runner's servers, one per GPU
-        if len(members) > 1:
-            return cls._from_settings(config, endpoints=members)
-        return cls._from_settings(config, endpoint=endpoint)
-
-    @classmethod
-    def _from_settings(cls, config: PipelineConfig, *, endpoint: Endpoint | None = None,
-                       endpoints: Sequence[Endpoint] = ()) -> OpenAIEngine:
-        ocr = config.ocr
-        first = endpoint if endpoint is not None else endpoints[0]
         return cls(
-            endpoint=endpoint,
-            endpoints=endpoints,
+            endpoints=members,  # several: each page to the least busy (a runner's GPUs)
             preset=get_preset(ocr.preset),
-            model=first.served_model_name or ocr.model,
+            model=members[0].served_model_name or ocr.model,
             name=ocr.engine if ocr.engine in ("vllm", "openai") else "openai",
             temperatures=ocr.temperatures,
             max_tokens=ocr.max_tokens,

@@ -32,11 +32,14 @@ import weakref
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import IO, Protocol, Self
+from typing import IO, TYPE_CHECKING, Protocol, Self
 
 import httpx
 
 from folio.errors import EngineUnavailableError
+
+if TYPE_CHECKING:
+    from folio.config import OcrSettings
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +108,18 @@ def endpoint_members(endpoint: Endpoint) -> list[Endpoint]:
     """The servers behind ``endpoint``: a group's members, else the endpoint itself."""
     members = getattr(endpoint, "members", None)
     return list(members) if members else [endpoint]
+
+
+def configured_endpoints(ocr: OcrSettings) -> list[Endpoint]:
+    """The servers a run's OpenAI-protocol engine sends pages to: those the settings name
+    (``ocr.endpoints`` / ``ocr.endpoint``), else the task runner's (one, or one per GPU),
+    else none. The engine and the page scheduler's budget both read this."""
+    urls = ocr.server_urls()
+    if urls:
+        return [RemoteEndpoint(url, served_model_name=ocr.model, in_flight=ocr.in_flight)
+                for url in urls]
+    active = active_endpoint()
+    return endpoint_members(active) if active is not None else []
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -52,7 +52,7 @@ from pydantic import BaseModel, Field
 from folio import progress
 from folio.config import PipelineConfig
 from folio.engines.base import GENERATIVE_ENGINES
-from folio.gpu.vllm_server import active_endpoint, endpoint_members
+from folio.gpu.vllm_server import configured_endpoints
 from folio.io.sources import SourceRef
 from folio.models import DocumentResult, PagePrep, PageResult
 from folio.pipeline.outcome import page_failed, quarantine
@@ -120,13 +120,8 @@ def ocr_concurrency(config: PipelineConfig) -> int:
 
 
 def server_count(config: PipelineConfig) -> int:
-    """The servers a generative engine spreads pages over: the endpoints named in the
-    settings, else those of the task runner's group (one per GPU), else one."""
-    urls = config.ocr.server_urls()
-    if urls:
-        return len(urls)
-    active = active_endpoint()
-    return len(endpoint_members(active)) if active is not None else 1
+    """The servers a generative engine spreads pages over (at least one)."""
+    return max(1, len(configured_endpoints(config.ocr)))
 
 
 class QueueSample(BaseModel):
