@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -71,31 +70,16 @@ def phase_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     tag = f"g{len(gpu_list(args))}"
     sources = gup.round_sources(work, 1)
     out, report_path = work / f"out-multi-{tag}", work / f"report-multi-{tag}.json"
-    report_path.unlink(missing_ok=True)
-    shutil.rmtree(out, ignore_errors=True)  # no done-index from an earlier phase
-    log = work / f"cli-multi-{tag}.log"
-    with gup.Sampler(gpu_list(args), lambda: ready_urls(state_dir)) as sampler, \
-            log.open("w") as stderr:
-        t0, wall0 = time.monotonic(), time.time()
-        code = subprocess.run([sys.executable, "-m", "flows.cli",
-                               *gup.cli_args(args, sources, out, report_path)],
-                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr).returncode
-        t1 = time.monotonic()
-    if not report_path.is_file():
-        raise SystemExit(f"folio ingest exited {code} without a report: see {log}")
-    report = json.loads(report_path.read_text())
-    timing = report["timing"]
-    flow_start = t0 + (timing["started_unix"] - wall0)
-    pages, tokens = gup.ocr_pages_in(out)
-    seconds = timing["seconds"]
+    run = gup.run_cli(args, sources, out, report_path, work / f"cli-multi-{tag}.log",
+                      gup.Sampler(gpu_list(args), lambda: ready_urls(state_dir)))
+    seconds, pages = run.report["timing"]["seconds"], run.pages
     return {"phase": "pipeline", "gpus": gpu_list(args), "servers": len(ready_urls(state_dir)),
-            "exit_code": code, "pages": report["totals"]["pages"], "pages_ocr": pages,
-            "seconds": seconds, "cli_wall_seconds": round(t1 - t0, 2),
+            "exit_code": run.code, "pages": run.report["totals"]["pages"], "pages_ocr": pages,
+            "seconds": seconds, "cli_wall_seconds": run.wall_seconds,
             "pages_per_s": round(pages / seconds, 3),
-            "completion_tokens_per_page": tokens // max(pages, 1),
-            "after_last_page_s": timing.get("after_last_page_s"),
-            "queue": sampler.summary(flow_start, flow_start + seconds),
-            "config": report.get("config")}
+            "completion_tokens_per_page": run.tokens // max(pages, 1),
+            "after_last_page_s": run.report["timing"].get("after_last_page_s"),
+            "queue": run.window, "config": run.report.get("config")}
 
 
 def phase_raw(args: argparse.Namespace) -> dict[str, Any]:

@@ -46,6 +46,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
@@ -376,14 +377,47 @@ def phase_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(args.work)
     sources = round_sources(work, args.round)
     out, report_path = work / f"out-r{args.round}", work / f"report-r{args.round}.json"
-    report_path.unlink(missing_ok=True)
-    # a phase repeated in one machine session (`profile 1` after `round 1`) starts from
-    # nothing: the round's outputs would have its done-index skip every document
-    shutil.rmtree(out, ignore_errors=True)
     config = resolved(args)
     key = _spec_key(config)  # imports Prefect here, not in the sampler's thread
-    log = work / f"cli-r{args.round}.log"
-    with Sampler(args.gpu, lambda: _server_url(key)) as sampler, log.open("w") as stderr:
+    run = run_cli(args, sources, out, report_path, work / f"cli-r{args.round}.log",
+                  Sampler(args.gpu, lambda: _server_url(key)))
+    report, timing, code = run.report, run.report["timing"], run.code
+    pages, tokens, seconds = run.pages, run.tokens, timing["seconds"]
+    state = read_state(ServerFiles(Path(os.environ["FOLIO_SERVER__STATE_DIR"]), key).state)
+    window = run.window
+    return {"phase": "pipeline", "round": args.round, "gpu": args.gpu, "exit_code": code,
+            "documents": report["totals"]["documents"], "pages": report["totals"]["pages"],
+            "pages_ocr": pages, "seconds": seconds, "cli_wall_seconds": run.wall_seconds,
+            "pages_per_s": round(pages / seconds, 3), "all_pages_per_s": round(
+                report["totals"]["pages"] / seconds, 3),
+            "completion_tokens_per_page": tokens // max(pages, 1),
+            "timing": timing, "totals": report["totals"], "queue": window,
+            "server": state.model_dump() if state else None,
+            "config": report.get("config")}
+
+
+@dataclass
+class CliRun:
+    """One `folio ingest` as a user runs it: its exit code and report, the pages and
+    tokens its outputs hold, the sampler's window over the flow's own time."""
+
+    code: int
+    report: dict[str, Any]
+    pages: int
+    tokens: int
+    wall_seconds: float
+    window: dict[str, Any]
+
+
+def run_cli(args: argparse.Namespace, sources: Path, out: Path, report_path: Path, log: Path,
+            sampler: Sampler) -> CliRun:
+    """`python -m flows.cli ingest ...` in a process of its own (as a user starts it),
+    sampled while it runs; the window is cut to the flow's own time from its report."""
+    report_path.unlink(missing_ok=True)
+    # a phase repeated in one machine session (`profile 1` after `round 1`) starts from
+    # nothing: the earlier outputs would have the done-index skip every document
+    shutil.rmtree(out, ignore_errors=True)
+    with sampler, log.open("w") as stderr:
         t0, wall0 = time.monotonic(), time.time()
         code = subprocess.run([sys.executable, "-m", "flows.cli",
                                *cli_args(args, sources, out, report_path)],
@@ -395,18 +429,9 @@ def phase_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     timing = report["timing"]
     flow_start = t0 + (timing["started_unix"] - wall0)
     pages, tokens = ocr_pages_in(out)
-    seconds = timing["seconds"]
-    state = read_state(ServerFiles(Path(os.environ["FOLIO_SERVER__STATE_DIR"]), key).state)
-    window = sampler.summary(flow_start, flow_start + timing["seconds"])
-    return {"phase": "pipeline", "round": args.round, "gpu": args.gpu, "exit_code": code,
-            "documents": report["totals"]["documents"], "pages": report["totals"]["pages"],
-            "pages_ocr": pages, "seconds": seconds, "cli_wall_seconds": round(t1 - t0, 2),
-            "pages_per_s": round(pages / seconds, 3), "all_pages_per_s": round(
-                report["totals"]["pages"] / seconds, 3),
-            "completion_tokens_per_page": tokens // max(pages, 1),
-            "timing": timing, "totals": report["totals"], "queue": window,
-            "server": state.model_dump() if state else None,
-            "config": report.get("config")}
+    return CliRun(code=code, report=report, pages=pages, tokens=tokens,
+                  wall_seconds=round(t1 - t0, 2),
+                  window=sampler.summary(flow_start, flow_start + timing["seconds"]))
 
 
 def _spec_key(config: Any) -> str:
