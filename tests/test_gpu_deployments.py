@@ -38,13 +38,14 @@ BATCH = "folio-ingest/batch-h200"
 @pytest.fixture(scope="module")
 def gpu_worker(prefect_stack_server: PrefectStack, tmp_path_factory: pytest.TempPathFactory
                ) -> Iterator[dict[str, Any]]:
-    """Pools from the profiles, the GPU deployments from prefect.yaml, one worker."""
+    """Pools from the profiles, `prefect deploy --all` of prefect.yaml, one worker on the
+    H200 pool."""
     stack = prefect_stack_server
     state_dir = tmp_path_factory.mktemp("gpu-servers")
     applied = stack.run(sys.executable, "-m", "deployments.work_pools", "--apply")
     assert applied.returncode == 0, applied.stdout + applied.stderr
-    deploy = stack.run(sys.executable, "-m", "prefect", "--no-prompt", "deploy",
-                       "--name", "document-h200", "--name", "batch-h200")
+    # every deployment of prefect.yaml, as a user deploys them (the GPU ones among them)
+    deploy = stack.run(sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all")
     assert deploy.returncode == 0, deploy.stdout[-3000:] + deploy.stderr[-3000:]
     command = [sys.executable, FAKE, "--port", "{port}", "--delay", "0.05",
                "--output", "chandra1_page.html"]
