@@ -168,7 +168,9 @@ def engine_pages(work: Path, config: Any) -> list[Path]:
         info = probe(pdf, None, 120, 4096)
         job = WorkerJob(pdf=pdf, pages=list(range(info.page_count)), out_dir=work / "raw" / f"d{i}",
                         render_settings=config.render, route_settings=config.route,
-                        render="untrusted", timeout_s=900)
+                        # as the pipeline's scheduler asks it
+                        render="untrusted" if config.route.mode == "auto" else "all",
+                        timeout_s=900)
         kept = []
         for page in prepare_pages(job):
             if route_page(page, config.route).kind == "ocr" and page.image_path:
@@ -410,9 +412,10 @@ class CliRun:
 
 
 def run_cli(args: argparse.Namespace, sources: Path, out: Path, report_path: Path, log: Path,
-            sampler: Sampler) -> CliRun:
+            sampler: Sampler, extra: tuple[str, ...] = ()) -> CliRun:
     """`python -m flows.cli ingest ...` in a process of its own (as a user starts it),
-    sampled while it runs; the window is cut to the flow's own time from its report."""
+    sampled while it runs; the window is cut to the flow's own time from its report.
+    ``extra``: more options of the user's command line (bench/engine_limit.py's route)."""
     report_path.unlink(missing_ok=True)
     # a phase repeated in one machine session (`profile 1` after `round 1`) starts from
     # nothing: the earlier outputs would have the done-index skip every document
@@ -420,7 +423,7 @@ def run_cli(args: argparse.Namespace, sources: Path, out: Path, report_path: Pat
     with sampler, log.open("w") as stderr:
         t0, wall0 = time.monotonic(), time.time()
         code = subprocess.run([sys.executable, "-m", "flows.cli",
-                               *cli_args(args, sources, out, report_path)],
+                               *cli_args(args, sources, out, report_path), *extra],
                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr).returncode
         t1 = time.monotonic()
     if not report_path.is_file():

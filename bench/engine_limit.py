@@ -1,0 +1,402 @@
+"""How close folio gets to the GPU's own limit: vLLM's offline engine, ``vllm serve`` as
+folio starts it, and folio's pipeline, on the same page images and prompts.
+
+For each preset (its prompt, its render size, its server-side pixel cap):
+
+* **offline**: ``LLM.chat`` in this process, built from the very options folio gives
+  ``vllm serve`` (:func:`engine_kwargs` reads them off folio's own command line), the
+  pages as the same data URLs the engine sends. Preprocessing (decoding the images,
+  vLLM's processor, adding the requests) is timed apart from the rest: vLLM creates its
+  "Processed prompts" progress bar once every request is added, and :class:`_Clock`
+  notes when. Pages/s count the whole call, preprocessing included.
+* **served**: folio's shared server for the configuration (``VLLMTaskRunner``, as a run
+  starts it), the same data URLs sent with the async OpenAI client, the profile's
+  requests in flight (what bench/gpu_user_path.py calls the raw engine).
+* **pipeline**: ``folio ingest --route ocr`` on the documents those pages come from, in a
+  process of its own, as a user runs it: every page rendered, sent, parsed, validated,
+  embedded and loaded. ``--route ocr`` sends every page to the GPU (a scanned
+  collection's path), so the three phases have the same pages.
+
+The presets: ``chandra`` (its long layout prompt, pages to 2048 px), ``olmocr2``
+(olmOCR 2's prompt, 1288 px) and ``generic`` (a short markdown prompt, 1600 px).
+Documents: the PDFs under ``--pdfs`` as byte-distinct copies until ``--min-pages``.
+
+Steps (state in ``--work``; each its own command, so a 10-minute limit per command fits):
+
+    python bench/engine_limit.py pages --pdfs .corpus-carry --work /tmp/elim
+    python bench/engine_limit.py offline --presets chandra,generic --work /tmp/elim
+    python bench/engine_limit.py served --preset chandra --work /tmp/elim --owner-pid PID
+    python bench/engine_limit.py pipeline --preset chandra --work /tmp/elim --owner-pid PID
+    python bench/engine_limit.py report --work /tmp/elim --out bench/results
+
+Here, without a GPU (the fake server; no offline phase):
+
+    .venv/bin/python bench/engine_limit.py smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+import gpu_user_path as gup  # the GPU benchmark's documents, sender, sampler
+
+PRESETS = ("chandra", "olmocr2", "generic")
+
+#: what this benchmark changes beyond bench/gpu_user_path.py's SETTINGS, and why
+EXTRA_SETTINGS: dict[str, tuple[Any, str]] = {
+    "route": ("ocr", "every page to the GPU (a scanned collection's path), so the offline, "
+                     "served and pipeline phases have the same pages"),
+}
+
+
+def engine_kwargs(argv: list[str]) -> dict[str, Any]:
+    """``LLM(...)`` keyword arguments from ``vllm serve`` options: ``--max-num-seqs 256``
+    becomes ``max_num_seqs=256`` (values read as JSON where they are JSON),
+    ``--enforce-eager`` True and ``--no-enable-prefix-caching`` ``enable_prefix_caching=
+    False``. Only options of the engine itself belong here (no host, port or model)."""
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(argv):
+        flag = argv[i]
+        if not flag.startswith("--"):
+            raise ValueError(f"not an option: {flag!r} in {argv}")
+        name = flag[2:].replace("-", "_")
+        has_value = i + 1 < len(argv) and not argv[i + 1].startswith("--")
+        if has_value:
+            raw = argv[i + 1]
+            try:
+                out[name] = json.loads(raw)
+            except json.JSONDecodeError:
+                out[name] = raw
+            i += 2
+        else:
+            if name.startswith("no_"):
+                out[name[3:]] = False
+            else:
+                out[name] = True
+            i += 1
+    return out
+
+
+# --- configuration ------------------------------------------------------------------------
+
+
+def _args_for(args: argparse.Namespace, preset: str) -> argparse.Namespace:
+    """The GPU benchmark's argument namespace for one preset."""
+    return argparse.Namespace(**{**vars(args), "preset": preset, "round": 1})
+
+
+def config_for(args: argparse.Namespace, preset: str) -> Any:
+    """What the CLI resolves for ``folio ingest --route ocr --preset P`` with the
+    benchmark's settings (servers, pages and pipeline all read it)."""
+    from folio import cli
+    from folio.run_config import resolve_config
+
+    work = Path(args.work)
+    argv = [*gup.cli_args(_args_for(args, preset), work, work, work / "unused.json"),
+            "--route", "ocr"]
+    options = cli._parser().parse_args(argv)
+    return resolve_config(engine=options.engine, route=options.route,
+                          reprocess=options.reprocess, settings=cli._settings(options))
+
+
+def preset_work(args: argparse.Namespace, preset: str) -> Path:
+    return Path(args.work) / preset
+
+
+# --- pages --------------------------------------------------------------------------------
+
+
+def step_pages(args: argparse.Namespace) -> dict[str, Any]:
+    """The documents (copies until ``--min-pages``, then as few as reach it) and, for
+    each preset, every page rendered by folio's page worker at that preset's size."""
+    work = Path(args.work)
+    meta = gup.build_corpus(Path(args.pdfs), work, args.min_pages, 1)
+    chosen, pages = [], 0
+    for doc in sorted(meta["documents"], key=lambda d: d["path"]):
+        if pages >= args.min_pages:
+            break
+        chosen.append(doc)
+        pages += doc["pages"]
+    out: dict[str, Any] = {"documents": len(chosen), "pages": pages, "presets": {}}
+    for preset in args.presets.split(","):
+        pw = preset_work(args, preset)
+        pw.mkdir(parents=True, exist_ok=True)
+        (pw / "corpus.json").write_text(json.dumps({**meta, "documents": chosen,
+                                                    "pages": pages}, indent=1))
+        images = gup.engine_pages(pw, config_for(args, preset))
+        out["presets"][preset] = len(images)
+    return out
+
+
+def _pages(args: argparse.Namespace, preset: str) -> list[Path]:
+    listing = preset_work(args, preset) / "engine-pages.json"
+    if not listing.is_file():
+        raise SystemExit(f"no pages for {preset}: run the `pages` step first")
+    return [Path(p) for p in json.loads(listing.read_text())]
+
+
+def _messages(urls: list[str], prompt: str, image_first: bool) -> list[list[dict[str, Any]]]:
+    """One conversation per page, as folio's engine and the served phase send it."""
+    out = []
+    for url in urls:
+        image = {"type": "image_url", "image_url": {"url": url}}
+        text = {"type": "text", "text": prompt}
+        out.append([{"role": "user", "content": [image, text] if image_first else [text, image]}])
+    return out
+
+
+# --- offline ------------------------------------------------------------------------------
+
+
+class _Clock:
+    """A tqdm factory for ``LLM.chat(use_tqdm=...)`` that notes when vLLM creates its
+    "Processed prompts" bar: the moment every request has been rendered and added."""
+
+    def __init__(self) -> None:
+        self.marks: dict[str, float] = {}
+
+    def __call__(self, *a: Any, **kw: Any) -> Any:
+        from tqdm import tqdm
+
+        self.marks.setdefault(str(kw.get("desc", "")), time.perf_counter())
+        kw["disable"] = True
+        return tqdm(*a, **kw)
+
+
+def step_offline(args: argparse.Namespace) -> dict[str, Any]:
+    """Each preset's pages through one ``LLM`` built from folio's server options."""
+    from vllm import LLM, SamplingParams
+
+    from flows.vllm_runner import VLLMTaskRunner
+    from folio.engines.openai_engine import encode_image
+    from folio.presets import get_preset
+
+    gup.use_gpu(argparse.Namespace(gpu=args.gpu, work=args.work, owner_pid=None))
+    presets = args.presets.split(",")
+    first = config_for(args, presets[0])
+    # the very command line and environment folio starts `vllm serve` with for the first
+    # preset (the others differ only in the pixel cap, given with each call below)
+    spec = VLLMTaskRunner.from_config(first).spec()
+    os.environ.update(spec.env)
+    command = list(spec.command)
+    kwargs = engine_kwargs(command[command.index("--port") + 2:])
+    kwargs.pop("served_model_name", None)
+    model = command[command.index("serve") + 1]
+    t0 = time.perf_counter()
+    llm = LLM(model=model, **kwargs)
+    start_s = time.perf_counter() - t0
+    results = []
+    for name in presets:
+        config = config_for(args, name)
+        preset = get_preset(name)
+        images = _pages(args, name)
+        urls = [encode_image(p, config.render.max_pixels)[0] for p in images]
+        conversations = _messages(urls, preset.prompt, preset.image_first)
+        params = SamplingParams(max_tokens=config.ocr.max_tokens, ignore_eos=True,
+                                temperature=0.0)
+        mm = preset.mm_processor_kwargs(config.render.max_pixels)
+        llm.chat(conversations[:4], params, use_tqdm=False, mm_processor_kwargs=mm)  # warm-up
+        clock = _Clock()
+        t0 = time.perf_counter()
+        outs = llm.chat(conversations, params, use_tqdm=clock, mm_processor_kwargs=mm)
+        seconds = time.perf_counter() - t0
+        added = clock.marks.get("Processed prompts", t0) - t0
+        prompt_tokens = sum(len(o.prompt_token_ids or []) for o in outs)
+        completion = sum(len(o.outputs[0].token_ids) for o in outs)
+        result = {"preset": name, "pages": len(outs), "seconds": round(seconds, 2),
+                  "pages_per_s": round(len(outs) / seconds, 3),
+                  "preprocessing_seconds": round(added, 2),
+                  "after_preprocessing_seconds": round(seconds - added, 2),
+                  "prompt_tokens_per_page": prompt_tokens // max(1, len(outs)),
+                  "completion_tokens_per_page": completion // max(1, len(outs)),
+                  "output_tokens_per_s": round(completion / seconds)}
+        print(json.dumps(result), flush=True)
+        results.append(result)
+        _save(args, f"offline-{name}", {"phase": "offline", **result, "engine_start_s":
+                                        round(start_s, 1), "engine_kwargs": kwargs,
+                                        "mm_processor_kwargs": mm})
+    return {"phase": "offline", "results": results, "engine_kwargs": kwargs}
+
+
+# --- served and pipeline -----------------------------------------------------------------
+
+
+def step_served(args: argparse.Namespace) -> dict[str, Any]:
+    """The preset's pages to the shared server folio starts for its configuration."""
+    from flows.vllm_runner import VLLMTaskRunner
+    from folio.presets import get_preset
+
+    gup.use_gpu(args)
+    config = config_for(args, args.preset)
+    images = _pages(args, args.preset)
+    runner = VLLMTaskRunner.from_config(config)
+    preset = get_preset(config.ocr.preset)
+    with runner:
+        endpoint = runner.endpoint
+        assert endpoint is not None
+        model = endpoint.served_model_name or config.ocr.model or "fake-ocr"
+        send = dict(prompt=preset.prompt, image_first=preset.image_first,
+                    max_tokens=config.ocr.max_tokens, in_flight=config.ocr.in_flight,
+                    max_pixels=config.render.max_pixels)
+        asyncio.run(gup.send_raw(endpoint.base_url, model, images[:4], **send))  # warm-up
+        with gup.Sampler(args.gpu, endpoint.base_url) as sampler:
+            t0 = time.monotonic()
+            result = asyncio.run(gup.send_raw(endpoint.base_url, model, images, **send))
+            t1 = time.monotonic()
+    return {"phase": "served", "preset": args.preset, **result, "in_flight": config.ocr.in_flight,
+            "queue": {k: v for k, v in sampler.summary(t0, t1).items() if k != "series"}}
+
+
+def step_pipeline(args: argparse.Namespace) -> dict[str, Any]:
+    """``folio ingest --route ocr`` on the documents of the preset's pages."""
+    gup.use_gpu(args)
+    pw = preset_work(args, args.preset)
+    pargs = _args_for(args, args.preset)
+    sources = gup.round_sources(pw, 1)
+    out, report_path = pw / "out", pw / "report.json"
+    config = config_for(args, args.preset)
+    key = gup._spec_key(config)
+    run = gup.run_cli(pargs, sources, out, report_path, pw / "cli.log",
+                      gup.Sampler(args.gpu, lambda: gup._server_url(key)), extra=("--route", "ocr"))
+    seconds = run.report["timing"]["seconds"]
+    return {"phase": "pipeline", "preset": args.preset, "exit_code": run.code,
+            "documents": run.report["totals"]["documents"], "pages": run.pages,
+            "seconds": seconds, "pages_per_s": round(run.pages / seconds, 3),
+            "cli_wall_seconds": run.wall_seconds,
+            "completion_tokens_per_page": run.tokens // max(run.pages, 1),
+            "totals": run.report["totals"],
+            "queue": {k: v for k, v in run.window.items() if k != "series"}}
+
+
+# --- report -------------------------------------------------------------------------------
+
+
+def _save(args: argparse.Namespace, name: str, result: dict[str, Any]) -> None:
+    phases = Path(args.work) / "phases"
+    phases.mkdir(parents=True, exist_ok=True)
+    (phases / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
+
+
+def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
+    phases = [json.loads(p.read_text()) for p in sorted((work / "phases").glob("*.json"))]
+    by: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for p in phases:
+        by.setdefault(p["preset"], {}).setdefault(p["phase"], []).append(p)
+    settings = {k: {"value": v, "why": why} for k, (v, why) in
+                {**gup.SETTINGS, **EXTRA_SETTINGS}.items()}
+    settings["environment"] = gup.ENVIRONMENT
+    rows = []
+    for preset, got in sorted(by.items()):
+        rate = {ph: statistics.median(r["pages_per_s"] for r in rs) for ph, rs in got.items()}
+        offline = rate.get("offline")
+        row: dict[str, Any] = {
+            "preset": preset,
+            "pages": max(r["pages"] for rs in got.values() for r in rs),
+            "offline_pages_per_s": offline, "served_pages_per_s": rate.get("served"),
+            "pipeline_pages_per_s": rate.get("pipeline"),
+            "served_over_offline": round(rate["served"] / offline, 3)
+            if offline and "served" in rate else None,
+            "pipeline_over_offline": round(rate["pipeline"] / offline, 3)
+            if offline and "pipeline" in rate else None,
+            "pipeline_over_served": round(rate["pipeline"] / rate["served"], 3)
+            if "pipeline" in rate and "served" in rate else None,
+        }
+        for key in ("prompt_tokens_per_page", "preprocessing_seconds"):
+            if "offline" in got:
+                row[f"offline_{key}"] = got["offline"][-1].get(key)
+        if "served" in got:
+            row["served_prompt_tokens_per_page"] = got["served"][-1].get("prompt_tokens_per_page")
+            row["served_gpu_utilization"] = got["served"][-1]["queue"].get("gpu_utilization_mean")
+        if "pipeline" in got:
+            row["pipeline_gpu_utilization"] = got["pipeline"][-1]["queue"].get(
+                "gpu_utilization_mean")
+        row["missing"] = [ph for ph in ("offline", "served", "pipeline") if ph not in got]
+        rows.append(row)
+    result = {"gpu": gup._gpu_name(), "commit": os.environ.get("FOLIO_BENCH_COMMIT"),
+              "results": rows, "settings": settings, "command": command,
+              "how": "offline: LLM.chat in one process built from folio's `vllm serve` options "
+                     "(bench/engine_limit.engine_kwargs), pages/s over the whole call "
+                     "(preprocessing included; preprocessing_seconds: until vLLM had every "
+                     "request); served: the same data URLs to folio's shared server, the "
+                     "profile's requests in flight; pipeline: `folio ingest --route ocr` on "
+                     "the documents of those pages, over the flow's own time. One GPU, the "
+                     "phases one after the other.",
+              "phases": phases}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "engine_limit.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+# --- main ---------------------------------------------------------------------------------
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("step", choices=["pages", "offline", "served", "pipeline", "report", "smoke"])
+    ap.add_argument("--work", default="/tmp/folio-engine-limit")
+    ap.add_argument("--pdfs", default=str(ROOT.parent / "shared" / "corpus"))
+    ap.add_argument("--min-pages", type=int, default=1000)
+    ap.add_argument("--presets", default=",".join(PRESETS))
+    ap.add_argument("--preset", default="chandra")
+    ap.add_argument("--gpu", type=int, default=0)
+    ap.add_argument("--model", default="/tmp/synthetic-vlm")
+    ap.add_argument("--owner-pid", type=int, help="keep the shared server alive while it lives")
+    ap.add_argument("--fake", action="store_true", help="the fake server instead of vLLM")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    ap.add_argument("--command", default="", help="the whole command sequence, for the result")
+    args = ap.parse_args()
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    if args.step == "smoke":
+        return smoke(args)
+    if args.step == "report":
+        result = report(work, Path(args.out), args.command)
+        for row in result["results"]:
+            print(json.dumps(row))
+        return
+    if args.step == "pages":
+        print(json.dumps(step_pages(args)))
+        return
+    if args.step == "offline":
+        step_offline(args)
+        return
+    result = {"served": step_served, "pipeline": step_pipeline}[args.step](args)
+    _save(args, f"{args.step}-{args.preset}", result)
+    print(json.dumps({k: result.get(k) for k in ("phase", "preset", "pages", "seconds",
+                                                  "pages_per_s", "prompt_tokens_per_page")}))
+
+
+def smoke(args: argparse.Namespace) -> None:
+    """The pages, served and pipeline steps and the report against the fake server, on a
+    few corpus PDFs (no GPU, so no offline phase)."""
+    work = Path(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    base = [sys.executable, __file__]
+    common = ["--work", str(work), "--fake"]
+    steps = [["pages", "--pdfs", args.pdfs, "--min-pages", "20", "--presets", "chandra,generic"],
+             ["served", "--preset", "chandra"], ["pipeline", "--preset", "chandra"],
+             ["served", "--preset", "generic"],
+             ["report", "--out", str(work / "results")]]
+    for step in steps:
+        subprocess.run([*base, step[0], *common, *step[1:]], check=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The GPU machine's side of bench/engine_limit.py, one step per device call (10 minutes
+# each at most; the machine stays warm between back-to-back calls). One GPU; the phases
+# run one after the other, each with the GPU to itself.
+#
+#   bash bench/engine_limit_device.sh setup            # after staging: install, model, pages
+#   bash bench/engine_limit_device.sh offline          # LLM.chat, every preset of $PRESETS (background)
+#   bash bench/engine_limit_device.sh offline-wait     # until the offline phase is done
+#   bash bench/engine_limit_device.sh served chandra   # folio's shared server, the same pages
+#   bash bench/engine_limit_device.sh pipeline chandra # folio ingest --route ocr; then its server stops
+#   bash bench/engine_limit_device.sh report           # $OUT/engine_limit.json
+#
+# Carried (git-ignored): .device-stage, .gs-carry, .corpus-carry, .device-carry, as for
+# bench/gpu_user_path_device.sh. FOLIO_BENCH_COMMIT names the checkout in the result.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+W=/tmp/elim
+E="python3 bench/engine_limit.py --work $W"
+[ -f /tmp/site/env.sh ] && . /tmp/site/env.sh
+export PATH=$PWD/.gs-carry/bin:$PATH PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1
+export PREFECT_SERVER_ANALYTICS_ENABLED=false PREFECT_HOME=$W/prefect-cli PREFECT_UI_ENABLED=false
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+OUT=${OUT:-$W/out}
+PRESETS=${PRESETS:-chandra,generic,olmocr2}
+MIN_PAGES=${MIN_PAGES:-1000}
+mkdir -p "$OUT" "$W"
+
+wait_offline() {  # up to $1 seconds for the background offline phase
+  local pid; pid=$(cat /tmp/elim-offline.pid 2>/dev/null) || return 0
+  local end=$((SECONDS + $1))
+  while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 5; done
+  kill -0 "$pid" 2>/dev/null && echo "offline still running" || echo "offline done"
+  grep '^{' $W/offline.log; tail -3 $W/offline.log
+}
+
+case "${1:-}" in
+  setup)
+    if [ ! -f /tmp/site/env.sh ]; then bash .device-stage/bin/install.sh || exit 1; . /tmp/site/env.sh; fi
+    export PYTHONPATH=$PWD:$PYTHONPATH
+    gs --version || exit 1
+    [ -d /tmp/synthetic-vlm ] || python3 .device-carry/make_synthetic_vlm.py /tmp/synthetic-vlm || exit 1
+    $E pages --pdfs .corpus-carry --min-pages "$MIN_PAGES" --presets "$PRESETS" || exit 1
+    ;;
+  offline)
+    # in the background, so the phase may run past one call's 10 minutes
+    setsid nohup $E offline --presets "$PRESETS" > $W/offline.log 2>&1 &
+    echo $! > /tmp/elim-offline.pid
+    wait_offline "${WAIT:-540}"
+    ;;
+  offline-wait)
+    wait_offline "${WAIT:-540}"
+    ;;
+  served)
+    wait_offline 600
+    p=$2
+    setsid sleep 1500 & echo $! > /tmp/elim-owner-$p.pid
+    $E served --preset "$p" --owner-pid "$(cat /tmp/elim-owner-$p.pid)" > "$OUT/served-$p.log" 2>&1
+    tail -2 "$OUT/served-$p.log"
+    ;;
+  pipeline)
+    p=$2
+    $E pipeline --preset "$p" --owner-pid "$(cat /tmp/elim-owner-$p.pid)" > "$OUT/pipeline-$p.log" 2>&1
+    tail -2 "$OUT/pipeline-$p.log"
+    kill "$(cat /tmp/elim-owner-$p.pid)"; sleep 15  # its server stops: the GPU comes free
+    ;;
+  report)
+    $E report --out "$OUT" --command "bash bench/engine_limit_device.sh setup; offline; served P; pipeline P (each preset); report (see the script)"
+    mkdir -p "$OUT/phases"; cp $W/phases/*.json "$OUT/phases/" 2>/dev/null; cp $W/offline.log "$OUT/" 2>/dev/null
+    ;;
+  *) echo "usage: $0 setup | offline | offline-wait | served P | pipeline P | report" >&2; exit 2 ;;
+esac
