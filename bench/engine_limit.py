@@ -27,7 +27,14 @@ Steps (state in ``--work``; each its own command, so a 10-minute limit per comma
     python bench/engine_limit.py offline --presets chandra,generic --work /tmp/elim
     python bench/engine_limit.py served --preset chandra --work /tmp/elim --owner-pid PID
     python bench/engine_limit.py pipeline --preset chandra --work /tmp/elim --owner-pid PID
+    python bench/engine_limit.py served --preset chandra --tag api4 \
+        --server-args '["--api-server-count", "4"]' --work /tmp/elim --owner-pid PID2
     python bench/engine_limit.py report --work /tmp/elim --out bench/results
+
+A variant (``--tag``, ``--server-args``) is a served or pipeline phase whose ``vllm
+serve`` gets more options after the benchmark's own: each setting the issue names is
+measured that way before a profile takes it. Its server is a different one (the options
+are part of a shared server's key): stop the previous one first (its owner process).
 
 Here, without a GPU (the fake server; no offline phase):
 
@@ -109,10 +116,34 @@ def config_for(args: argparse.Namespace, preset: str) -> Any:
 
     work = Path(args.work)
     argv = [*gup.cli_args(_args_for(args, preset), work, work, work / "unused.json"),
-            "--route", "ocr"]
+            *user_options(args)]
     options = cli._parser().parse_args(argv)
     return resolve_config(engine=options.engine, route=options.route,
                           reprocess=options.reprocess, settings=cli._settings(options))
+
+
+def variant_args(args: argparse.Namespace) -> list[str]:
+    """A variant's own ``vllm serve`` options (``--server-args``, a JSON list)."""
+    extra = json.loads(getattr(args, "server_args", None) or "[]")
+    if not isinstance(extra, list) or not all(isinstance(a, str) for a in extra):
+        raise SystemExit(f"--server-args: a JSON list of strings, not {extra!r}")
+    return extra
+
+
+def user_options(args: argparse.Namespace) -> list[str]:
+    """What the benchmark adds to the user's command line beyond bench/gpu_user_path.py's
+    settings: the route and, for a variant, its server options after the benchmark's."""
+    out = ["--route", "ocr"]
+    extra = variant_args(args)
+    if extra:
+        base = list(gup.SETTINGS["server.extra_args"][0])
+        out += ["--set", f"server.extra_args={json.dumps(base + extra)}"]
+    return out
+
+
+def phase_name(args: argparse.Namespace) -> str:
+    tag = getattr(args, "tag", None) or ("default" if not variant_args(args) else "variant")
+    return f"{args.step}-{args.preset}-{tag}"
 
 
 def preset_work(args: argparse.Namespace, preset: str) -> Path:
@@ -176,7 +207,7 @@ class _Clock:
 
         self.marks.setdefault(str(kw.get("desc", "")), time.perf_counter())
         # drawn to nowhere, not disabled: vLLM divides by the bar's elapsed time
-        kw.update(file=open(os.devnull, "w"), mininterval=60.0)  # noqa: SIM115
+        kw.update(file=open(os.devnull, "w"), mininterval=60.0)
         return tqdm(*a, **kw)
 
 
@@ -260,7 +291,8 @@ def step_served(args: argparse.Namespace) -> dict[str, Any]:
             t0 = time.monotonic()
             result = asyncio.run(gup.send_raw(endpoint.base_url, model, images, **send))
             t1 = time.monotonic()
-    return {"phase": "served", "preset": args.preset, **result, "in_flight": config.ocr.in_flight,
+    return {"phase": "served", "preset": args.preset, "variant": args.tag or "default",
+            "server_args": variant_args(args), **result, "in_flight": config.ocr.in_flight,
             "queue": {k: v for k, v in sampler.summary(t0, t1).items() if k != "series"}}
 
 
@@ -274,9 +306,11 @@ def step_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     config = config_for(args, args.preset)
     key = gup._spec_key(config)
     run = gup.run_cli(pargs, sources, out, report_path, pw / "cli.log",
-                      gup.Sampler(args.gpu, lambda: gup._server_url(key)), extra=("--route", "ocr"))
+                      gup.Sampler(args.gpu, lambda: gup._server_url(key)),
+                      extra=tuple(user_options(args)))
     seconds = run.report["timing"]["seconds"]
-    return {"phase": "pipeline", "preset": args.preset, "exit_code": run.code,
+    return {"phase": "pipeline", "preset": args.preset, "variant": args.tag or "default",
+            "server_args": variant_args(args), "exit_code": run.code,
             "documents": run.report["totals"]["documents"], "pages": run.pages,
             "seconds": seconds, "pages_per_s": round(run.pages / seconds, 3),
             "cli_wall_seconds": run.wall_seconds,
@@ -296,18 +330,30 @@ def _save(args: argparse.Namespace, name: str, result: dict[str, Any]) -> None:
 
 def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
     phases = [json.loads(p.read_text()) for p in sorted((work / "phases").glob("*.json"))]
-    by: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    by: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {}
+    offline_by: dict[str, list[dict[str, Any]]] = {}
     for p in phases:
-        by.setdefault(p["preset"], {}).setdefault(p["phase"], []).append(p)
+        if p["phase"] == "offline":  # one offline engine per preset: every variant's yardstick
+            offline_by.setdefault(p["preset"], []).append(p)
+        else:
+            by.setdefault((p["preset"], p.get("variant", "default")), {}).setdefault(
+                p["phase"], []).append(p)
+    for preset in offline_by:
+        by.setdefault((preset, "default"), {})
+    for (preset, _), got in by.items():
+        if preset in offline_by:
+            got["offline"] = offline_by[preset]
     settings = {k: {"value": v, "why": why} for k, (v, why) in
                 {**gup.SETTINGS, **EXTRA_SETTINGS}.items()}
     settings["environment"] = gup.ENVIRONMENT
     rows = []
-    for preset, got in sorted(by.items()):
+    for (preset, variant), got in sorted(by.items()):
         rate = {ph: statistics.median(r["pages_per_s"] for r in rs) for ph, rs in got.items()}
         offline = rate.get("offline")
+        served = got.get("served") or got.get("pipeline") or [{}]
         row: dict[str, Any] = {
-            "preset": preset,
+            "preset": preset, "variant": variant,
+            "server_args": served[-1].get("server_args", []),
             "pages": max(r["pages"] for rs in got.values() for r in rs),
             "offline_pages_per_s": offline, "served_pages_per_s": rate.get("served"),
             "pipeline_pages_per_s": rate.get("pipeline"),
@@ -359,6 +405,9 @@ def main() -> None:
     ap.add_argument("--gpu", type=int, default=0)
     ap.add_argument("--model", default="/tmp/synthetic-vlm")
     ap.add_argument("--owner-pid", type=int, help="keep the shared server alive while it lives")
+    ap.add_argument("--server-args", default="",
+                    help='a variant\'s vllm serve options, a JSON list: ["--api-server-count", "4"]')
+    ap.add_argument("--tag", default="", help="the variant's name in the results")
     ap.add_argument("--fake", action="store_true", help="the fake server instead of vLLM")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--command", default="", help="the whole command sequence, for the result")
@@ -379,7 +428,7 @@ def main() -> None:
         step_offline(args)
         return
     result = {"served": step_served, "pipeline": step_pipeline}[args.step](args)
-    _save(args, f"{args.step}-{args.preset}", result)
+    _save(args, phase_name(args), result)
     print(json.dumps({k: result.get(k) for k in ("phase", "preset", "pages", "seconds",
                                                   "pages_per_s", "prompt_tokens_per_page")}))
 
@@ -394,6 +443,8 @@ def smoke(args: argparse.Namespace) -> None:
     steps = [["pages", "--pdfs", args.pdfs, "--min-pages", "20", "--presets", "chandra,generic"],
              ["served", "--preset", "chandra"], ["pipeline", "--preset", "chandra"],
              ["served", "--preset", "generic"],
+             ["served", "--preset", "chandra", "--tag", "two-api-servers",
+              "--server-args", '["--api-server-count", "2"]'],
              ["report", "--out", str(work / "results")]]
     for step in steps:
         subprocess.run([*base, step[0], *common, *step[1:]], check=True)

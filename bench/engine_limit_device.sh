@@ -8,6 +8,8 @@
 #   bash bench/engine_limit_device.sh offline-wait     # until the offline phase is done
 #   bash bench/engine_limit_device.sh served chandra   # folio's shared server, the same pages
 #   bash bench/engine_limit_device.sh pipeline chandra # folio ingest --route ocr; then its server stops
+#   bash bench/engine_limit_device.sh served chandra api4 '["--api-server-count","4"]'  # a variant
+#   bash bench/engine_limit_device.sh stop chandra api4       # a variant's server, without its pipeline
 #   bash bench/engine_limit_device.sh report           # $OUT/engine_limit.json
 #
 # Carried (git-ignored): .device-stage, .gs-carry, .corpus-carry, .device-carry, as for
@@ -51,21 +53,28 @@ case "${1:-}" in
     wait_offline "${WAIT:-540}"
     ;;
   served)
+    # served P [TAG SERVER_ARGS_JSON]: a variant's server is its own; stop it with `stop P TAG`
     wait_offline 600
-    p=$2
-    setsid sleep 1500 & echo $! > /tmp/elim-owner-$p.pid
-    $E served --preset "$p" --owner-pid "$(cat /tmp/elim-owner-$p.pid)" > "$OUT/served-$p.log" 2>&1
-    tail -2 "$OUT/served-$p.log"
+    p=$2 tag=${3:-default} extra=${4:-[]}
+    setsid sleep 1500 & echo $! > /tmp/elim-owner-$p-$tag.pid
+    $E served --preset "$p" --tag "$tag" --server-args "$extra" \
+      --owner-pid "$(cat /tmp/elim-owner-$p-$tag.pid)" > "$OUT/served-$p-$tag.log" 2>&1
+    tail -2 "$OUT/served-$p-$tag.log"
     ;;
   pipeline)
-    p=$2
-    $E pipeline --preset "$p" --owner-pid "$(cat /tmp/elim-owner-$p.pid)" > "$OUT/pipeline-$p.log" 2>&1
-    tail -2 "$OUT/pipeline-$p.log"
-    kill "$(cat /tmp/elim-owner-$p.pid)"; sleep 15  # its server stops: the GPU comes free
+    # pipeline P [TAG SERVER_ARGS_JSON]: on the server `served` left; then that server stops
+    p=$2 tag=${3:-default} extra=${4:-[]}
+    $E pipeline --preset "$p" --tag "$tag" --server-args "$extra" \
+      --owner-pid "$(cat /tmp/elim-owner-$p-$tag.pid)" > "$OUT/pipeline-$p-$tag.log" 2>&1
+    tail -2 "$OUT/pipeline-$p-$tag.log"
+    kill "$(cat /tmp/elim-owner-$p-$tag.pid)"; sleep 15  # its server stops: the GPU comes free
+    ;;
+  stop)
+    kill "$(cat /tmp/elim-owner-$2-${3:-default}.pid)"; sleep 15
     ;;
   report)
     $E report --out "$OUT" --command "bash bench/engine_limit_device.sh setup; offline; served P; pipeline P (each preset); report (see the script)"
     mkdir -p "$OUT/phases"; cp $W/phases/*.json "$OUT/phases/" 2>/dev/null; cp $W/offline.log "$OUT/" 2>/dev/null
     ;;
-  *) echo "usage: $0 setup | offline | offline-wait | served P | pipeline P | report" >&2; exit 2 ;;
+  *) echo "usage: $0 setup | offline | offline-wait | served P [TAG ARGS] | pipeline P [TAG ARGS] | stop P [TAG] | report" >&2; exit 2 ;;
 esac
