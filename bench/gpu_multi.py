@@ -15,7 +15,13 @@ their own and an owner process: kill it before the next set (GPU memory is the s
     kill A
     python bench/gpu_multi.py pipeline --gpus 0,1 --work /tmp/gub --owner-pid B
     python bench/gpu_multi.py raw --gpus 0,1 --work /tmp/gub --owner-pid B
+    kill B
+    python bench/gpu_multi.py pipeline --gpus 0,1 --mode dp --work /tmp/gub --owner-pid C
+    python bench/gpu_multi.py raw --gpus 0,1 --mode dp --work /tmp/gub --owner-pid C
     python bench/gpu_multi.py report --work /tmp/gub --out bench/results
+
+``--mode dp`` is the other data-parallel choice: one ``vllm serve --data-parallel-size N``
+over the N GPUs, with N times the profile's requests in flight.
 
 Here, against the fake server (two fake servers stand for two GPUs):
 
@@ -57,6 +63,35 @@ def use_gpus(args: argparse.Namespace) -> Path:
     return state
 
 
+def dp_options(args: argparse.Namespace) -> list[str]:
+    """``--mode dp``: vLLM's own data parallelism instead of one server per GPU: one
+    ``vllm serve --data-parallel-size N`` over the N GPUs (``server.engines`` 1), with N
+    times the profile's requests in flight, so both choices get the same budget per GPU.
+    Empty for the default mode (folio's: one server per GPU)."""
+    n = len(gpu_list(args))
+    if args.mode != "dp" or n < 2:
+        return []
+    from folio.gpu.profiles import load_profile
+
+    config = gup.resolved(args)
+    per_gpu = config.ocr.in_flight or load_profile(config.ocr.profile).in_flight
+    extra = [*gup.SETTINGS["server.extra_args"][0], "--data-parallel-size", str(n)]
+    return ["--set", "server.engines=1", "--set", f"ocr.in_flight={per_gpu * n}",
+            "--set", f"server.extra_args={json.dumps(extra)}"]
+
+
+def resolved(args: argparse.Namespace) -> Any:
+    """The CLI's configuration for this phase's command line, the mode's options included."""
+    from folio import cli
+    from folio.run_config import resolve_config
+
+    work = Path(args.work)
+    argv = [*gup.cli_args(args, work, work, work / "unused.json"), *dp_options(args)]
+    options = cli._parser().parse_args(argv)
+    return resolve_config(engine=options.engine, route=options.route,
+                          reprocess=options.reprocess, settings=cli._settings(options))
+
+
 def ready_urls(state_dir: Path) -> list[str]:
     from folio.gpu.shared_server import read_state
 
@@ -67,13 +102,15 @@ def ready_urls(state_dir: Path) -> list[str]:
 def phase_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     state_dir = use_gpus(args)
     work = Path(args.work)
-    tag = f"g{len(gpu_list(args))}"
+    tag = phase_tag(args)
     sources = gup.round_sources(work, 1)
     out, report_path = work / f"out-multi-{tag}", work / f"report-multi-{tag}.json"
     run = gup.run_cli(args, sources, out, report_path, work / f"cli-multi-{tag}.log",
-                      gup.Sampler(gpu_list(args), lambda: ready_urls(state_dir)))
+                      gup.Sampler(gpu_list(args), lambda: ready_urls(state_dir)),
+                      extra=tuple(dp_options(args)))
     seconds, pages = run.report["timing"]["seconds"], run.pages
-    return {"phase": "pipeline", "gpus": gpu_list(args), "servers": len(ready_urls(state_dir)),
+    return {"phase": "pipeline", "gpus": gpu_list(args), "mode": mode(args),
+            "servers": len(ready_urls(state_dir)),
             "exit_code": run.code, "pages": run.report["totals"]["pages"], "pages_ocr": pages,
             "seconds": seconds, "cli_wall_seconds": run.wall_seconds,
             "pages_per_s": round(pages / seconds, 3),
@@ -88,7 +125,7 @@ def phase_raw(args: argparse.Namespace) -> dict[str, Any]:
     from folio.presets import get_preset
 
     use_gpus(args)
-    config = gup.resolved(args)
+    config = resolved(args)
     images = gup.engine_pages(Path(args.work), config)
     with VLLMTaskRunner.from_config(config) as runner:  # the servers the CLI used
         assert runner.endpoint is not None
@@ -102,7 +139,8 @@ def phase_raw(args: argparse.Namespace) -> dict[str, Any]:
                 max_tokens=config.ocr.max_tokens, in_flight=config.ocr.in_flight,
                 max_pixels=config.render.max_pixels))
             t1 = time.monotonic()
-    return {"phase": "raw", "gpus": gpu_list(args), "servers": len(bases), **result,
+    return {"phase": "raw", "gpus": gpu_list(args), "mode": mode(args), "servers": len(bases),
+            **result,
             "queue": sampler.summary(t0, t1), "in_flight_per_server": config.ocr.in_flight}
 
 
@@ -110,21 +148,21 @@ def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
     """bench/results/gpu_multi.json: one entry per GPU count above one, each against the
     1-GPU pipeline of the same session."""
     phases = [json.loads(p.read_text()) for p in sorted((work / "phases").glob("multi-*.json"))]
-    by = {(p["phase"], len(p["gpus"])): p for p in phases}
-    one = by.get(("pipeline", 1))
+    by = {(p["phase"], len(p["gpus"]), p.get("mode", "servers")): p for p in phases}
+    one = by.get(("pipeline", 1, "servers"))
     results = []
-    for (phase, n), pipe in sorted(by.items()):
-        raw = by.get(("raw", n))
+    for (phase, n, how), pipe in sorted(by.items()):
+        raw = by.get(("raw", n, how))
         if phase != "pipeline" or n == 1 or raw is None or one is None:
             continue
         results.append({
-            "gpus": n, "servers": pipe["servers"], "pages": pipe["pages"],
+            "gpus": n, "mode": how, "servers": pipe["servers"], "pages": pipe["pages"],
             "pages_to_engine": pipe["pages_ocr"],
             "pipeline_pages_per_s_1gpu": one["pages_per_s"],
             "pipeline_pages_per_s": pipe["pages_per_s"],
             "scaling": round(pipe["pages_per_s"] / one["pages_per_s"], 3),
             "engine_pages_per_s": raw["pages_per_s"],
-            "engine_pages_per_s_1gpu": (by.get(("raw", 1)) or {}).get("pages_per_s"),
+            "engine_pages_per_s_1gpu": (by.get(("raw", 1, "servers")) or {}).get("pages_per_s"),
             "ratio": round(pipe["pages_per_s"] / raw["pages_per_s"], 3),
             "gpu_utilization_pipeline": pipe["queue"].get("gpu_utilization_mean"),
             "seconds_after_last_page": pipe.get("after_last_page_s"),
@@ -149,17 +187,27 @@ def smoke(args: argparse.Namespace) -> None:
     subprocess.run([sys.executable, str(Path(gup.__file__)), "corpus", "--work", args.work,
                     "--fake", "--pdfs", args.pdfs, "--min-pages", "30", "--min-docs", "8"],
                    check=True)
-    for gpus in ("0", "0,1"):
+    for gpus, how in (("0", "servers"), ("0,1", "servers"), ("0,1", "dp")):
         owner = subprocess.Popen(["sleep", "600"])
         try:
             for step in ("pipeline", "raw"):
-                subprocess.run([*base[:2], step, *base[2:], "--gpus", gpus,
+                subprocess.run([*base[:2], step, *base[2:], "--gpus", gpus, "--mode", how,
                                 "--owner-pid", str(owner.pid)], check=True)
         finally:
             owner.kill()
             owner.wait()
     subprocess.run([*base[:2], "report", *base[2:], "--out",
                     str(Path(args.work) / "results")], check=True)
+
+
+def mode(args: argparse.Namespace) -> str:
+    return "dp" if dp_options(args) else "servers"
+
+
+def phase_tag(args: argparse.Namespace) -> str:
+    """g1, g2 (one server per GPU) or g2-dp (vLLM's data parallelism)."""
+    n = len(gpu_list(args))
+    return f"g{n}-dp" if mode(args) == "dp" else f"g{n}"
 
 
 def main() -> None:
@@ -172,6 +220,9 @@ def main() -> None:
     ap.add_argument("--model", default="/tmp/synthetic-vlm")
     ap.add_argument("--preset", default="chandra")
     ap.add_argument("--owner-pid", type=int, help="keep this set's servers alive while it lives")
+    ap.add_argument("--mode", choices=["servers", "dp"], default="servers",
+                    help="servers: folio's default, one vLLM server per GPU; dp: one server "
+                         "with vLLM's --data-parallel-size over the GPUs")
     ap.add_argument("--fake", action="store_true", help="the fake server instead of vLLM")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--command", default="", help="the whole command sequence, for the result")
@@ -185,7 +236,7 @@ def main() -> None:
         print(json.dumps(result["results"]))
         return
     phase = {"pipeline": phase_pipeline, "raw": phase_raw}[args.step](args)
-    name = f"multi-{args.step}-g{len(gpu_list(args))}"
+    name = f"multi-{args.step}-{phase_tag(args)}"
     (work / "phases" / f"{name}.json").write_text(json.dumps(phase, indent=1, default=str))
     print(json.dumps({k: phase.get(k) for k in ("phase", "gpus", "servers", "pages_ocr",
                                                 "seconds", "pages_per_s")}))

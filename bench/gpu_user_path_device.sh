@@ -13,6 +13,7 @@
 #   bash bench/gpu_user_path_device.sh live         # a UI run, a trigger, a sweep batch through the GPU deployments
 #   bash bench/gpu_user_path_device.sh multi-setup  # 2 or 4 GPUs: install, model, copies; no servers
 #   bash bench/gpu_user_path_device.sh multi 1      # bench/gpu_multi.py on GPU 0, then `multi 2` on 0,1 (report)
+#   bash bench/gpu_user_path_device.sh multi 2 dp   # the same 2 GPUs with vLLM's --data-parallel-size 2
 #
 # FOLIO_BENCH_COMMIT (the checkout's commit; the device copy has no .git) goes in the result.
 # Carried (all git-ignored): .device-stage (python3 ../shared/device/stage.py --vllm -r
@@ -123,14 +124,15 @@ case "${1:-}" in
   multi)
     # N=1: the pipeline and the raw engine on GPU 0; N=2 (or 4): on GPUs 0..N-1, then
     # the report (bench/results/gpu_multi.json). Each set's servers stop with its owner.
-    n=$2
+    # `multi N dp`: vLLM's --data-parallel-size N in one server instead of N servers.
+    n=$2 mode=${3:-servers}
     gpus=$(seq -s, 0 $((n - 1)))
     M="python3 bench/gpu_multi.py --work $W"
     setsid sleep 1200 & o=$!
-    $M pipeline --gpus "$gpus" --owner-pid $o > "$OUT/multi-pipeline-g$n.log" 2>&1
-    $M raw --gpus "$gpus" --owner-pid $o > "$OUT/multi-raw-g$n.log" 2>&1
+    $M pipeline --gpus "$gpus" --mode "$mode" --owner-pid $o > "$OUT/multi-pipeline-g$n-$mode.log" 2>&1
+    $M raw --gpus "$gpus" --mode "$mode" --owner-pid $o > "$OUT/multi-raw-g$n-$mode.log" 2>&1
     kill $o; sleep 15  # the supervisors stop their servers: the GPUs' memory comes free
-    tail -2 "$OUT/multi-pipeline-g$n.log" "$OUT/multi-raw-g$n.log"
+    tail -2 "$OUT/multi-pipeline-g$n-$mode.log" "$OUT/multi-raw-g$n-$mode.log"
     cp $W/phases/multi-*.json "$OUT/" 2>/dev/null
     if [ "$n" -gt 1 ]; then
       $M report --out "$OUT" --command "bash bench/gpu_user_path_device.sh multi-setup; multi 1; multi $n (see the script)"
