@@ -45,6 +45,7 @@ class PageProgress:
         self.name = source.rsplit("/", 1)[-1]
         self.artifact: UUID | None = None
         self.client: Any = None  # the process's client for the caller's API
+        self.api_url = ""
 
     def __enter__(self) -> Self:
         from prefect.artifacts import create_progress_artifact
@@ -53,7 +54,8 @@ class PageProgress:
             # client is made from the caller's settings (the ticker thread has none)
             self.artifact = create_progress_artifact(  # type: ignore[assignment]  # sync call
                 0.0, description=f"OCR of {self.name}: 0 of {self.pages} pages")
-            self.client = _client()
+            self.api_url = _api_url()
+            self.client = _client(self.api_url)
         except Exception:
             log.warning("no progress artifact for %s", self.source, exc_info=True)
             return self
@@ -141,32 +143,56 @@ _client_lock = threading.Lock()
 _clients: dict[str, Any] = {}  # API URL -> client: a process may talk to more than one
 
 
-def _client() -> Any:
-    """The process's Prefect client for the API the calling thread's settings name."""
-    from prefect.client.orchestration import get_client
+def _api_url() -> str:
     from prefect.settings import PREFECT_API_URL
 
-    url = PREFECT_API_URL.value() or ""
+    return PREFECT_API_URL.value() or ""
+
+
+def _client(url: str, stale: Any = None) -> Any:
+    """The process's Prefect client for the API at ``url``; ``stale``: a client found
+    closed, replaced by a new one (made for ``url`` whatever the calling thread's
+    settings say: the ticker thread has none)."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
     with _client_lock:
-        if url not in _clients:
-            _clients[url] = get_client(sync_client=True)
+        if url not in _clients or (stale is not None and _clients[url] is stale):
+            if url:
+                with temporary_settings({PREFECT_API_URL: url}):
+                    _clients[url] = get_client(sync_client=True)
+            else:
+                _clients[url] = get_client(sync_client=True)
         return _clients[url]
+
+
+def _update(bar: PageProgress, value: float, description: str) -> None:
+    from prefect.client.schemas.actions import ArtifactUpdate
+
+    with _client_lock:  # one request at a time on the shared client
+        bar.client.update_artifact(artifact_id=bar.artifact,
+                                   artifact=ArtifactUpdate(data=value, description=description))
 
 
 def _send(bar: PageProgress, final: bool = False) -> None:
     """One artifact update through the process's one Prefect client; failures logged."""
-    from prefect.client.schemas.actions import ArtifactUpdate
-
     assert bar.artifact is not None
     done = min(bar.done, bar.pages)
     value = 100.0 if final else 100.0 * done / bar.pages
     description = f"OCR of {bar.name}: {done} of {bar.pages} pages" + (
         ", finished" if final else "")
     try:
-        with _client_lock:  # one request at a time on the shared client
-            bar.client.update_artifact(
-                artifact_id=bar.artifact,
-                artifact=ArtifactUpdate(data=value, description=description))
+        try:
+            _update(bar, value, description)
+        except RuntimeError as exc:
+            # the cached client was closed under us (seen when a run's teardown closes
+            # Prefect's clients while a bar is still ticking): once more on a new one
+            if "closed" not in str(exc):
+                raise
+            bar.client = _client(bar.api_url, stale=bar.client)
+            _update(bar, value, description)
         bar.shown, bar.sent_at = done, time.monotonic()
-    except Exception:
-        log.warning("progress artifact for %s not updated", bar.source, exc_info=True)
+    except Exception as exc:  # a progress bar is never worth a traceback in the run's log
+        log.warning("progress artifact for %s not updated: %s: %s", bar.source,
+                    type(exc).__name__, exc)
+        log.debug("progress artifact update failed", exc_info=True)

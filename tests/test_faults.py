@@ -9,7 +9,7 @@ document.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,11 @@ def _documents(tmp_path: Path, n: int) -> Path:
     return folder
 
 
+def _in_s3(s3: Any, bucket: str) -> Callable[[str], bool]:
+    keys = set(_keys(s3, bucket))
+    return lambda uri: uri.split("/", 3)[3] in keys
+
+
 def _keys(s3: Any, bucket: str) -> list[str]:
     keys: list[str] = []
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
@@ -65,7 +70,7 @@ def _vectors(out: str, settings: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _assert_done_means_complete(report: dict[str, Any], keys: list[str],
+def _assert_done_means_complete(report: dict[str, Any], exists: Callable[[str], bool],
                                 rows: list[dict[str, Any]]) -> None:
     """Each ok document has its outputs and its vectors; no vector twice."""
     ids = [r["id"] for r in rows]
@@ -77,8 +82,7 @@ def _assert_done_means_complete(report: dict[str, Any], keys: list[str],
         if doc["outcome"] != "ok":
             continue
         for kind, uri in doc["outputs"].items():
-            key = uri.split("/", 3)[3]
-            assert key in keys, f"{doc['source']}: {kind} missing ({key})"
+            assert exists(uri), f"{doc['source']}: {kind} missing ({uri})"
         assert by_doc.get(doc["doc_id"]) == doc["chunks"], doc["source"]
 
 
@@ -95,8 +99,8 @@ def test_s3_slowing_down_for_a_while_loses_nothing(
     report = ingest(sources=[str(_documents(tmp_path, 2))], out=out, settings=settings)
     assert proxy.injected >= 10, f"the fault never bit: {proxy.injected} refused"
     assert [d["outcome"] for d in report["documents"]] == ["ok"] * 2, report["documents"]
-    keys, rows = _keys(s3_server.client, bucket), _vectors(out, _settings(s3_server.endpoint_url))
-    _assert_done_means_complete(report, keys, rows)
+    rows = _vectors(out, _settings(s3_server.endpoint_url))
+    _assert_done_means_complete(report, _in_s3(s3_server.client, bucket), rows)
     again = ingest(sources=[str(tmp_path / "in")], out=out, settings=settings)
     assert all(d["cached"] for d in again["documents"]), again["documents"]
 
@@ -128,5 +132,61 @@ def test_s3_down_longer_than_the_retries_then_a_rerun_converges(
         proxy.stop()
     assert [d["outcome"] for d in second["documents"]] == ["ok"] * 2, second["documents"]
     assert not any(d["cached"] for d in second["documents"])
-    keys, rows = _keys(s3_server.client, s3_bucket), _vectors(out, _settings(s3_server.endpoint_url))
-    _assert_done_means_complete(second, keys, rows)
+    rows = _vectors(out, _settings(s3_server.endpoint_url))
+    _assert_done_means_complete(second, _in_s3(s3_server.client, s3_bucket), rows)
+
+
+def test_postgres_stopped_mid_sweep_then_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                              ) -> None:
+    """pgvector as the store, on a PostgreSQL of this test's own: the first documents go
+    in; PostgreSQL stops; the next documents end retryable with nothing marked done; it
+    starts again and the rerun adds exactly those, once each, and skips the first ones."""
+    import shutil
+    import tempfile
+    import warnings
+
+    import psycopg
+
+    from flows.ingest import ingest
+    from folio.stores import PG_DSN_ENV
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pgserver = pytest.importorskip("pgserver")
+    root = Path(tempfile.mkdtemp(prefix="folio-pg-fault-"))
+    server = pgserver.get_server(root / "data", cleanup_mode="stop")
+    try:
+        dsn = server.get_uri()
+        monkeypatch.setenv(PG_DSN_ENV, dsn)
+        settings = {"store.kind": "pgvector"}
+        docs, out = _documents(tmp_path, 3), tmp_path / "out"
+        early = tmp_path / "early"
+        early.mkdir()
+        (docs / "doc0.pdf").rename(early / "doc0.pdf")
+        first = ingest(sources=[str(early)], out=str(out), settings=settings)
+        assert [d["outcome"] for d in first["documents"]] == ["ok"]
+        server.cleanup()  # PostgreSQL stops
+        down = ingest(sources=[str(docs)], out=str(out), settings=settings)
+        for doc in down["documents"]:
+            assert doc["outcome"] != "ok" and doc["retryable"] and doc["reason"], doc
+        done = {p.name for p in (out / "_index").rglob("*") if p.is_file()}
+        assert not any(d["doc_id"] in name for d in down["documents"] for name in done), \
+            "a document marked done without its vectors"
+        server = pgserver.get_server(root / "data", cleanup_mode="stop")  # back
+        again = ingest(sources=[str(early), str(docs)], out=str(out), settings=settings)
+        outcomes = {Path(d["source"]).name: (d["outcome"], d["cached"]) for d in again["documents"]}
+        assert outcomes == {"doc0.pdf": ("ok", True), "doc1.pdf": ("ok", False),
+                            "doc2.pdf": ("ok", False)}, outcomes
+        with psycopg.connect(dsn) as conn:
+            tables = [r[0] for r in conn.execute(
+                "SELECT table_name FROM information_schema.columns "
+                "WHERE column_name = 'doc_id' AND table_schema = 'public'").fetchall()]
+            assert len(tables) == 1, tables
+            rows = [{"id": r[0], "doc_id": r[1]} for r in conn.execute(
+                f'SELECT id, doc_id FROM "{tables[0]}"').fetchall()]
+        report = {"documents": first["documents"] + [d for d in again["documents"]
+                                                     if not d["cached"]]}
+        _assert_done_means_complete(report, lambda uri: Path(uri).is_file(), rows)
+    finally:
+        server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
