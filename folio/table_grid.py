@@ -160,7 +160,7 @@ class _Row:
 
 def build_grid(words: Sequence[WordBox], rulings: Sequence[BBox] = ()) -> TableGrid | None:
     """The grid of the table whose words are ``words``; None when they do not make one
-    (fewer than two rows or two columns, fewer than half the rows with two cells or
+    (set sideways, fewer than two rows or two columns, fewer than half the rows with two cells or
     more, or mostly empty: a table the grid cannot read stays text, and so does prose a
     layout model took for a table).
 
@@ -170,6 +170,8 @@ def build_grid(words: Sequence[WordBox], rulings: Sequence[BBox] = ()) -> TableG
     words = [w for w in words if w.text.strip() and w.x1 > w.x0 and w.y1 > w.y0]
     if len(words) < 2:
         return None
+    if _sideways(words):
+        return None  # rows run down the page: its lines are not the table's rows
     if _right_to_left(words):  # read it mirrored: words and columns run right to left
         words = [_mirror(w) for w in words]
         rulings = [BBox(x0=-r.x1, y0=r.y0, x1=-r.x0, y1=r.y1) for r in rulings]
@@ -534,6 +536,14 @@ def _right_to_left(words: Sequence[WordBox]) -> bool:
     letters = [c for w in words for c in w.text if c.isalpha()]
     rtl = sum(1 for c in letters if unicodedata.bidirectional(c) in _RTL_CLASSES)
     return bool(letters) and rtl > len(letters) / 2
+
+
+def _sideways(words: Sequence[WordBox]) -> bool:
+    """Whether most words of three letters or more are taller than wide: a page or a
+    table set sideways (a scan read turned a right angle), whose grid would cross it."""
+    long = [w for w in words if len(w.text) >= 3]
+    tall = sum(1 for w in long if w.y1 - w.y0 > w.x1 - w.x0)
+    return bool(long) and tall > len(long) / 2
 
 
 def _mirror(word: WordBox) -> WordBox:

@@ -252,3 +252,12 @@ def test_a_summary_row_written_across_the_key_columns_keeps_them_apart() -> None
     assert [(c.text, c.col, c.col_span) for c in last] == [
         ("Average (all)", 0, 2), ("0.45", 2, 1), ("40", 3, 1)]
     assert grid.header_rows == 1 and "<th>Topic</th>" in grid_html(grid)
+
+
+def test_a_table_set_sideways_makes_no_grid() -> None:
+    """Words taller than wide (a scan read turned a right angle): rows would cross it."""
+    rows = [["Region", "Net sales"], ["North America", "1,204.5"], ["Europe", "988.0"]]
+    turned = [w.model_copy(update={"x0": w.y0, "x1": w.y1, "y0": w.x0, "y1": w.x1})
+              for w in table(rows, [50, 160])]
+    assert build_grid(turned) is None
+    assert build_grid(table(rows, [50, 160])) is not None
