@@ -34,8 +34,8 @@ class RenderSettings(BaseModel):
     )
     image_format: Literal["png", "jpeg", "ppm"] = "png"
     ocr_line_px: float = Field(
-        28.0, gt=0, description="a CPU OCR engine (tesseract) gets pages whose text lines are "
-        "about this tall in pixels, ascender to descender (an x-height of about 14 px): "
+        24.0, gt=0, description="a CPU OCR engine (tesseract) gets pages whose text lines are "
+        "about this tall in pixels, ascender to descender (an x-height of about 12 px): "
         "pages with smaller lines are rendered again, finer (folio.pdf.ocr_resolution)")
     ocr_min_line_px: float = Field(
         20.0, gt=0, description="text lines at least this tall are read as rendered")

@@ -3,7 +3,7 @@
 Why: the render plan (:mod:`folio.pdf.render_plan`) spends a vision model's pixel budget
 (1600 px on the longest side by default) and never goes above a scan's own resolution.
 Tesseract needs something else: its accuracy depends on the size of the letters in
-pixels (an x-height of about 14 px or more, a line of about 28 px from ascender to
+pixels (an x-height of about 12 px or more, a line of about 24 px from ascender to
 descender), not on the page. A newspaper page rendered to 1600 px, or a small book page rendered at
 300 dpi, gives lines of 10-17 px, which Tesseract misreads ("cveral" for "general"). So
 when a page goes to Tesseract, the text lines of the plan's render are measured (a
