@@ -303,6 +303,7 @@ def _scan_chars(textpage: pdfium.PdfTextPage, geometry: PageGeometry) -> _Scan:
     """One pass over the glyphs: sizes as drawn, Unicode map errors, and line runs."""
     scan = _Scan()
     run = _Run()
+    previous: tuple[str, tuple[float, float, float, float]] = ("", (0.0, 0.0, 0.0, 0.0))
     box = pdfium_c.FS_RECTF()
     matrix = pdfium_c.FS_MATRIX()
     for index in range(textpage.count_chars()):
@@ -323,9 +324,14 @@ def _scan_chars(textpage: pdfium.PdfTextPage, geometry: PageGeometry) -> _Scan:
             run = _flush(run, scan, geometry)
             scan.end_word(geometry)
         if has_box:
+            here = (box.left, box.bottom, box.right, box.top)
             run.add(char, box, size)
             if char not in _BREAK_HYPHENS:
                 scan.word.add(char, box, size)
+            if char == _LAM and previous[0] in _ALEFS and _same_box(previous[1], here):
+                _swap_last_two(run.chars)
+                _swap_last_two(scan.word.chars)
+            previous = (char, here)
         if pdfium_c.FPDFText_IsGenerated(textpage, index) == 1:
             continue
         scan.glyphs += 1
@@ -336,6 +342,25 @@ def _scan_chars(textpage: pdfium.PdfTextPage, geometry: PageGeometry) -> _Scan:
     _flush(run, scan, geometry)
     scan.end_word(geometry)
     return scan
+
+
+#: Arabic lam and the alefs it forms a ligature with (lam-alef, one glyph, two letters)
+_LAM = "\u0644"
+_ALEFS = frozenset("\u0627\u0623\u0625\u0622")
+
+
+def _same_box(a: tuple[float, float, float, float], b: tuple[float, float, float, float]
+              ) -> bool:
+    return all(abs(x - y) < 0.01 for x, y in zip(a, b, strict=True))
+
+
+def _swap_last_two(chars: list[str]) -> None:
+    """Put a lam-alef ligature's letters in reading order. pdfium reverses a right-to-
+    left run glyph by glyph, and a ligature's two letters (one glyph, one box) come out
+    alef first ("اإلنتاجية" for "الإنتاجية"); two letters sharing one box are that glyph,
+    while a real alef-lam (the article) has two boxes."""
+    if len(chars) >= 2:
+        chars[-2], chars[-1] = chars[-1], chars[-2]
 
 
 def _flush(run: _Run, scan: _Scan, geometry: PageGeometry) -> _Run:
