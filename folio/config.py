@@ -33,6 +33,15 @@ class RenderSettings(BaseModel):
         14400.0, description="pages longer than this (200 inches, PDF's own limit) are rejected"
     )
     image_format: Literal["png", "jpeg", "ppm"] = "png"
+    ocr_line_px: float = Field(
+        24.0, gt=0, description="a CPU OCR engine (tesseract) gets pages whose text lines are "
+        "about this tall in pixels, ascender to descender (an x-height of about 12 px): "
+        "pages with smaller lines are rendered again, finer (folio.pdf.ocr_resolution)")
+    ocr_min_line_px: float = Field(
+        20.0, gt=0, description="text lines at least this tall are read as rendered")
+    ocr_max_dpi: float = Field(600.0, gt=0, description="never render above this for OCR")
+    ocr_max_pixels: int = Field(
+        24_000_000, gt=0, description="cap on width*height of a render made for OCR")
 
 
 class RouteSettings(BaseModel):

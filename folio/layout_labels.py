@@ -15,6 +15,12 @@ members become a grid (:mod:`folio.table_grid`): the block carries its cells and
 content is an HTML ``<table>``; without words, or when the words make no grid, its text
 stays one line per member.
 
+Figures that are tables: a layout model takes a shaded or colour-coded table, or one with
+turned column headings, for a picture. A figure region whose short blocks (not the
+prose of a caption it swallowed) make a grid of :data:`FIGURE_TABLE_MIN` rows and
+columns or more (:func:`dense_columns`), with no word lost, is a table; charts and diagrams make no such grid
+(their labels do not line up in full rows and columns) and stay figures.
+
 Text regions never replace a label the engine gave: CDLA's "text" is the catch-all (it
 has no list class), so a List-Item or a heading the engine found from font sizes would
 only lose information. Blocks without a box or without a covering region keep their
@@ -23,15 +29,17 @@ label. Pure.
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections import Counter
 from collections.abc import Sequence
 
 from folio.models import BBox, Block, Label, Region, TableCell, WordBox
 from folio.quality import normalize_words
-from folio.table_grid import build_grid, grid_html, words_inside
+from folio.table_grid import TableGrid, build_grid, grid_html, words_inside
 
-__all__ = ["MERGED", "PRIORITY", "cover", "label_blocks", "merge_blocks", "region_for",
-           "with_grid"]
+__all__ = ["CELL_MAX_WORDS", "FIGURE_TABLE_MIN", "MERGED", "PRIORITY", "cover",
+           "dense_columns", "label_blocks", "merge_blocks", "region_for", "with_grid"]
 
 #: the kind that wins when regions of several kinds cover a block, most specific first
 PRIORITY: tuple[Label, ...] = (
@@ -78,6 +86,14 @@ def region_for(box: BBox, regions: Sequence[Region], min_cover: float) -> Region
 #: their own. Figures are labelled but not joined: a false figure over body text (a
 #: page the model misreads) would have its paragraphs interleaved row by row
 MERGED: frozenset[Label] = frozenset({Label.TABLE})
+#: a figure whose words make a grid of at least this many rows and columns is a table
+FIGURE_TABLE_MIN = 3
+#: a block of more words than this inside a figure, and across at least PROSE_WIDTH of
+#: it, is prose (a caption), not a cell
+CELL_MAX_WORDS = 12
+PROSE_WIDTH = 0.6
+#: a vertical gap of this many line heights ends a table found in a figure
+TABLE_GAP = 3.0
 
 
 def label_blocks(blocks: Sequence[Block], regions: Sequence[Region], min_cover: float,
@@ -90,7 +106,9 @@ def label_blocks(blocks: Sequence[Block], regions: Sequence[Region], min_cover: 
     out: list[Block] = []
     changed = 0
     groups: dict[int, list[Block]] = {}
-    for block in blocks:
+    figures: dict[int, tuple[Region, list[tuple[Block, Block]]]] = {}
+    for original in blocks:
+        block = original
         region = region_for(block.bbox, regions, min_cover) if block.bbox is not None else None
         label = block.label
         if region is not None and not (region.label is Label.TEXT and label != Label.TEXT.value):
@@ -100,7 +118,16 @@ def label_blocks(blocks: Sequence[Block], regions: Sequence[Region], min_cover: 
             block = block.model_copy(update={"label": label})
         if region is not None and region.label in MERGED and label == region.label.value:
             groups.setdefault(id(region), []).append(block)
+        if region is not None and region.label is Label.FIGURE:
+            figures.setdefault(id(region), (region, []))[1].append((original, block))
         out.append(block)
+    for region, pairs in figures.values():
+        table = _figure_table(region, pairs, regions, min_cover, words, rulings)
+        if table is None:
+            continue
+        cells, swap = table
+        out = [swap.get(id(b), b) for b in out]
+        groups[id(region)] = cells
     for members in groups.values():
         merged = merge_blocks(members) if len(members) > 1 else members[0]
         gridded = with_grid(merged, members, words, rulings)
@@ -110,6 +137,79 @@ def label_blocks(blocks: Sequence[Block], regions: Sequence[Region], min_cover: 
         out = [gridded if b is members[0] else b for b in out if id(b) not in drop]
         changed += len(members)
     return out, changed
+
+
+def _figure_table(region: Region, pairs: Sequence[tuple[Block, Block]],
+                  regions: Sequence[Region], min_cover: float, words: Sequence[WordBox],
+                  rulings: Sequence[BBox]) -> tuple[list[Block], dict[int, Block]] | None:
+    """Whether a figure region's blocks (``pairs``: each as the engine gave it and as
+    labelled) are a table (see the module's docstring). If so, its cell blocks labelled
+    Table, and every labelled block's replacement by id: the cells, and each prose block
+    with the label the other regions give it; None when they make no grid of
+    :data:`FIGURE_TABLE_MIN` rows and columns."""
+    width = region.bbox.x1 - region.bbox.x0
+    cells = _largest_stack([b for _, b in pairs if not _prose(b, width)])
+    if len(cells) < FIGURE_TABLE_MIN ** 2 or not words:
+        return None
+    boxes = [b.bbox for b in cells if b.bbox is not None]
+    grid = build_grid(words_inside(words, boxes), _within(rulings, region.bbox))
+    if grid is None or dense_columns(grid) < FIGURE_TABLE_MIN:
+        return None
+    if _lost_share(" ".join(b.content for b in cells), grid.cells) > MAX_LOST_SHARE:
+        return None
+    rest = [r for r in regions if r is not region]
+    swap: dict[int, Block] = {}
+    tables: list[Block] = []
+    for original, block in pairs:
+        if any(block is c for c in cells):
+            tables.append(block.model_copy(update={"label": Label.TABLE.value}))
+            swap[id(block)] = tables[-1]
+            continue
+        again = region_for(original.bbox, rest, min_cover) if original.bbox is not None else None
+        keep = again is None or again.label in (Label.FIGURE, Label.TABLE)
+        swap[id(block)] = block.model_copy(
+            update={"label": original.label if keep or again is None else again.label.value})
+    return tables, swap
+
+
+def dense_columns(grid: TableGrid) -> int:
+    """How many columns hold a cell of their own in at least half the rows below the
+    head: a table's columns are filled row after row; a form, a list with tick boxes or
+    a diagram's labels leave all but one or two columns mostly empty."""
+    body = grid.rows - grid.header_rows
+    if body < FIGURE_TABLE_MIN - 1:
+        return 0
+    filled: Counter[int] = Counter(c.col for c in grid.cells
+                                   if c.col_span == 1 and c.row >= grid.header_rows)
+    return sum(1 for n in filled.values() if n >= body / 2)
+
+
+def _largest_stack(blocks: list[Block]) -> list[Block]:
+    """The largest run of ``blocks`` without a vertical gap over :data:`TABLE_GAP` line
+    heights: a table's rows follow one another, and a running footer or a note far
+    below it, inside the same figure region, is not one of them."""
+    boxed = sorted((b for b in blocks if b.bbox is not None),
+                   key=lambda b: b.bbox.y0 if b.bbox else 0.0)
+    if not boxed:
+        return []
+    line = statistics.median(b.bbox.y1 - b.bbox.y0 for b in boxed if b.bbox)
+    runs: list[list[Block]] = [[]]
+    bottom = -math.inf
+    for block in boxed:
+        assert block.bbox is not None
+        if runs[-1] and block.bbox.y0 - bottom > TABLE_GAP * line:
+            runs.append([])
+        runs[-1].append(block)
+        bottom = max(bottom, block.bbox.y1)
+    return max(runs, key=len)
+
+
+def _prose(block: Block, width: float) -> bool:
+    """A paragraph, not a cell: many words across most of the region's ``width`` (a
+    caption the figure region swallowed; a long cell stays narrow)."""
+    box = block.bbox
+    return (len(block.content.split()) > CELL_MAX_WORDS and box is not None
+            and box.x1 - box.x0 >= PROSE_WIDTH * width)
 
 
 def with_grid(table: Block, members: Sequence[Block], words: Sequence[WordBox],

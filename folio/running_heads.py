@@ -10,7 +10,14 @@ these rules catch them on any engine's blocks, by what makes a running head one:
 - it repeats, at about the same height, on a page at most :data:`WINDOW` pages away
   (two, so that books' alternating left/right heads count) once digits are ignored
   (page numbers change); or it is a page number on its own ("7", "- 7 -", "Page 7 of 40",
-  "vii").
+  "vii"). A page number may sit further in (:data:`NUMBER_BAND`: LaTeX's default
+  footer lies 12% up a letter page, 17% up an A4 one) when nothing lies beyond it and it
+  is not in brackets (an equation's number);
+- a short line on the same baseline as a running head, in its band, belongs to it:
+  a footer reads "Chapter 2. Roles and separation of duties   11" or "208 ... Global
+  Report" although only the number repeats or is recognisable. The pieces of one head
+  line closer than :data:`MERGE_GAP` line heights become one block (a text layer cuts a
+  line at wide gaps, and "2   Row and Column Access Control" is one footer, not two).
 
 Decisions about page ``k`` need only pages ``k - WINDOW .. k + WINDOW``, so a document's
 pages can be judged as they arrive in order (:class:`folio.chunking.ChunkStream` lags
@@ -26,11 +33,15 @@ from dataclasses import dataclass
 from folio.engines.markdown import BLOCK_MARKDOWN_ENGINES, blocks_to_markdown
 from folio.models import Block, Label, PageResult
 
-__all__ = ["BAND", "MAX_CHARS", "WINDOW", "candidates", "head_blocks", "heads",
-           "mark_running_heads"]
+__all__ = ["BAND", "MAX_CHARS", "MERGE_GAP", "NUMBER_BAND", "WINDOW", "candidates",
+           "head_blocks", "heads", "mark_running_heads"]
 
 #: the share of the page height at the top and the bottom where running heads live
 BAND = 0.12
+#: a lone page number counts this far from the edge, when no block lies beyond it
+NUMBER_BAND = 0.2
+#: pieces of one running-head line closer than this many line heights are one block
+MERGE_GAP = 3.0
 #: longer blocks are body text even when they repeat (a repeated notice, a form field)
 MAX_CHARS = 160
 #: pages either side in which a repeat makes a running head
@@ -46,6 +57,7 @@ _PAGE_NUMBER = re.compile(
     r"(?:\s*(?:of|/|von|de|sur)\s*\d{1,4})?[\s\-–—.)\]]*$",
     re.IGNORECASE,
 )
+_BRACKETED = re.compile(r"^\s*[(\[].*[)\]]\s*$")
 _DIGITS = re.compile(r"\d+")
 _SPACE = re.compile(r"\s+")
 
@@ -57,6 +69,9 @@ class Candidate:
     key: str  # the text with digits and spacing normalised
     centre: float  # vertical centre as a share of the page height
     number: bool  # a page number on its own
+    top: float = 0.0  # top edge as a share of the page height
+    bottom: float = 0.0  # bottom edge as a share of the page height
+    labelled: bool = False  # a layout model already labelled it a running head
 
 
 def _key(text: str) -> str:
@@ -75,19 +90,45 @@ def candidates(page: PageResult) -> list[Candidate]:
         box = block.bbox
         if box is None or not text or len(text) > MAX_CHARS or "\n\n" in text:
             continue
-        if box.y1 <= BAND * height:
+        number = bool(_PAGE_NUMBER.match(text))
+        reach = NUMBER_BAND if number else BAND
+        if box.y1 <= reach * height:
             band = "top"
-        elif box.y0 >= (1 - BAND) * height:
+        elif box.y0 >= (1 - reach) * height:
             band = "bottom"
         else:
+            continue
+        if box.y1 > BAND * height and box.y0 < (1 - BAND) * height and (
+                _BRACKETED.match(text) or not _outermost(page.blocks, n, band)):
             continue
         key = _key(text)
         if not key:
             continue
         found.append(Candidate(block=n, band=band, key=key,
-                                centre=(box.y0 + box.y1) / 2 / height,
-                                number=bool(_PAGE_NUMBER.match(text))))
+                               centre=(box.y0 + box.y1) / 2 / height, number=number,
+                               top=box.y0 / height, bottom=box.y1 / height,
+                               labelled=block.label in _HEAD_LABELS))
     return found
+
+
+def _outermost(blocks: Sequence[Block], n: int, band: str) -> bool:
+    """Whether no other block lies wholly beyond block ``n`` towards the page's ``band``
+    edge (a number with text below it is a list item or a table cell, not a folio)."""
+    box = blocks[n].bbox
+    assert box is not None
+    for m, other in enumerate(blocks):
+        if m == n or other.bbox is None or not other.content.strip():
+            continue
+        if (band == "bottom" and other.bbox.y0 >= box.y1) or (
+                band == "top" and other.bbox.y1 <= box.y0):
+            return False
+    return True
+
+
+def _same_line(a: Candidate, b: Candidate) -> bool:
+    """Whether two candidates overlap vertically by half the smaller one's height."""
+    overlap = min(a.bottom, b.bottom) - max(a.top, b.top)
+    return a.band == b.band and overlap >= 0.5 * min(a.bottom - a.top, b.bottom - b.top)
 
 
 def heads(by_page: Sequence[list[Candidate]], k: int) -> dict[int, str]:
@@ -97,13 +138,23 @@ def heads(by_page: Sequence[list[Candidate]], k: int) -> dict[int, str]:
     near = [c for j in range(max(0, k - WINDOW), min(len(by_page), k + WINDOW + 1)) if j != k
             for c in by_page[j]]
     found: dict[int, str] = {}
+    anchors = []
     for cand in by_page[k]:
         repeated = any(o.band == cand.band and o.key == cand.key
                        and abs(o.centre - cand.centre) <= SAME_HEIGHT for o in near)
         if repeated or cand.number:
-            label = Label.PAGE_HEADER if cand.band == "top" else Label.PAGE_FOOTER
-            found[cand.block] = label.value
+            found[cand.block] = _label(cand)
+        if repeated or cand.number or cand.labelled:
+            anchors.append(cand)
+    for cand in by_page[k]:  # the rest of a running head's line
+        if cand.block not in found and not cand.labelled and any(
+                _same_line(cand, a) for a in anchors):
+            found[cand.block] = _label(cand)
     return found
+
+
+def _label(cand: Candidate) -> str:
+    return (Label.PAGE_HEADER if cand.band == "top" else Label.PAGE_FOOTER).value
 
 
 def head_blocks(pages: Sequence[PageResult], k: int) -> dict[int, str]:
@@ -116,18 +167,64 @@ def label_page(page: PageResult, found: dict[int, str], *, keep_in_markdown: boo
                ) -> int:
     """Label the page's running heads; unless ``keep_in_markdown``, its markdown is
     rebuilt without them where the engine made it from blocks (those labelled here and
-    those a layout model labelled before). How many blocks were newly labelled."""
+    those a layout model labelled before). The pieces of one head line become one block
+    (:func:`merge_lines`). How many blocks were newly labelled."""
     changed = 0
     for n, label in found.items():
         block: Block = page.blocks[n]
         if block.label not in _HEAD_LABELS:
             block.label = label
             changed += 1
+    page.blocks = merge_lines(page.blocks)
     has_heads = any(b.label in _HEAD_LABELS for b in page.blocks)
     if has_heads and not keep_in_markdown and page.engine in BLOCK_MARKDOWN_ENGINES:
         page.markdown = blocks_to_markdown(
             [b for b in page.blocks if b.label not in _HEAD_LABELS])
     return changed
+
+
+def merge_lines(blocks: list[Block]) -> list[Block]:
+    """``blocks`` with the running-head pieces of one line (same label, overlapping
+    vertically, closer than :data:`MERGE_GAP` line heights) joined left to right into
+    the first piece's place; other blocks untouched."""
+    heads = sorted((b for b in blocks if b.label in _HEAD_LABELS and b.bbox is not None),
+                   key=lambda b: (b.bbox.x0 if b.bbox else 0.0))
+    joined: dict[int, Block] = {}  # id of a piece -> the block it joined
+    lines: list[list[Block]] = []
+    for block in heads:
+        line = next((ln for ln in lines if _joins(ln[-1], block)), None)
+        if line is None:
+            lines.append([block])
+        else:
+            line.append(block)
+    for line in lines:
+        if len(line) < 2:
+            continue
+        box = line[0].bbox
+        for piece in line[1:]:
+            if box is not None and piece.bbox is not None:
+                box = box.union(piece.bbox)
+        merged = line[0].model_copy(update={
+            "bbox": box, "content": " ".join(p.content.strip() for p in line),
+            "order": min(p.order for p in line)})
+        for piece in line:
+            joined[id(piece)] = merged
+    out: list[Block] = []
+    for block in blocks:
+        target = joined.get(id(block), block)
+        if not any(b is target for b in out):
+            out.append(target)
+    return out
+
+
+def _joins(left: Block, right: Block) -> bool:
+    a, b = left.bbox, right.bbox
+    if a is None or b is None or left.label != right.label:
+        return False
+    height = max(a.y1 - a.y0, b.y1 - b.y0)
+    overlap = min(a.y1, b.y1) - max(a.y0, b.y0)
+    return (overlap >= 0.5 * min(a.y1 - a.y0, b.y1 - b.y0)
+            and b.x0 - a.x1 <= MERGE_GAP * height)
 
 
 def mark_running_heads(pages: Sequence[PageResult], *, keep_in_markdown: bool = False) -> int:

@@ -17,6 +17,13 @@ traits this module relies on, none of them specific to one document:
   (:func:`continues`), so a two-line header cell is one cell. A horizontal ruling line
   between two lines always starts a new row.
 
+* a word set at an angle (column headings turned 45 or 90 degrees to fit narrow
+  columns) has a box far taller than a line; it starts at its column, so it is placed by
+  the first letter's square at its box's bottom-left (:func:`upright`);
+* the head of a table is the rows above its first figures (:func:`header_rows`); a
+  heading there with empty slots either side that is centred over several columns heads
+  them all (a group heading such as "ReACT" over "Procedure | Completion | Knowledge").
+
 Input boxes are in any unit with y growing downwards (page points here). Word order
 within a cell follows the page (top to bottom, left to right; right to left, columns
 too, when most letters are of a right-to-left script). A grid mostly empty
@@ -36,13 +43,16 @@ from pydantic import BaseModel, Field
 
 from folio.models import BBox, TableCell, WordBox
 
-__all__ = ["TableGrid", "build_grid", "grid_html", "words_inside"]
+__all__ = ["TableGrid", "build_grid", "grid_html", "header_rows", "upright", "words_inside"]
 
 #: words closer than this many word heights belong to one phrase: word spaces are about
 #: 0.25-0.5 of a word box's height, a column gap is usually a full em or more
 PHRASE_GAP = 0.6
 #: lines with at least this share of the fullest lines' phrases define the column gaps
 FULL_SHARE = 0.75
+#: full lines that may cross a column gap, as a share of them (a row whose key is
+#: written across the key columns)
+CROSSING_SHARE = 0.15
 #: a column gap narrower than this many word heights is noise between ragged phrases
 MIN_GAP = 0.3
 #: a cell centred within this many word heights of several rows' joint middle spans them
@@ -59,6 +69,10 @@ LINE_OVERLAP = 0.5
 #: a grid with fewer of its slots filled than this is no table read right (a form, a
 #: page of loose labels the detector took for a table): it stays text, in reading order
 MIN_FILLED = 0.4
+#: a word box this many word heights tall is a word set at an angle
+TURNED = 2.0
+#: a heading centred within this many word heights of several columns' middle spans them
+COL_SPAN_TOLERANCE = 1.0
 #: scripts written right to left: a table in them is read mirrored
 _RTL_CLASSES = frozenset({"R", "AL"})
 #: a cell that is a figure: digits with the signs, separators and units around them
@@ -72,6 +86,8 @@ class TableGrid(BaseModel):
     rows: int
     cols: int
     cells: list[TableCell] = Field(default_factory=list)
+    #: leading rows that head the columns (written as ``<th>``)
+    header_rows: int = 1
 
 
 @dataclass
@@ -130,6 +146,7 @@ class _Cell:
     first_width: float
     top: float
     bottom: float
+    left: float = 0.0
 
 
 @dataclass
@@ -143,7 +160,7 @@ class _Row:
 
 def build_grid(words: Sequence[WordBox], rulings: Sequence[BBox] = ()) -> TableGrid | None:
     """The grid of the table whose words are ``words``; None when they do not make one
-    (fewer than two rows or two columns, fewer than half the rows with two cells or
+    (set sideways, fewer than two rows or two columns, fewer than half the rows with two cells or
     more, or mostly empty: a table the grid cannot read stays text, and so does prose a
     layout model took for a table).
 
@@ -153,10 +170,13 @@ def build_grid(words: Sequence[WordBox], rulings: Sequence[BBox] = ()) -> TableG
     words = [w for w in words if w.text.strip() and w.x1 > w.x0 and w.y1 > w.y0]
     if len(words) < 2:
         return None
+    if _sideways(words):
+        return None  # rows run down the page: its lines are not the table's rows
     if _right_to_left(words):  # read it mirrored: words and columns run right to left
         words = [_mirror(w) for w in words]
         rulings = [BBox(x0=-r.x1, y0=r.y0, x1=-r.x0, y1=r.y1) for r in rulings]
     height = statistics.median(w.y1 - w.y0 for w in words)
+    words = [upright(w, height) for w in words]
     left, right = min(w.x0 for w in words), max(w.x1 for w in words)
     walls = _vertical(rulings, height, (left, right))
     rows_of_words = lines(words)
@@ -171,7 +191,75 @@ def build_grid(words: Sequence[WordBox], rulings: Sequence[BBox] = ()) -> TableG
     if len(grid_rows) < 2 or sum(len(r.cells) > 1 for r in grid_rows) < len(grid_rows) / 2:
         return None  # most rows of a table have cells side by side; prose has none
     grid = _grid(grid_rows, len(cuts) + 1, height)
+    grid.header_rows = header_rows(grid)
+    _centre_headings(grid, grid_rows, _column_extents(phrases, len(cuts) + 1), height)
     return grid if filled_share(grid) >= MIN_FILLED else None
+
+
+def upright(word: WordBox, height: float) -> WordBox:
+    """``word`` placed by its first letter when it is set at an angle (a box over
+    :data:`TURNED` line ``height``s tall and over 1.5 wide): a heading turned to run up
+    to the right starts at its box's bottom-left, where its first letter's box, about a
+    ``height`` inside the corner, stands over its column; the word becomes a ``height``
+    square centred there (half as wide, so the next turned heading stays apart). Words
+    set level, or turned a right angle (as narrow as a line is tall), are unchanged."""
+    if word.y1 - word.y0 <= TURNED * height or word.x1 - word.x0 <= 1.5 * height:
+        return word
+    centre = word.x0 + height
+    return word.model_copy(update={"x0": centre - height / 4, "x1": centre + height / 4,
+                                   "y0": word.y1 - height})
+
+
+def header_rows(grid: TableGrid) -> int:
+    """How many leading rows head the table: those above the first row holding a figure
+    (at least one; at most half the rows; one when no row holds a figure)."""
+    numeric = sorted({c.row for c in grid.cells if _NUMBER.fullmatch(c.text.strip())})
+    if not numeric:
+        return 1
+    return max(1, min(numeric[0], grid.rows // 2))
+
+
+def _column_extents(phrases: Sequence[Sequence[_Phrase]], n_cols: int
+                    ) -> list[tuple[float, float] | None]:
+    """Each column's left and right text edges, from the phrases inside one column."""
+    out: list[tuple[float, float] | None] = [None] * n_cols
+    for line in phrases:
+        for p in line:
+            if p.first_col == p.last_col and p.first_col < n_cols:
+                old = out[p.first_col]
+                out[p.first_col] = (p.x0, p.x1) if old is None else (
+                    min(old[0], p.x0), max(old[1], p.x1))
+    return out
+
+
+def _centre_headings(grid: TableGrid, rows: Sequence[_Row],
+                     extents: Sequence[tuple[float, float] | None], height: float) -> None:
+    """Widen each heading of the head rows over the free columns either side when it is
+    centred over them (the widest such run; spans of other cells untouched)."""
+    for cell in grid.cells:
+        if cell.row >= grid.header_rows or cell.row_span > 1:
+            continue
+        built = rows[cell.row].cells.get(cell.col)
+        if built is None:
+            continue
+        centre = (built.left + built.right) / 2
+        taken = {c.col + k for c in grid.cells if c.row <= cell.row < c.row + c.row_span
+                 and c is not cell for k in range(c.col_span)}
+        best: tuple[int, int] | None = None
+        last = cell.col + cell.col_span - 1
+        a = cell.col
+        while a >= 0 and a not in taken:
+            b = last
+            while b < grid.cols and b not in taken:
+                ends = (extents[a], extents[b]) if b < len(extents) else (None, None)
+                if ends[0] is not None and ends[1] is not None and (b - a > last - cell.col) and (
+                        abs((ends[0][0] + ends[1][1]) / 2 - centre) <= COL_SPAN_TOLERANCE * height):
+                    if best is None or b - a > best[1] - best[0]:
+                        best = (a, b)
+                b += 1
+            a -= 1
+        if best is not None:
+            cell.col, cell.col_span = best[0], best[1] - best[0] + 1
 
 
 def lines(words: Sequence[WordBox]) -> list[_Line]:
@@ -214,33 +302,43 @@ def _phrases(words: list[WordBox], height: float, walls: Sequence[float]) -> lis
 
 def separators(phrases: Sequence[Sequence[_Phrase]], height: float
                ) -> list[tuple[float, float]]:
-    """Column gaps, left to right, as x-ranges no phrase of a full line covers.
+    """Column gaps, left to right, as x-ranges that almost no phrase of a full line
+    covers.
 
     Full lines are those with at least :data:`FULL_SHARE` as many phrases as the fullest
     lines (the second fullest, so one odd line cannot set the bar alone): a title, a
     group header spanning columns or a section row has fewer phrases and would close
-    the gaps it crosses; its phrases become spanning cells instead."""
+    the gaps it crosses; its phrases become spanning cells instead. A few full lines may
+    cross a gap too (:data:`CROSSING_SHARE`: "Average (Easy)" written over the key
+    columns of a row of figures)."""
     counts = sorted((len(line) for line in phrases), reverse=True)
     if not counts or counts[0] < 2:
         return []
     bar = FULL_SHARE * counts[min(1, len(counts) - 1)]
-    full = [p for line in phrases if len(line) >= max(2.0, bar) for p in line]
+    full_lines = [line for line in phrases if len(line) >= max(2.0, bar)]
+    full = [p for line in full_lines for p in line]
     if not full:
         return []
-    return [g for g in _uncovered(full) if g[1] - g[0] >= MIN_GAP * height]
+    allowed = int(CROSSING_SHARE * len(full_lines))
+    return [g for g in _uncovered(full, allowed) if g[1] - g[0] >= MIN_GAP * height]
 
 
-def _uncovered(phrases: Sequence[_Phrase]) -> list[tuple[float, float]]:
-    """The x-ranges between the phrases' leftmost and rightmost edges that none covers
-    (a sweep over their edges: a table of a thousand phrases costs no more than a sort)."""
+def _uncovered(phrases: Sequence[_Phrase], allowed: int = 0) -> list[tuple[float, float]]:
+    """The x-ranges between the phrases' leftmost and rightmost edges that at most
+    ``allowed`` of them cover (a sweep over their edges: a table of a thousand phrases
+    costs no more than a sort)."""
     events = sorted([(p.x0, 1) for p in phrases] + [(p.x1, -1) for p in phrases])
     gaps: list[tuple[float, float]] = []
     depth = 0
     for (x, step), (nxt, _) in zip(events, events[1:], strict=False):
         depth += step
-        if depth == 0 and nxt > x:
-            gaps.append((x, nxt))
-    return gaps
+        if depth <= allowed and nxt > x:
+            if gaps and gaps[-1][1] == x:
+                gaps[-1] = (gaps[-1][0], nxt)
+            else:
+                gaps.append((x, nxt))
+    # a few phrases reaching further out than the rest make no column at the edges
+    return [g for g in gaps if g[0] > events[0][0] and g[1] < events[-1][0]]
 
 
 def _vertical(rulings: Sequence[BBox], height: float, span: tuple[float, float]
@@ -287,7 +385,7 @@ def _cells(phrases: list[_Phrase]) -> dict[int, _Cell]:
             merged.append(_Phrase(list(phrase.words), phrase.first_col, phrase.last_col))
     return {p.first_col: _Cell([p.text], p.last_col - p.first_col + 1, p.x1,
                                p.words[0].x1 - p.words[0].x0, min(w.y0 for w in p.words),
-                               max(w.y1 for w in p.words)) for p in merged}
+                               max(w.y1 for w in p.words), p.x0) for p in merged}
 
 
 def continues(row: _Row, line_cells: dict[int, _Cell], gap: float, height: float,
@@ -440,6 +538,14 @@ def _right_to_left(words: Sequence[WordBox]) -> bool:
     return bool(letters) and rtl > len(letters) / 2
 
 
+def _sideways(words: Sequence[WordBox]) -> bool:
+    """Whether most words of three letters or more are taller than wide: a page or a
+    table set sideways (a scan read turned a right angle), whose grid would cross it."""
+    long = [w for w in words if len(w.text) >= 3]
+    tall = sum(1 for w in long if w.y1 - w.y0 > w.x1 - w.x0)
+    return bool(long) and tall > len(long) / 2
+
+
 def _mirror(word: WordBox) -> WordBox:
     return word.model_copy(update={"x0": -word.x1, "x1": -word.x0})
 
@@ -455,13 +561,13 @@ def words_inside(words: Sequence[WordBox], boxes: Sequence[BBox]) -> list[WordBo
 
 
 def grid_html(grid: TableGrid) -> str:
-    """The grid as an HTML ``<table>``: the first row as header cells (most tables head
-    their columns there), spans as rowspan/colspan, empty slots as empty cells."""
+    """The grid as an HTML ``<table>``: the head rows (:attr:`TableGrid.header_rows`) as
+    header cells, spans as rowspan/colspan, empty slots as empty cells."""
     covered: set[tuple[int, int]] = set()
     by_slot = {(c.row, c.col): c for c in grid.cells}
     out = ["<table>"]
     for r in range(grid.rows):
-        tag = "th" if r == 0 and grid.rows > 1 else "td"
+        tag = "th" if r < grid.header_rows and grid.rows > 1 else "td"
         parts = []
         for col in range(grid.cols):
             if (r, col) in covered:

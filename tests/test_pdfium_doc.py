@@ -218,3 +218,29 @@ def test_blank_scan_is_blank_but_a_page_number_is_not(tmp_path: Path, mark: bool
         assert is_blank(page, text_chars=0, image=image) is (not mark)
     finally:
         doc.close()
+
+
+def test_a_blank_page_with_specks_is_blank_at_an_ocr_resolution_too(tmp_path: Path) -> None:
+    """Specks of dust (a few pixels at 300 dpi) survive the median filter at the OCR
+    render's resolution; ink is judged at 100 dpi, so the page stays blank, while a
+    page number on the same page is still ink."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    from folio.pdf.pdfium_doc import is_blank, open_pdf
+
+    for mark in (False, True):
+        img = Image.new("L", (1200, 1600), 214)
+        draw = ImageDraw.Draw(img)
+        for x, y in ((300, 400), (800, 900), (500, 1300)):  # 1/4 mm specks, 3 px at 300 dpi
+            draw.rectangle((x, y, x + 2, y + 2), fill=150)
+        if mark:
+            draw.text((590, 1520), "7", fill=30, font=ImageFont.load_default(size=21))
+        path = tmp_path / f"specks-{mark}.pdf"
+        img.save(path, "PDF", resolution=150)
+        doc = open_pdf(path)
+        try:
+            page = doc[0]
+            image = page.render(scale=300 / 72).to_pil()
+            assert is_blank(page, text_chars=0, image=image) is (not mark)
+        finally:
+            doc.close()

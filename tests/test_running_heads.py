@@ -100,3 +100,46 @@ def test_keep_headers_footers_keeps_them_in_the_markdown_and_chunks_but_labels_t
     assert all(p.blocks[0].label == Label.PAGE_HEADER.value for p in doc.pages)
     assert all("ACME Corp" in p.markdown for p in doc.pages)
     assert any("ACME Corp" in c.text for c in chunk_document(doc, settings))
+
+
+def piece(text: str, x0: float, x1: float, y0: float, order: int,
+          label: str = Label.TEXT.value) -> Block:
+    return Block(label=label, content=text, order=order, bbox=BBox(x0=x0, y0=y0, x1=x1, y1=y0 + 9))
+
+
+def test_a_footer_line_cut_in_pieces_is_one_footer_and_its_far_neighbours_join_it() -> None:
+    """Only the page number repeats or is recognisable; the chapter title beside it, and a
+    report title further along the same baseline, are the same running footer."""
+    pages = []
+    for i, chapter in enumerate(["Chapter 2. Roles and separation of duties",
+                                 "Chapter 3. Row and Column Access Control"]):
+        blocks = [piece(body(i), 72, 540, 100, 0),
+                  piece(chapter, 345, 521, 755, 1),
+                  piece(str(11 + 4 * i), 536, 547, 755, 2),
+                  piece("Global Study on Legal Aid", 72, 200, 755, 3)]
+        pages.append(PageResult(index=i, width_pt=W, height_pt=H, outcome=PageOutcome.OK,
+                                engine="text-layer", blocks=blocks))
+    mark_running_heads(pages)
+    for i, p in enumerate(pages):
+        heads = [(b.label, b.content) for b in p.blocks if b.label != Label.TEXT.value]
+        assert heads == [(Label.PAGE_FOOTER.value, p.blocks[1].content),
+                         (Label.PAGE_FOOTER.value, "Global Study on Legal Aid")]
+        assert p.blocks[1].content.startswith("Chapter ") and p.blocks[1].content.endswith(
+            str(11 + 4 * i))
+        assert "Chapter" not in p.markdown and p.markdown.startswith("Paragraph")
+    assert mark_running_heads(pages) == 0 and len(pages[0].blocks) == 3  # idempotent
+
+
+def test_a_page_number_a_little_higher_counts_only_with_nothing_below_it() -> None:
+    """LaTeX puts the folio 12% up a letter page; a number with a line under it is a
+    list item or a cell."""
+    def one(blocks: list[Block]) -> PageResult:
+        return PageResult(index=0, width_pt=W, height_pt=H, outcome=PageOutcome.OK,
+                          engine="text-layer", blocks=blocks)
+    latex = one([piece(body(0), 72, 540, 100, 0), piece("1", 303, 308, 696, 1)])
+    assert head_blocks([latex], 0) == {1: Label.PAGE_FOOTER.value}
+    listed = one([piece(body(0), 72, 540, 100, 0), piece("1", 303, 308, 696, 1),
+                  piece("the first item of a list", 72, 300, 712, 2)])
+    assert head_blocks([listed], 0) == {}
+    equation = one([piece(body(0), 72, 540, 100, 0), piece("(3)", 520, 540, 696, 1)])
+    assert head_blocks([equation], 0) == {}

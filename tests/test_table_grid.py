@@ -233,3 +233,31 @@ def test_a_wider_second_line_does_not_cover_the_next_cell() -> None:
     assert "A1" in html and all(c.col + c.col_span <= grid.cols for c in grid.cells)
     row = sorted((c.col, c.col + c.col_span) for c in grid.cells if c.row == 1)
     assert all(a[1] <= b[0] for a, b in zip(row, row[1:], strict=False))
+
+
+def test_a_summary_row_written_across_the_key_columns_keeps_them_apart() -> None:
+    """"Average (all)" crosses the gap between "#" and "Topic", as does no other row:
+    the gap still separates two columns, and the summary row spans them."""
+    rows = [["#", "Topic", "Score", "Runs"]] + [
+        [str(n), name, f"0.{n}5", str(10 * n)]
+        for n, name in enumerate(["Soils", "Crops", "Bones", "Lime", "Dung", "Peat",
+                                  "Marl"], 1)]
+    words = table(rows, [50, 70, 200, 260])
+    words += phrase("Average (all)", 50, 100 + 16 * len(rows)) + phrase(
+        "0.45", 200, 100 + 16 * len(rows)) + phrase("40", 260, 100 + 16 * len(rows))
+    grid = build_grid(words)
+    assert grid is not None and grid.cols == 4
+    assert texts(grid)[:-1] == rows
+    last = [c for c in grid.cells if c.row == grid.rows - 1]
+    assert [(c.text, c.col, c.col_span) for c in last] == [
+        ("Average (all)", 0, 2), ("0.45", 2, 1), ("40", 3, 1)]
+    assert grid.header_rows == 1 and "<th>Topic</th>" in grid_html(grid)
+
+
+def test_a_table_set_sideways_makes_no_grid() -> None:
+    """Words taller than wide (a scan read turned a right angle): rows would cross it."""
+    rows = [["Region", "Net sales"], ["North America", "1,204.5"], ["Europe", "988.0"]]
+    turned = [w.model_copy(update={"x0": w.y0, "x1": w.y1, "y0": w.x0, "y1": w.x1})
+              for w in table(rows, [50, 160])]
+    assert build_grid(turned) is None
+    assert build_grid(table(rows, [50, 160])) is not None

@@ -242,3 +242,87 @@ def test_scanned_table_grid_from_tesseract_words(tmp_path: Path) -> None:
     assert len(grid) == len(BORDERLESS) and all(len(row) == 4 for row in grid)
     assert grid[0][1] == "Unit price" and grid[0][2] == "Units sold"
     assert [row[0] for row in grid] == [row[0] for row in BORDERLESS]
+
+
+#: a results table with group headings over column pairs and column headings turned 45
+#: degrees (as papers set narrow numeric columns); its rows as a reader sees them
+GROUPED = [["Task", "Procedure", "Completion", "Procedure", "Completion"],
+           ["Easy", "0.87", "0.20", "0.80", "0.10"],
+           ["Normal", "0.88", "0.40", "0.68", "0.20"],
+           ["Challenge", "0.46", "0.00", "0.39", "0.05"],
+           ["Average", "0.74", "0.20", "0.62", "0.12"]]
+#: narrow columns: a turned heading's box reaches over the next column's
+GROUPED_X = (72.0, 200.0, 224.0, 270.0, 294.0)
+CAPTION = ("Table 2: Procedure and completion scores of the two agents on each level of the tasks, "
+           "averaged over five seeds; higher is better in every column of the table.")
+
+
+def _turned(text: str, x: float, y: float, size: float = 9) -> str:
+    safe = text.replace("(", "\\(").replace(")", "\\)")
+    return (f"gsave {x:.1f} {y:.1f} translate 45 rotate /Helvetica findfont {size} scalefont "
+            f"setfont 0 0 moveto ({safe}) show grestore")
+
+
+def grouped_pdf(out: Path) -> Path:
+    """A caption, then the grouped table: "Alpha" centred over columns 1-2 and "Beta"
+    over 3-4, headings turned 45 degrees, four rows of figures; prose below."""
+    ps = [_show(CAPTION[:88], 72, PAGE_H - 90, "Times-Roman", 10),
+          _show(CAPTION[88:], 72, PAGE_H - 102, "Times-Roman", 10)]
+    top = PAGE_H - 130
+    for name, first, second in (("Alpha", GROUPED_X[1], GROUPED_X[2]),
+                                ("Beta", GROUPED_X[3], GROUPED_X[4])):
+        centre = (first + second + 18) / 2  # the figures are about 18pt wide
+        ps.append(_show(name, centre - 2.5 * len(name), top, "Helvetica", 9))
+    heads_y = top - 40
+    ps.append(_show(GROUPED[0][0], GROUPED_X[0], heads_y, "Helvetica", 9))
+    for x, text in zip(GROUPED_X[1:], GROUPED[0][1:], strict=True):
+        ps.append(_turned(text, x, heads_y))
+    y = heads_y - 14
+    for row in GROUPED[1:]:
+        for x, text in zip(GROUPED_X, row, strict=True):
+            ps.append(_show(text, x, y, "Helvetica", 9))
+        y -= 12
+    ps += _prose(y - 40, seed=5, lines=4)
+    ps.append("showpage")
+    return write_postscript_pdf(out, "\n".join(ps))
+
+
+def _read_figure(pdf: Path, first: str, last: str) -> EngineOutput:
+    """The page read with one *figure* region from word ``first``'s line to ``last``'s
+    (a layout model taking a table for a picture)."""
+    regions = [Region(label=Label.FIGURE, bbox=_table_box(pdf, first, last), score=0.9,
+                      source_class="figure")]
+    prep = _layer(pdf, regions)
+    output = TextLayerEngine().recognize(prep)
+    apply_layout(output, "text-layer", prep, min_cover=0.5)
+    return output
+
+
+def test_a_table_taken_for_a_figure_is_a_table_with_turned_and_grouped_headings(
+        tmp_path: Path) -> None:
+    pdf = grouped_pdf(tmp_path / "grouped.pdf")
+    output = _read_figure(pdf, "Table", "Average")
+    table = _table(output)
+    grid = _grid(table)
+    assert grid[1:] == GROUPED  # turned headings sit over their own columns
+    assert table.cells is not None
+    groups = {(c.text, c.col, c.col_span) for c in table.cells if c.row == 0}
+    assert groups == {("Alpha", 1, 2), ("Beta", 3, 2)}  # centred over two columns each
+    assert '<th colspan="2">Alpha</th>' in output.markdown
+    assert "<th>Completion</th>" in output.markdown  # both heading rows are the head
+    caption = [b for b in output.blocks if b.content.startswith("Table 2:")]
+    assert caption and caption[0].label == Label.TEXT.value and caption[0].cells is None
+
+
+def test_prose_taken_for_a_figure_stays_a_figure(tmp_path: Path) -> None:
+    pdf = borderless_pdf(tmp_path / "borderless.pdf")
+    layer = _layer(pdf).text_layer
+    assert layer is not None
+    words = [w for w in layer.words if w.y1 < borderless_region().y0]
+    region = BBox(x0=66, y0=min(w.y0 for w in words) - 4, x1=546,
+                  y1=max(w.y1 for w in words) + 4)
+    prep = _layer(pdf, [Region(Label.FIGURE, region, 0.9, "figure")])
+    output = TextLayerEngine().recognize(prep)
+    apply_layout(output, "text-layer", prep, min_cover=0.5)
+    assert not any(b.label == Label.TABLE.value for b in output.blocks)
+    assert any(b.label == Label.FIGURE.value for b in output.blocks)

@@ -178,6 +178,45 @@ def test_two_columns_read_left_then_right(pdfs: dict[str, Path]) -> None:
     assert contents[1].startswith("beta line 0") and "alpha" not in contents[1]
 
 
+def _titled_columns_pdf(out: Path, across: bool = False) -> Path:
+    """A full-width title over two columns whose numbered headings sit level across the
+    gutter, each followed by a three-line paragraph (the layout that read row by row);
+    numbered down each column, or across the rows when ``across``."""
+    def show(text: str, x: float, y: float, size: float) -> str:
+        return f"/Helvetica findfont {size} scalefont setfont {x} {y} moveto ({text}) show"
+
+    ps = [show("Ten Equations Worth Knowing By Heart Today", 120, 740, 20)]
+    y = 690.0
+    for row in range(2):
+        for col, x in enumerate((72.0, 320.0)):
+            n = 1 + row * 2 + col if across else 1 + col * 2 + row
+            ps.append(show(f"{n}. Heading number {n}", x, y, 13))
+            for line in range(3):
+                ps.append(show(f"part {n} line {line} of the paragraph under it", x,
+                               y - 24 - 13 * line, 10))
+        y -= 110
+    ps.append("showpage")
+    return samples.write_postscript_pdf(out, "\n".join(ps))
+
+
+def test_a_titled_two_column_page_with_level_headings_reads_column_by_column(
+        tmp_path: Path) -> None:
+    layer = _extract(_titled_columns_pdf(tmp_path / "titled.pdf"))
+    text = " ".join(block.content for block in layer.blocks)
+    starts = [text.index(f"{n}. Heading") for n in (1, 2, 3, 4)]
+    assert text.startswith("Ten Equations") and starts == sorted(starts)
+    assert text.index("part 2 line 2") < text.index("3. Heading")  # left column first
+
+
+def test_items_numbered_across_the_rows_read_across(tmp_path: Path) -> None:
+    """The same layout numbered row by row (a grid of items, not two columns of text):
+    the numbers say how the author meant it to be read."""
+    layer = _extract(_titled_columns_pdf(tmp_path / "grid.pdf", across=True))
+    text = " ".join(block.content for block in layer.blocks)
+    starts = [text.index(f"{n}. Heading") for n in (1, 2, 3, 4)]
+    assert starts == sorted(starts)
+
+
 def test_words_hyphenated_across_lines_are_joined(pdfs: dict[str, Path]) -> None:
     layer = _extract(pdfs["hyphen"])
     assert "adipiscing elit" in layer.text

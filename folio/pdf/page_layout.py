@@ -48,6 +48,9 @@ RULING_MAX_PT = 2.0
 #: rulings: the detector's box may cut the frame or the outer letters by a hair
 TABLE_MARGIN_PT = 4.0
 
+#: regions whose words may become a table grid
+_GRIDDED = frozenset({Label.TABLE, Label.FIGURE})
+
 _detectors: dict[str, LayoutDetector] = {}
 
 
@@ -87,12 +90,14 @@ def detect_page(page: pdfium.PdfPage, image: Image.Image | None, width_pt: float
 
 def table_inputs(layer: TextLayer, page: pdfium.PdfPage, geometry: PageGeometry,
                  regions: list[Region] | None) -> TextLayer:
-    """``layer`` with only the words inside table regions, and the ruling lines there.
+    """``layer`` with only the words inside table and figure regions (a figure may be a
+    table the model took for a picture: :mod:`folio.layout_labels`), and the ruling
+    lines there.
 
     Why here: the words and the page's drawn paths exist only in the child; the table
     grid is built in the parent, once the engine's blocks are labelled. Only what lies
-    inside a table crosses the pipe, so pages without tables carry no words at all."""
-    tables = [_grown(r.bbox) for r in regions or () if r.label is Label.TABLE]
+    inside a table or figure crosses the pipe, so pages of text alone carry no words."""
+    tables = [_grown(r.bbox) for r in regions or () if r.label in _GRIDDED]
     words = [w for w in layer.words
              if any(_inside((w.x0 + w.x1) / 2, (w.y0 + w.y1) / 2, box) for box in tables)]
     rulings = _rulings(page, geometry, tables) if words else []

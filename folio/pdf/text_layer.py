@@ -9,6 +9,7 @@ person can read); :func:`extract` reads pdfium and builds the :class:`TextLayer`
 from __future__ import annotations
 
 import math
+import re
 import statistics
 import unicodedata
 from collections.abc import Iterable
@@ -302,6 +303,7 @@ def _scan_chars(textpage: pdfium.PdfTextPage, geometry: PageGeometry) -> _Scan:
     """One pass over the glyphs: sizes as drawn, Unicode map errors, and line runs."""
     scan = _Scan()
     run = _Run()
+    previous: tuple[str, tuple[float, float, float, float]] = ("", (0.0, 0.0, 0.0, 0.0))
     box = pdfium_c.FS_RECTF()
     matrix = pdfium_c.FS_MATRIX()
     for index in range(textpage.count_chars()):
@@ -322,9 +324,14 @@ def _scan_chars(textpage: pdfium.PdfTextPage, geometry: PageGeometry) -> _Scan:
             run = _flush(run, scan, geometry)
             scan.end_word(geometry)
         if has_box:
+            here = (box.left, box.bottom, box.right, box.top)
             run.add(char, box, size)
             if char not in _BREAK_HYPHENS:
                 scan.word.add(char, box, size)
+            if char == _LAM and previous[0] in _ALEFS and _same_box(previous[1], here):
+                _swap_last_two(run.chars)
+                _swap_last_two(scan.word.chars)
+            previous = (char, here)
         if pdfium_c.FPDFText_IsGenerated(textpage, index) == 1:
             continue
         scan.glyphs += 1
@@ -335,6 +342,25 @@ def _scan_chars(textpage: pdfium.PdfTextPage, geometry: PageGeometry) -> _Scan:
     _flush(run, scan, geometry)
     scan.end_word(geometry)
     return scan
+
+
+#: Arabic lam and the alefs it forms a ligature with (lam-alef, one glyph, two letters)
+_LAM = "\u0644"
+_ALEFS = frozenset("\u0627\u0623\u0625\u0622")
+
+
+def _same_box(a: tuple[float, float, float, float], b: tuple[float, float, float, float]
+              ) -> bool:
+    return all(abs(x - y) < 0.01 for x, y in zip(a, b, strict=True))
+
+
+def _swap_last_two(chars: list[str]) -> None:
+    """Put a lam-alef ligature's letters in reading order. pdfium reverses a right-to-
+    left run glyph by glyph, and a ligature's two letters (one glyph, one box) come out
+    alef first ("اإلنتاجية" for "الإنتاجية"); two letters sharing one box are that glyph,
+    while a real alef-lam (the article) has two boxes."""
+    if len(chars) >= 2:
+        chars[-2], chars[-1] = chars[-1], chars[-2]
 
 
 def _flush(run: _Run, scan: _Scan, geometry: PageGeometry) -> _Run:
@@ -492,8 +518,11 @@ def _xy_order(paras: list[_Para], depth: int = 0) -> list[_Para]:
     """Reading order by recursive XY cut.
 
     Columns are cut first when every side holds real paragraphs (two-column text);
-    otherwise horizontal bands are cut first, so table rows read across. Deep cuts
-    (pathological layouts) fall back to top-to-bottom order.
+    otherwise horizontal bands are cut first, so table rows read across; consecutive
+    bands that share a column gap are one section (:func:`_sections`), so a full-width
+    title over two columns whose headings line up across the gutter does not make the
+    page read row by row. Deep cuts (pathological layouts) fall back to top-to-bottom
+    order.
     """
     if len(paras) <= 1 or depth > _MAX_CUT_DEPTH:
         return sorted(paras, key=lambda p: (p.bbox.y0, p.bbox.x0))
@@ -502,12 +531,63 @@ def _xy_order(paras: list[_Para], depth: int = 0) -> list[_Para]:
     if len(columns) > 1 and all(any(len(p.lines) > 1 for p in col) for col in columns):
         groups = columns
     elif len(bands) > 1:
-        groups = bands
+        sections = _sections(bands)
+        groups = sections if len(sections) > 1 else bands  # one section: rows of a table
     elif len(columns) > 1:
         groups = columns
     else:
         return sorted(paras, key=lambda p: (p.bbox.y0, p.bbox.x0))
     return [para for group in groups for para in _xy_order(group, depth + 1)]
+
+
+def _sections(bands: list[list[_Para]]) -> list[list[_Para]]:
+    """Consecutive bands joined while each splits into columns and so do they together
+    (their gutters line up): a stretch of two-column text whose headings or equations
+    sit level across the gutter, to be cut into columns next. A band spanning the page
+    (a title, a wide figure) ends the stretch. With a single band nothing changes.
+
+    A stretch whose numbered items ("1.", "2.", ...) run in order across the rows and
+    out of order down the columns is a grid of items the author numbered row by row:
+    its bands stay apart (read across), as the numbers say."""
+    if len(bands) < 2:
+        return bands
+    runs: list[list[list[_Para]]] = []
+    split_last = False
+    for band in bands:
+        split = len(_cut(band, vertical=True)) > 1
+        if runs and split and split_last and len(
+                _cut([p for b in runs[-1] for p in b] + band, vertical=True)) > 1:
+            runs[-1].append(band)
+        else:
+            runs.append([band])
+        split_last = split
+    out: list[list[_Para]] = []
+    for run in runs:
+        if len(run) > 1 and _numbered_across(run):
+            out += run
+        else:
+            out.append([p for b in run for p in b])
+    return out
+
+
+_ITEM_NUMBER = re.compile(r"^\s*(\d{1,3})[.)]\s")
+
+
+def _numbered_across(run: list[list[_Para]]) -> bool:
+    """Whether the numbered paragraphs of these bands count up row by row (left to right
+    in each band) but not column by column."""
+    def numbers(paras: list[_Para]) -> list[int]:
+        found = (_ITEM_NUMBER.match(p.lines[0].text) for p in paras)
+        return [int(m.group(1)) for m in found if m]
+
+    across = numbers([p for band in run for p in sorted(band, key=lambda q: q.bbox.x0)])
+    columns = _cut([p for band in run for p in band], vertical=True)
+    down = numbers([p for col in columns for p in sorted(col, key=lambda q: q.bbox.y0)])
+
+    def rising(values: list[int]) -> bool:
+        return all(a < b for a, b in zip(values, values[1:], strict=False))
+
+    return len(across) >= 3 and rising(across) and not rising(down)
 
 
 def _cut(paras: list[_Para], *, vertical: bool) -> list[list[_Para]]:

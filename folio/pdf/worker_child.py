@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import faulthandler
 import logging
+import math
 import os
 import resource
 import sys
@@ -23,8 +24,9 @@ import pypdfium2.raw as pdfium_c
 from PIL import Image
 from pydantic import SecretStr
 
+from folio.config import RenderSettings
 from folio.errors import FolioError, MalformedPdfError, PageTooLargeError
-from folio.models import PagePrep
+from folio.models import PagePrep, RenderPlan
 from folio.pdf.page_layout import detect_page, table_inputs
 from folio.pdf.pdfium_doc import (
     PDFIUM_LOCK,
@@ -202,6 +204,23 @@ def _prepare_page(doc: pdfium.PdfDocument, index: int, page_count: int, job: Wor
             text_page.close()
 
 
+def _for_ocr(page: pdfium.PdfPage, plan: RenderPlan, image: Image.Image, width_pt: float,
+             height_pt: float, settings: RenderSettings) -> tuple[RenderPlan, Image.Image]:
+    """The plan and render again at the resolution a CPU OCR engine needs when the
+    text lines of ``image`` are too small for it; else both unchanged."""
+    from folio.pdf.ocr_resolution import ocr_dpi, text_line_px  # numpy: not in the zygote
+
+    finer = ocr_dpi(plan.dpi, text_line_px(image), width_pt, height_pt, settings)
+    if finer is None:
+        return plan, image
+    dpi, why = finer
+    width_px = max(1, math.floor(width_pt * dpi / 72.0))
+    height_px = max(1, math.floor(height_pt * dpi / 72.0))
+    plan = plan.model_copy(update={"dpi": dpi, "width_px": width_px, "height_px": height_px,
+                                   "reason": f"{plan.reason}; {why}"})
+    return plan, render(page, width_px, height_px)
+
+
 def _measure_and_render(page: pdfium.PdfPage, index: int, job: WorkerJob,
                         text_page: pdfium.PdfPage | None = None) -> PagePrep:
     geometry = page_geometry(page)
@@ -223,6 +242,9 @@ def _measure_and_render(page: pdfium.PdfPage, index: int, job: WorkerJob,
     image: Image.Image | None = None
     if job.render == "all" or not layer.trusted:
         image = render(page, plan.width_px, plan.height_px)
+        if job.ocr_resolution:
+            plan, image = _for_ocr(page, plan, image, geometry.width_pt, geometry.height_pt,
+                                   job.render_settings)
         image_path = _save(image, job.out_dir, index, job.render_settings.image_format)
     blank = is_blank(page, text_chars=layer.chars, image=image)
     layout = None

@@ -58,6 +58,9 @@ class WorkerJob(WorkerRequest):
     layout: LayoutSettings | None = Field(
         None, description="detect layout regions on every non-blank page with these "
         "settings (PagePrep.layout); None: no detection")
+    ocr_resolution: bool = Field(
+        False, description="pages go to a CPU OCR engine: render those whose text lines "
+        "are too small again at the resolution it reads best (folio.pdf.ocr_resolution)")
 
 
 class PdfInfo(BaseModel):

@@ -9,6 +9,7 @@ from folio.config import ValidationSettings
 from folio.engines.base import GENERATIVE_ENGINES, EngineOutput, OcrEngine
 from folio.engines.markdown import BLOCK_MARKDOWN_ENGINES, blocks_to_markdown
 from folio.errors import BadOutputError, FolioError, TransientError, is_transient_code
+from folio.layer_or_ocr import layer_is_better
 from folio.layout_labels import label_blocks
 from folio.models import Attempt, BBox, Block, PageOutcome, PagePrep, PageResult
 from folio.pipeline.outcome import page_failed
@@ -84,6 +85,11 @@ def _process_page(page: PagePrep, services: Services) -> PageResult:
             errors.append(err.reason)
             last_transient = isinstance(err, TransientError)
             continue
+        if route.kind == "ocr" and name == primary:
+            kept = _keep_layer(output, page, services)
+            if kept is not None:
+                result.attempts.append(output.attempt)
+                output, name = kept, "text-layer"
         result.attempts.append(output.attempt)
         result.engine, result.model = name, output.attempt.model
         result.prompt_format = output.prompt_format
@@ -95,6 +101,24 @@ def _process_page(page: PagePrep, services: Services) -> PageResult:
     result.reason = "; ".join(dict.fromkeys(errors)) or "no engine could read the page"
     result.retryable = last_transient
     return result
+
+
+def _keep_layer(output: EngineOutput, page: PagePrep, services: Services
+                ) -> EngineOutput | None:
+    """The text layer's output when it beats the OCR ``output`` (:mod:`folio.layer_or_ocr`),
+    the OCR attempt marked with why; None when the OCR stands. Both attempts are kept."""
+    why = layer_is_better(output.markdown, page.text_layer, width_pt=page.width_pt,
+                          height_pt=page.height_pt)
+    if why is None:
+        return None
+    try:
+        layer = _recognize(services.engine("text-layer"), page, 0)
+    except FolioError:
+        return None
+    layer.blocks = clip_blocks(layer.blocks, page.width_pt, page.height_pt)
+    apply_layout(layer, "text-layer", page, services.config.layout.min_cover)
+    output.attempt.error = why
+    return layer
 
 
 def _recognize(engine: OcrEngine, page: PagePrep, attempt: int) -> EngineOutput:

@@ -555,6 +555,7 @@ def worker_jobs(prep: PreparedDocument, config: PipelineConfig) -> list[WorkerJo
             memory_mb=config.limits.worker_memory_mb,
             timeout_s=config.limits.document_timeout_s,
             layout=config.active_layout(),
+            ocr_resolution=config.ocr.engine == "tesseract",
         )
         for start in range(0, doc.page_count, size)
     ]
