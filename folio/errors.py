@@ -8,6 +8,8 @@ retrying later may help, so the document is recorded as failed-retryable, never 
 
 from __future__ import annotations
 
+import errno
+
 
 class FolioError(Exception):
     """Base of every error folio raises on purpose."""
@@ -98,6 +100,20 @@ class WorkerCrashedError(TransientError):
     """A page worker process died (signal, memory limit) before finishing."""
 
     code = "worker-crashed"
+
+
+#: errno values that say the machine, not the document, is at fault: the disk (or quota)
+#: is full, or the file system went read-only or failed under us
+_OS_STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
+
+
+def storage_error_from_os(exc: OSError, doing: str) -> StorageError | None:
+    """A :class:`StorageError` for an OSError that is the machine's trouble (a full disk,
+    a read-only or failing file system), so the work is retried later instead of the
+    page being quarantined for good; None for any other OSError."""
+    if exc.errno not in _OS_STORAGE_ERRNOS:
+        return None
+    return StorageError(f"{doing}: {exc.strerror or type(exc).__name__}")
 
 
 def is_transient_code(reason: str) -> bool:

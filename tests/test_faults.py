@@ -190,3 +190,42 @@ def test_postgres_stopped_mid_sweep_then_back(tmp_path: Path, monkeypatch: pytes
     finally:
         server.cleanup()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_full_working_folder_is_retried_not_lost(tmp_path: Path) -> None:
+    """The working folder on a 300 KB tmpfs: rendering fails with ENOSPC, which is the
+    machine's fault, so the document ends retryable with a storage reason and is not
+    marked done (it was quarantined for good, and marked done, before); with space
+    again, the rerun does it whole."""
+    import subprocess
+
+    import lancedb
+
+    from flows.ingest import ingest
+
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(small)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        src = tmp_path / "in"
+        src.mkdir()
+        write_text_pdf(src / "long.pdf", report_pages(seed=77, n=3))
+        out, settings = tmp_path / "out", {"work_dir": str(small / "work")}
+        full = ingest(sources=[str(src)], out=str(out), settings=settings, route="ocr")
+        doc = full["documents"][0]
+        assert doc["outcome"] != "ok" and doc["retryable"], doc
+        assert "storage" in doc["reason"] or doc["pages_quarantined"], doc
+        assert not (out / "_index").exists() or not any((out / "_index").rglob("*.json")), \
+            "marked done with pages lost to a full disk"
+        subprocess.run(["mount", "-o", "remount,size=64m", str(small)], check=True)
+        again = ingest(sources=[str(src)], out=str(out), settings=settings, route="ocr")
+    finally:
+        subprocess.run(["umount", str(small)], capture_output=True)
+    doc = again["documents"][0]
+    assert doc["outcome"] == "ok" and not doc["cached"], doc
+    db = lancedb.connect(str(out / "_vectors"))
+    rows = db.open_table(list(db.table_names())[0]).to_arrow().select(["id", "doc_id"]).to_pylist()
+    _assert_done_means_complete(again, lambda uri: Path(uri).is_file(), rows)

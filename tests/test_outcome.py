@@ -3,6 +3,8 @@ the text of a reason (which once missed "storage")."""
 
 from __future__ import annotations
 
+import os
+
 from folio.config import PipelineConfig
 from folio.errors import is_transient_code
 from folio.models import DocumentOutcome, DocumentResult, PageOutcome, PagePrep, PageResult
@@ -31,3 +33,16 @@ def test_a_page_worker_storage_error_makes_the_document_retryable(tmp_path: obje
     doc = DocumentResult(source="s", page_count=2, pages=[bad, ok])
     decide_outcome(doc)
     assert not bad.retryable and not doc.retryable
+
+
+def test_a_full_disk_is_the_machines_fault_and_other_os_errors_are_not() -> None:
+    import errno
+
+    from folio.errors import StorageError, storage_error_from_os
+
+    for code in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO):
+        err = storage_error_from_os(OSError(code, os.strerror(code)), "page 3 in /w")
+        assert isinstance(err, StorageError) and is_transient_code(err.reason), code
+        assert err.reason.startswith("storage: page 3 in /w: ")
+    assert storage_error_from_os(OSError(errno.ENOENT, "gone"), "x") is None
+    assert storage_error_from_os(PermissionError(errno.EACCES, "no"), "x") is None

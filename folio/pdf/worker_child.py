@@ -25,7 +25,7 @@ from PIL import Image
 from pydantic import SecretStr
 
 from folio.config import RenderSettings
-from folio.errors import FolioError, MalformedPdfError, PageTooLargeError
+from folio.errors import FolioError, MalformedPdfError, PageTooLargeError, storage_error_from_os
 from folio.models import PagePrep, RenderPlan
 from folio.pdf.page_layout import detect_page, table_inputs
 from folio.pdf.pdfium_doc import (
@@ -195,6 +195,12 @@ def _prepare_page(doc: pdfium.PdfDocument, index: int, page_count: int, job: Wor
             index=index,
             error=f"{PageTooLargeError.code}: out of memory under the {job.memory_mb} MB limit",
         )
+    except OSError as exc:  # a full working folder is the machine's fault: retried later
+        storage = storage_error_from_os(exc, f"page {index + 1} in {job.out_dir}")
+        if storage is None:
+            log.exception("page %d failed", index)
+            return PagePrep(index=index, error=f"error: {type(exc).__name__}: {exc}")
+        return PagePrep(index=index, error=storage.reason)
     except Exception as exc:  # one bad page must not end the document
         log.exception("page %d failed", index)
         return PagePrep(index=index, error=f"error: {type(exc).__name__}: {exc}")
