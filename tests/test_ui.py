@@ -141,6 +141,9 @@ def test_progress_artifact_follows_pages_and_is_throttled(
         return artifact
 
     class Client:  # the one client every bar of the process shares
+        def __init__(self, url: str = "", stale: Any = None) -> None:
+            pass
+
         def update_artifact(self, artifact_id: uuid.UUID, artifact: Any) -> None:
             calls.append((artifact_id, artifact.data, artifact.description))
 
@@ -163,6 +166,38 @@ def test_progress_artifact_follows_pages_and_is_throttled(
         assert mine[-1][1] == f"OCR of {name}: {pages} of {pages} pages, finished"
     progress.emit(progress.ProgressEvent(kind="page-done", source="s3://b/doc.pdf", pages=1))
     assert bar.done == 200  # the listener is gone
+
+
+def test_a_progress_bar_outlives_a_closed_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process's cached Prefect client closed under a ticking bar (a run's teardown
+    closing Prefect's clients): the update goes out once more on a new client, and the
+    closed one is not handed to the next bar."""
+    import tasks.progress
+    from tasks.progress import PageProgress, _send
+
+    sent: list[str] = []
+
+    class Closed:
+        def update_artifact(self, artifact_id: uuid.UUID, artifact: Any) -> None:
+            raise RuntimeError("Cannot send a request, as the client has been closed.")
+
+    class Fresh:
+        def update_artifact(self, artifact_id: uuid.UUID, artifact: Any) -> None:
+            sent.append(artifact.description)
+
+    url = "http://api.example/api"
+    made = iter([Closed(), Fresh()])
+    monkeypatch.setattr("prefect.client.orchestration.get_client",
+                        lambda sync_client=True: next(made))
+    monkeypatch.setitem(tasks.progress._clients, url, None)
+    del tasks.progress._clients[url]
+    bar = PageProgress("s3://b/doc.pdf", 4)  # not entered: no ticker races this test
+    bar.artifact, bar.api_url = uuid.uuid4(), url
+    bar.client = tasks.progress._client(url)
+    bar.done = 2
+    _send(bar)
+    assert sent == ["OCR of doc.pdf: 2 of 4 pages"] and bar.shown == 2
+    assert isinstance(tasks.progress._clients[url], Fresh)
 
 
 @pytest.mark.slow
