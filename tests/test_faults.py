@@ -229,3 +229,105 @@ def test_a_full_working_folder_is_retried_not_lost(tmp_path: Path) -> None:
     db = lancedb.connect(str(out / "_vectors"))
     rows = db.open_table(list(db.table_names())[0]).to_arrow().select(["id", "doc_id"]).to_pylist()
     _assert_done_means_complete(again, lambda uri: Path(uri).is_file(), rows)
+
+
+def _start_server(home: Path, port: int) -> Any:
+    """`prefect server start` on ``port`` with its database under ``home`` (the same
+    database each time: a restart, not a new server)."""
+    import os
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API_URL")}
+    env.update(PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false",
+               PREFECT_UI_ENABLED="false")
+    log = (home / "server.log").open("ab")
+    proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host",
+                             "127.0.0.1", "--port", str(port)], env=env, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2):
+                return proc
+        except OSError:
+            time.sleep(0.5)
+    proc.kill()
+    raise RuntimeError((home / "server.log").read_text(errors="replace")[-3000:])
+
+
+def _stop_server(proc: Any) -> None:
+    import os
+    import signal
+
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def test_prefect_server_restarted_mid_sweep(s3_server: Any, tmp_path: Path) -> None:
+    """A sweep of 9 documents in batches of 3 on a Prefect server of the test's own; once
+    some documents are done the server is stopped and started again on its database. The
+    sweep either rides it out or fails; either way the next sweep converges: every
+    document processed once, no vector twice."""
+    import socket
+    import threading
+    import time
+
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.sweep import sweep
+    from tests.test_sweep import audit, processings
+
+    client, bucket = s3_server.client, s3_server.create_bucket()
+    client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    for i in range(9):
+        pdf = write_text_pdf(tmp_path / f"doc-{i}.pdf", report_pages(seed=900 + i, n=1))
+        client.upload_file(str(pdf), bucket, f"in/doc-{i}.pdf")
+    corpus = {"bucket": bucket, "client": client, "s3": s3_server.settings}
+    settings = {**_settings(s3_server.endpoint_url), "work_dir": str(tmp_path / "work"),
+                "validation.enabled": False}
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    home = tmp_path / "prefect"
+    home.mkdir()
+    server = _start_server(home, port)
+    restarted = threading.Event()
+    done_at_stop: list[int] = []
+
+    def restart_when_some_are_done() -> None:
+        nonlocal server
+        deadline = time.monotonic() + 300
+        while len(processings(corpus, "out")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        _stop_server(server)
+        done_at_stop.append(len(processings(corpus, "out")))
+        time.sleep(2)  # down for a while
+        server = _start_server(home, port)
+        restarted.set()
+
+    def run() -> dict[str, Any]:
+        return sweep(prefix=f"s3://{bucket}/in", out=f"s3://{bucket}/out", settings=settings,
+                     batch_size=3, max_in_flight=1, lease_s=5.0, poll_s=0.2, inline=True)
+
+    try:
+        with temporary_settings({PREFECT_API_URL: f"http://127.0.0.1:{port}/api"}):
+            watcher = threading.Thread(target=restart_when_some_are_done, daemon=True)
+            watcher.start()
+            try:
+                first: dict[str, Any] | None = run()
+            except Exception:  # the sweep may die with its server: the rerun must converge
+                first = None
+            watcher.join(timeout=300)
+            assert restarted.is_set(), "the server was never restarted"
+            assert done_at_stop[0] < 9, "the sweep was over before its server went down"
+            again = run()
+    finally:
+        _stop_server(server)
+    assert again["documents"] == 9 and again["failed"] == 0, (first, again)
+    if first is not None:  # it rode the restart out: the rerun has nothing left to do
+        assert again["skipped"] == 9, (first, again)
+    audit(corpus, "out", 9)  # each processed exactly once, no duplicate vector
