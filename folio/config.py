@@ -201,7 +201,11 @@ class StoreSettings(BaseModel):
     maintain_every_writes: int = Field(
         20, ge=0, description="LanceDB: compact fragments, fold new rows into the indexes "
         "and drop old versions after this many writes of one store object; every write adds "
-        "a fragment and a version, and a table of many is slow to write and search. 0: never")
+        "a fragment and a version, and a table of many is slow to write and search. It runs on "
+        "a background thread of the store, never inside a write. 0: never")
+    maintain_retry_s: float = Field(
+        30.0, gt=0, description="LanceDB: wait before a failed maintenance (say, a conflict "
+        "with another worker's compaction) is tried again; doubles up to 10 minutes")
     keep_versions_s: float = Field(
         600.0, ge=0, description="LanceDB: versions younger than this survive maintenance, "
         "so a reader or writer in another process still on one does not lose its files")
