@@ -244,3 +244,14 @@ def test_outcome_read_back_from_the_outputs_when_a_report_is_missing(
     assert lines["bad"]["reason"].startswith("encrypted")
     assert lines["never"] is None
     assert not list(tmp_path.iterdir())  # downloads are not left behind
+
+
+def test_done_set_holds_names_as_hashes_and_answers_membership() -> None:
+    from folio.claims.done_set import DoneSet
+
+    names = [f"{i:032x}-{i * 7:016x}" for i in range(5000)]
+    done = DoneSet(iter(names))  # a stream: the set never needs the list
+    assert len(done) == 5000
+    assert all(n in done for n in names[::97])
+    assert f"{1:032x}-{8:016x}" not in done and "" not in done and 3 not in done
+    assert done._sorted.nbytes == 8 * 5000
