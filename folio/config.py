@@ -224,6 +224,10 @@ class StoreSettings(BaseModel):
         0, ge=0, description="LanceDB: re-rank k x this many candidates by exact cosine "
         "distance, which restores what the index's 8-bit quantisation loses; 0: off, since "
         "each candidate is a random read (an S3 request): 10 made a search 5x slower on S3")
+    hnsw_ef_search: int = Field(
+        100, ge=1, le=1000, description="pgvector: HNSW candidates a search looks at (its "
+        "hnsw.ef_search); pgvector's default 40 found the query's own chunk first in 64% of "
+        "searches at 100k rows; more is better recall and slower search")
     search_staleness_s: float = Field(
         1.0, ge=0, description="LanceDB: a search sees other workers' writes at most this "
         "late (its own at once); looking for a new table version before every search is an "
