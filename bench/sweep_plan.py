@@ -132,9 +132,11 @@ def _current_rss_kib() -> int:
 
 
 def measure(endpoint: str, size: int) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, "--child", endpoint], check=True,
-                         capture_output=True, text=True, cwd=REPO).stdout  # fmt: skip
-    got = json.loads(out.strip().splitlines()[-1])
+    done = subprocess.run([sys.executable, __file__, "--child", endpoint],
+                          capture_output=True, text=True, cwd=REPO)  # fmt: skip
+    if done.returncode:
+        raise SystemExit(f"planning {size} objects failed:\n{done.stderr[-3000:]}")
+    got = json.loads(done.stdout.strip().splitlines()[-1])
     if got["verdicts"] != {"skipped": size}:
         raise SystemExit(f"{size}: expected every object done, got {got['verdicts']}")
     per = 1000 / size
@@ -179,9 +181,12 @@ def main() -> None:
     by = {r["objects"]: r for r in rows}
     ratio = (by[1_000_000]["seconds_per_1000"] / by[100_000]["seconds_per_1000"]
              if 100_000 in by and 1_000_000 in by else None)  # fmt: skip
+    small = (by[100_000]["seconds_per_1000"] / by[10_000]["seconds_per_1000"]
+             if 10_000 in by and 100_000 in by else None)  # fmt: skip
     save("sweep_plan", {
         "sizes": rows,
         "ratio_1m_over_100k": round(ratio, 2) if ratio is not None else None,
+        "ratio_100k_over_10k": round(small, 2) if small is not None else None,
         "target_ratio": TARGET_RATIO,
         "target_met": ratio is not None and ratio <= TARGET_RATIO,
         "settings": {
