@@ -187,7 +187,8 @@ def _churn(store: LanceDBStore, rounds: int) -> dict[str, list[str]]:
 def test_writes_racing_background_compaction_lose_and_duplicate_nothing(
     where: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    tuning = LanceTuning(maintain_every_writes=2)  # versions kept: writers are on them
+    # versions kept: writers are on them; a failed run is retried soon
+    tuning = LanceTuning(maintain_every_writes=2, maintain_retry_s=0.2)
     if where == "s3":
         server: S3Server = request.getfixturevalue("s3_server")
         bucket = server.create_bucket()
@@ -197,7 +198,9 @@ def test_writes_racing_background_compaction_lose_and_duplicate_nothing(
         store = LanceDBStore(str(tmp_path / "v"), dim=8, tuning=tuning)
     last = _churn(store, 16)
     assert store.wait_maintained(120)
-    assert store.upkeep.runs >= 1 and store.upkeep.failures == 0
+    # a compaction preempted by a racing write's commit fails, is logged and retried: at
+    # least one run must have succeeded, and whatever failed lost nothing
+    assert store.upkeep.runs > store.upkeep.failures
     ids = _ids(store)
     assert len(ids) == len(set(ids))  # no chunk twice
     assert sorted(ids) == sorted(i for v in last.values() for i in v)  # none lost or stale
