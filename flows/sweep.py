@@ -43,12 +43,11 @@ from deployments.runs import crash_run, is_zombie, read_run, run_report
 from folio.claims import (
     ClaimKeeper,
     ClaimLedger,
-    key_hash,
     line_from_outputs,
-    list_pdfs,
     record_lines,
     report_lines,
 )
+from folio.claims.plan import plan_sweep
 from folio.config import S3Settings
 from folio.io.s3 import ObjectRef
 from folio.run_config import resolve_config
@@ -100,25 +99,20 @@ class Sweep:
 
     # --- the listing pass -------------------------------------------------------------
     def run(self) -> dict[str, Any]:
-        done, failed = self.ledger.done_names(), self.ledger.failed_names()
-        for obj in list_pdfs(self.opts.prefix, self.s3):
+        plan = plan_sweep(self.opts.prefix, self.ledger, self.s3,
+                          max_attempts=self.opts.max_attempts)
+        for obj, verdict in plan:
             self.tally["documents"] += 1
-            self.consider(obj, done, failed)
+            if verdict == "todo":
+                self.claim(obj, first=True)
+            else:
+                self.tally[verdict] += 1
             if len(self.pending) >= self.opts.batch_size:
                 self.flush(full_only=True)
             elif self.running:
                 self.reap()
         self.settle()
         return dict(self.tally)
-
-    def consider(self, obj: ObjectRef, done: set[str], failed: set[str]) -> None:
-        if self.ledger.is_done(obj, done):
-            self.tally["skipped"] += 1
-        elif key_hash(obj.uri) in failed and not self.ledger.should_retry(
-                obj, self.opts.max_attempts):
-            self.tally["given_up"] += 1
-        else:
-            self.claim(obj, first=True)
 
     def claim(self, obj: ObjectRef, *, first: bool) -> None:
         claim = self.ledger.try_claim(obj, self.opts.owner, self.opts.lease_s)

@@ -210,7 +210,11 @@ class StoreSettings(BaseModel):
     maintain_every_writes: int = Field(
         20, ge=0, description="LanceDB: compact fragments, fold new rows into the indexes "
         "and drop old versions after this many writes of one store object; every write adds "
-        "a fragment and a version, and a table of many is slow to write and search. 0: never")
+        "a fragment and a version, and a table of many is slow to write and search. It runs on "
+        "a background thread of the store, never inside a write. 0: never")
+    maintain_retry_s: float = Field(
+        30.0, gt=0, description="LanceDB: wait before a failed maintenance (say, a conflict "
+        "with another worker's compaction) is tried again; doubles up to 10 minutes")
     keep_versions_s: float = Field(
         600.0, ge=0, description="LanceDB: versions younger than this survive maintenance, "
         "so a reader or writer in another process still on one does not lose its files")
@@ -229,6 +233,14 @@ class StoreSettings(BaseModel):
         0, ge=0, description="LanceDB: re-rank k x this many candidates by exact cosine "
         "distance, which restores what the index's 8-bit quantisation loses; 0: off, since "
         "each candidate is a random read (an S3 request): 10 made a search 5x slower on S3")
+    hnsw_ef_search: int = Field(
+        100, ge=1, le=1000, description="pgvector: HNSW candidates a search looks at (its "
+        "hnsw.ef_search); pgvector's default 40 found the query's own chunk first in 64% of "
+        "searches at 100k rows; more is better recall and slower search")
+    search_staleness_s: float = Field(
+        1.0, ge=0, description="LanceDB: a search sees other workers' writes at most this "
+        "late (its own at once); looking for a new table version before every search is an "
+        "S3 request each. 0: look every time")
 
 
 class S3Settings(BaseModel):

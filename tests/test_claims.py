@@ -244,3 +244,40 @@ def test_outcome_read_back_from_the_outputs_when_a_report_is_missing(
     assert lines["bad"]["reason"].startswith("encrypted")
     assert lines["never"] is None
     assert not list(tmp_path.iterdir())  # downloads are not left behind
+
+
+def test_done_set_holds_names_as_hashes_and_answers_membership() -> None:
+    from folio.claims.done_set import DoneSet
+
+    names = [f"{i:032x}-{i * 7:016x}" for i in range(5000)]
+    done = DoneSet(iter(names))  # a stream: the set never needs the list
+    assert len(done) == 5000
+    assert all(n in done for n in names[::97])
+    assert f"{1:032x}-{8:016x}" not in done and "" not in done and 3 not in done
+    assert done._sorted.nbytes == 8 * 5000
+
+
+def test_plan_skips_done_gives_up_on_bad_input_and_lists_the_rest(s3_server: Any) -> None:
+    """The sweep's listing pass over a real S3 listing: done sources cost no request of
+    their own, a source failed on its own merits max_attempts times is given up, a changed
+    or new source is to do."""
+    from folio.claims.plan import plan_sweep
+
+    src = s3_server.create_bucket()
+    for name in ("a", "b", "c", "d"):
+        s3_server.client.put_object(Bucket=src, Key=f"in/{name}.pdf", Body=name.encode())
+    listed = {o.key: o for o in list_pdfs(f"s3://{src}/in", s3_server.settings)}
+    ledger = ClaimLedger(S3Sink(s3_server.create_bucket(), "out", make_client(s3_server.settings)),
+                         "cfg")  # fmt: skip
+    for key in ("in/a.pdf", "in/b.pdf"):
+        claim = ledger.try_claim(listed[key], "sweep", lease_s=60)
+        assert claim is not None
+        ledger.complete(claim)
+    claim = ledger.try_claim(listed["in/c.pdf"], "sweep", lease_s=60)
+    assert claim is not None
+    ledger.fail(claim, "encrypted", retryable=False)
+    s3_server.client.put_object(Bucket=src, Key="in/b.pdf", Body=b"b, changed")
+    plan = {o.key: v for o, v in plan_sweep(f"s3://{src}/in", ledger, s3_server.settings,
+                                            max_attempts=1)}  # fmt: skip
+    assert plan == {"in/a.pdf": "skipped", "in/b.pdf": "todo", "in/c.pdf": "given_up",
+                    "in/d.pdf": "todo"}  # fmt: skip

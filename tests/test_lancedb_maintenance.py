@@ -39,7 +39,9 @@ def _shape(store: LanceDBStore) -> tuple[int, int]:
 
 
 def _write(store: LanceDBStore, doc: str, n: int, seed: int, dim: int = 8) -> None:
+    """One write, then wait for the maintenance it may have asked for (background)."""
     store.replace_documents([DocumentVectors(doc, chunks(doc, n), vectors(n, seed, dim))])
+    assert store.wait_maintained(60)
 
 
 @pytest.mark.parametrize("every", [3, 0])
@@ -78,6 +80,7 @@ def test_ann_index_appears_past_the_row_threshold_and_finds_the_nearest(tmp_path
     for i in range(4):  # 4 x 200 rows, maintenance after each write
         vecs = vectors(200, i, ANN_DIM)
         store.replace_documents([DocumentVectors(f"d{i}", chunks(f"d{i}", 200), vecs)])
+        assert store.wait_maintained(60)
         stored.append(vecs)
         assert store.has_vector_index() == (store.count() >= 600)
     assert store.has_vector_index()
@@ -98,6 +101,7 @@ def test_ann_index_is_trained_again_when_the_table_doubles(tmp_path: Path) -> No
     seen = []
     for i in range(8):  # 8 x 100 rows
         store.replace_documents([DocumentVectors(f"d{i}", chunks(f"d{i}", 100), vectors(100, i, ANN_DIM))])
+        assert store.wait_maintained(60)
         seen.append(store.vector_index_partitions())
     # 400 rows: 2 partitions; trained again at 4 (800 rows), not in between
     assert seen == [0, 0, 0, 2, 2, 2, 2, 4]
@@ -144,6 +148,7 @@ def test_workers_replacing_documents_at_once_leave_each_its_last_chunks(tmp_path
     tuning = LanceTuning(maintain_every_writes=2)
     workers = [LanceDBStore(uri, dim=8, tuning=tuning) for _ in range(3)]
     _race(workers, ["a", "b", "c"])
+    assert all(w.wait_maintained(60) for w in workers)
     ids = _table(workers[0]).to_arrow().column("id").to_pylist()
     expected = [c.id for doc in "abc" for c in chunks(doc, 18, id_tag="2-")] + ["seed-0000"]
     assert sorted(ids) == sorted(expected)

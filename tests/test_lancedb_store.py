@@ -103,3 +103,25 @@ def test_storage_options_for_s3_clones() -> None:
     }
     store = LanceDBStore("s3://b/v", dim=DIM, storage_options=opts)
     assert secret not in repr(store) and secret not in store.name
+
+
+def test_search_sees_its_own_writes_at_once_and_others_within_the_staleness(
+    tmp_path: Path,
+) -> None:
+    """Searches skip the per-query version check (an S3 request) but never miss what
+    their own store object wrote; another worker's write shows within
+    ``search_staleness_s``."""
+    import time
+
+    from folio.stores.lancedb_store import LanceTuning
+
+    uri = str(tmp_path / "v")
+    mine = LanceDBStore(uri, dim=DIM, tuning=LanceTuning(search_staleness_s=0.5))
+    theirs = LanceDBStore(uri, dim=DIM)
+    mine.replace_document("a", chunks("a", 2), vectors(2, 0))
+    assert mine.search(vectors(2, 0)[1], k=1)[0]["id"] == "a-0001"
+    mine.replace_document("a", chunks("a", 2, id_tag="v2-"), vectors(2, 1))  # own write
+    assert mine.search(vectors(2, 1)[0], k=1)[0]["id"] == "a-v2-0000"
+    theirs.replace_document("b", chunks("b", 2), vectors(2, 2))
+    time.sleep(0.6)
+    assert mine.search(vectors(2, 2)[1], k=1)[0]["id"] == "b-0001"

@@ -258,3 +258,13 @@ def test_flow_ingests_into_pgvector_and_reprocess_keeps_the_count(
     hits = store.search(np.ones(384, np.float32), k=1)
     assert hits[0]["doc_id"] == doc["doc_id"] and hits[0]["source"].endswith("report.pdf")
     store.close()
+
+
+def test_ef_search_reaches_the_store_from_the_settings() -> None:
+    from folio.config import S3Settings, StoreSettings
+    from folio.stores import open_store
+
+    settings = StoreSettings(kind="pgvector", uri="postgresql://u@127.0.0.1:1/db", hnsw_ef_search=250)
+    store = open_store(settings, default_uri="unused", s3=S3Settings(), dim=8)
+    assert isinstance(store, PgVectorStore) and store.ef_search == 250
+    assert StoreSettings().hnsw_ef_search == PgVectorStore("postgresql://u@h/db", dim=8).ef_search

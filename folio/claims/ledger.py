@@ -6,11 +6,12 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any
 
 from pydantic import ValidationError
 
+from folio.claims.done_set import DoneSet
 from folio.claims.records import (
     Claim,
     DoneRecord,
@@ -66,12 +67,13 @@ class ClaimLedger:
         return f"{FAILED}/{self.config_hash}/{key_hash(uri)}.json"
 
     # --- done ---------------------------------------------------------------------------
-    def done_names(self) -> set[str]:
-        """``{kh}-{fp}`` of every done record, by listing (about 70 bytes per document)."""
+    def done_names(self) -> DoneSet:
+        """``{kh}-{fp}`` of every done record, by listing (one request per 1000 records),
+        held in 8 bytes each (:class:`~folio.claims.done_set.DoneSet`)."""
         prefix = f"{LEDGER}/{self.config_hash}/"
-        return {name[len(prefix):].removesuffix(".json") for name in self.store.names(prefix)}
+        return DoneSet(name[len(prefix):].removesuffix(".json") for name in self.store.names(prefix))
 
-    def is_done(self, obj: ObjectRef, names: set[str] | None = None) -> bool:
+    def is_done(self, obj: ObjectRef, names: Container[str] | None = None) -> bool:
         """Done with this config and this source version: from a listing, or one HEAD."""
         if names is not None:
             return f"{key_hash(obj.uri)}-{object_fp(obj)}" in names

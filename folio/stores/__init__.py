@@ -71,5 +71,5 @@ def open_store(
             raise ConfigError(
                 "store.kind 'pgvector' needs psycopg: pip install 'folio[server]'"
             ) from None
-        return PgVectorStore(dsn, dim=dim, table=settings.table)
+        return PgVectorStore(dsn, dim=dim, table=settings.table, ef_search=settings.hnsw_ef_search)
     raise ConfigError(f"unknown store.kind {settings.kind!r}")

@@ -1,0 +1,40 @@
+"""A sweep's listing pass: what each source under a prefix needs, streamed.
+
+Why its own module: it is the part of a sweep whose cost grows with the bucket, so it is
+what ``bench/sweep_plan.py`` measures. Its cost per source already done: a share of one
+listing request of the sources and one of the done ledger (1000 names a page), and 8
+bytes of memory (:class:`~folio.claims.done_set.DoneSet`); no request of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Literal
+
+from folio.claims.ledger import ClaimLedger
+from folio.claims.listing import list_pdfs
+from folio.claims.records import key_hash
+from folio.config import S3Settings
+from folio.io.s3 import ObjectRef
+
+__all__ = ["Verdict", "plan_sweep"]
+
+#: ``skipped``: done with this config and source version; ``given_up``: failed on its
+#: own merits ``max_attempts`` times; ``todo``: to claim and process
+Verdict = Literal["skipped", "given_up", "todo"]
+
+
+def plan_sweep(
+    prefix: str, ledger: ClaimLedger, s3: S3Settings, *, max_attempts: int
+) -> Iterator[tuple[ObjectRef, Verdict]]:
+    """Every PDF under ``prefix`` in key order with what it needs. The done and failed
+    records are listed once, before the first source; a failed source costs one read of
+    its failure record."""
+    done, failed = ledger.done_names(), ledger.failed_names()
+    for obj in list_pdfs(prefix, s3):
+        if ledger.is_done(obj, done):
+            yield obj, "skipped"
+        elif key_hash(obj.uri) in failed and not ledger.should_retry(obj, max_attempts):
+            yield obj, "given_up"
+        else:
+            yield obj, "todo"
