@@ -30,6 +30,7 @@ import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -280,10 +281,19 @@ class LanceDBStore:
         that even its first writes skip a full scan (a racing creator's index is kept)."""
         from lancedb.index import BTree
 
-        present = {tuple(index.columns) for index in table.list_indices()}
-        for column in _SCALAR_INDEXED:
-            if (column,) not in present:
-                table.create_index(column, config=BTree(), replace=False)
+        for attempt in range(4):
+            present = {tuple(index.columns) for index in table.list_indices()}
+            missing = [c for c in _SCALAR_INDEXED if (c,) not in present]
+            try:
+                for column in missing:
+                    table.create_index(column, config=BTree(), replace=False)
+                return
+            except Exception as exc:
+                # two workers creating the table at once both build its indexes: the
+                # second commit is preempted; the first one's index serves both
+                if "conflict" not in str(exc).lower() or attempt == 3:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
 
     def _describe(self, exc: BaseException) -> str:
         """Type and first line of a Lance error, with any configured secret blanked out."""
