@@ -73,6 +73,9 @@ MIN_FILLED = 0.4
 TURNED = 2.0
 #: a heading centred within this many word heights of several columns' middle spans them
 COL_SPAN_TOLERANCE = 1.0
+#: a horizontal ruling this share of the table's width or wider rules a row (narrower
+#: ones underline a group heading)
+ROW_RULE_WIDTH = 0.8
 #: scripts written right to left: a table in them is read mirrored
 _RTL_CLASSES = frozenset({"R", "AL"})
 #: a cell that is a figure: digits with the signs, separators and units around them
@@ -187,7 +190,8 @@ def build_grid(words: Sequence[WordBox], rulings: Sequence[BBox] = ()) -> TableG
     for line in phrases:
         _place(line, cuts)
     limits = _limits(cuts, right, height)
-    grid_rows = _rows(rows_of_words, phrases, _horizontal(rulings), height, limits)
+    bands = _row_rules(rulings, rows_of_words, (left, right))
+    grid_rows = _rows(rows_of_words, phrases, _horizontal(rulings), height, limits, bands)
     if len(grid_rows) < 2 or sum(len(r.cells) > 1 for r in grid_rows) < len(grid_rows) / 2:
         return None  # most rows of a table have cells side by side; prose has none
     grid = _grid(grid_rows, len(cuts) + 1, height)
@@ -365,6 +369,65 @@ def _horizontal(rulings: Sequence[BBox]) -> list[float]:
     return [(r.y0 + r.y1) / 2 for r in rulings if r.x1 - r.x0 > 4 * (r.y1 - r.y0)]
 
 
+def _row_rules(rulings: Sequence[BBox], found: Sequence[_Line], span: tuple[float, float]
+               ) -> list[float]:
+    """The y of each full-width horizontal ruling when the table rules its rows, else [].
+
+    A table that draws a rule between its rows (at least two full-width rules with lines
+    both above and below) marks every row boundary with one, so the lines between two
+    such rules are one row, however many lines its cells wrap to. A table ruled only at
+    its head and foot (booktabs: a rule under the head, another over notes) is not: its
+    body between two rules is many rows, which the guard on the largest band (under half
+    the lines) keeps apart."""
+    width = span[1] - span[0]
+    ys = sorted((r.y0 + r.y1) / 2 for r in rulings if r.x1 - r.x0 > 4 * (r.y1 - r.y0)
+                and r.x1 - r.x0 >= ROW_RULE_WIDTH * width)
+    interior = [y for y in ys if any(ln.y1 <= y for ln in found) and any(ln.y0 >= y for ln in found)]
+    if len(interior) < 2:
+        return []
+    bands = [sum(1 for ln in found if a <= ln.y0 and ln.y1 <= b) for a, b in zip(ys, ys[1:], strict=False)]
+    return ys if max(bands, default=0) * 2 < len(found) else []
+
+
+def _same_band(rules: Sequence[float], row: _Row, line: _Line) -> bool:
+    """Whether ``line`` lies between the same two row rules as ``row`` (no rule between)."""
+    return (any(y <= row.y0 for y in rules) and any(y >= line.y1 for y in rules)
+            and not any(row.y1 <= y <= line.y0 for y in rules))
+
+
+def _own_row(row: _Row, cells: dict[int, _Cell]) -> bool:
+    """Whether a line is a data row of its own though no rule sits above it: it fills
+    the key column (as the row above does) and holds a figure that sits under an empty
+    slot or another figure of the row above. A table that rules groups of rows ("Easy |
+    0.87" then "Normal | 0.88" under one topic) keeps them apart, while a cell's second
+    line leaves the key empty or holds only wrapped words (figures do not wrap), and a
+    heading's second line may end in a figure under its words ("mAP" over "(0.75)")."""
+    if 0 not in cells or 0 not in row.cells:
+        return False
+    return any(_NUMBER.fullmatch(cell.pieces[0]) and (
+        col not in row.cells or _NUMBER.fullmatch(row.cells[col].pieces[-1]))
+        for col, cell in cells.items())
+
+
+def _under_group_heading(row: _Row, cells: dict[int, _Cell], height: float) -> int | None:
+    """The column of a cell of ``row`` centred over two or more adjacent cells of a line
+    whose columns the row leaves otherwise empty: a group heading over its sub-headings
+    ("TEDs" over "simple | complex | all"), which stay a row of their own."""
+    cols = sorted(cells)
+    for col, head in row.cells.items():
+        centre = (head.left + head.right) / 2
+        for i, a in enumerate(cols):
+            for b in cols[i + 1:]:
+                run = [c for c in cols if a <= c <= b]
+                if run != list(range(a, b + 1)) or not a <= col <= b:
+                    continue
+                if any(a <= c <= b and c != col for c in row.cells):
+                    continue
+                if abs((cells[a].left + cells[b].right) / 2 - centre) <= COL_SPAN_TOLERANCE * height:
+                    return col
+    return None
+
+
 def _place(phrases: list[_Phrase], cuts: list[tuple[float, float]]) -> None:
     """Each phrase's first and last column: the columns its x-range reaches into."""
     for phrase in phrases:
@@ -431,17 +494,38 @@ def _limits(cuts: Sequence[tuple[float, float]], right: float, height: float
 
 
 def _rows(found: list[_Line], phrases: list[list[_Phrase]], rules: list[float],
-          height: float, limits: Sequence[float]) -> list[_Row]:
+          height: float, limits: Sequence[float], bands: Sequence[float] = ()) -> list[_Row]:
     """Lines joined into rows: a continuation line (:func:`continues`) with no
     horizontal ruling above it adds its text to the cells of the row above; a line
     centred between its neighbours in columns both leave empty (:func:`_between`) puts
-    its cells in the row above, from where they span down (:func:`row_span`)."""
+    its cells in the row above, from where they span down (:func:`row_span`). When the
+    table rules its rows (``bands``, :func:`_row_rules`), a line between the same two
+    rules as the row above joins it, except sub-headings under a group heading, which
+    keep a row of their own while the line's other cells join the cells above them."""
     rows: list[_Row] = []
     all_cells = [_cells(line_phrases) for line_phrases in phrases]
     for i, (line, cells) in enumerate(zip(found, all_cells, strict=True)):
         if rows and 0 < i < len(found) - 1 and _between(
                 found[i - 1:i + 2], [rows[-1].cells, cells, all_cells[i + 1]], height):
             rows[-1].cells.update(cells)  # disjoint from the row's cells: nothing lost
+            continue
+        if rows and bands and _same_band(bands, rows[-1], line) and not _own_row(rows[-1], cells):
+            last = rows[-1]
+            group = _under_group_heading(last, cells, height)
+            joining = {c: cell for c, cell in cells.items()
+                       if group is None or (c in last.cells and c != group
+                                            and last.cells[c].span == 1)}
+            for col, cell in joining.items():
+                if col in last.cells:
+                    last.cells[col].pieces += cell.pieces
+                    last.cells[col].right = cell.right
+                    last.cells[col].bottom = max(last.cells[col].bottom, cell.bottom)
+                else:
+                    last.cells[col] = cell
+            rest = {c: cell for c, cell in cells.items() if c not in joining}
+            last.y1 = max(last.y1, line.y1)
+            if rest:
+                rows.append(_Row(line.y0, line.y1, rest))
             continue
         if rows:
             last = rows[-1]

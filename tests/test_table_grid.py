@@ -261,3 +261,37 @@ def test_a_table_set_sideways_makes_no_grid() -> None:
               for w in table(rows, [50, 160])]
     assert build_grid(turned) is None
     assert build_grid(table(rows, [50, 160])) is not None
+
+
+def test_rules_only_at_head_and_foot_keep_body_rows_apart() -> None:
+    # booktabs: a rule over the head, one under it, one over a note; the body between
+    # two rules is many rows, not one row of wrapped cells
+    rows = [["Region", "Sales"], ["North", "120"], ["South", "98"], ["West", "143"],
+            ["East", "87"], ["Source: survey", ""]]
+    words = table(rows, [50, 160])
+    rules = [BBox(x0=45, y0=y, x1=200, y1=y + 0.5) for y in (98.0, 114.0, 178.0)]
+    grid = build_grid(words, rules)
+    assert grid is not None
+    assert texts(grid)[:5] == rows[:5]
+
+
+def test_ruled_rows_join_their_wrapped_lines() -> None:
+    # every row ruled: a key wrapped onto a second line in capitals is still one cell
+    words = table([["Register", "Value"], ["USER or", "The user"], ["SESSION_USER", ""],
+                   ["SYSTEM_USER", "The id"], ["CURRENT_USER", "The one"]], [50, 160])
+    rules = [BBox(x0=45, y0=y, x1=220, y1=y + 0.5) for y in (98.0, 114.0, 146.0, 162.0, 178.0)]
+    grid = build_grid(words, rules)
+    assert grid is not None
+    assert texts(grid) == [["Register", "Value"], ["USER or SESSION_USER", "The user"],
+                           ["SYSTEM_USER", "The id"], ["CURRENT_USER", "The one"]]
+
+
+def test_ruled_groups_of_data_rows_stay_rows() -> None:
+    # a rule under each topic's rows, not each row: a line with its own key and figures
+    # is a row of its own
+    rows = [["Task", "Level", "Score"], ["1", "Easy", "0.87"], ["2", "Normal", "0.88"],
+            ["3", "Easy", "0.27"], ["4", "Normal", "0.72"], ["5", "Easy", "0.42"]]
+    words = table(rows, [50, 100, 160])
+    rules = [BBox(x0=45, y0=y, x1=220, y1=y + 0.5) for y in (98.0, 114.0, 146.0, 178.0)]
+    grid = build_grid(words, rules)
+    assert grid is not None and texts(grid) == rows

@@ -326,3 +326,55 @@ def test_prose_taken_for_a_figure_stays_a_figure(tmp_path: Path) -> None:
     apply_layout(output, "text-layer", prep, min_cover=0.5)
     assert not any(b.label == Label.TABLE.value for b in output.blocks)
     assert any(b.label == Label.FIGURE.value for b in output.blocks)
+
+
+#: a table that rules every row, as a reader sees it: each body row's key is on one line
+#: and its figures on two, "Score" heads the three columns under it, and "Wall time" is
+#: one heading on two lines
+RULED_ROWS = [["Model", "Score", "", "", "Wall time"],
+              ["", "easy", "hard", "all", ""],
+              ["Base", "0.91 0.93", "0.85 0.81", "0.88 0.87", "2.7 5.4"],
+              ["Large", "0.90 0.94", "0.84 0.80", "0.86 0.85", "1.9 3.8"],
+              ["Small", "0.95 0.92", "0.82 0.79", "0.89 0.84", "1.2 2.0"]]
+RULED_X = (72.0, 200.0, 260.0, 320.0, 400.0)
+
+
+def _rule(x0: float, x1: float, y: float) -> str:
+    return f"newpath {x0:.1f} {y:.1f} moveto {x1:.1f} {y:.1f} lineto 0.5 setlinewidth stroke"
+
+
+def ruled_rows_pdf(out: Path) -> Path:
+    """Prose, then a table with a full-width rule above, below and between every row
+    (a short one under "Score" only), whose cells are written on two lines each."""
+    ps = _prose(PAGE_H - 90, seed=5, lines=4)
+    y = TABLE_TOP
+    left, right = RULED_X[0] - 4, RULED_X[-1] + 60
+    ps.append(_rule(left, right, y + 12))
+    ps.append(_show("Model", RULED_X[0], y, "Helvetica-Bold"))
+    ps.append(_show("Score", RULED_X[2], y, "Helvetica-Bold"))
+    ps.append(_show("Wall", RULED_X[4], y, "Helvetica-Bold"))
+    ps.append(_rule(RULED_X[1] - 2, RULED_X[3] + 30, y - 4))
+    y -= 13
+    for x, text in zip(RULED_X[1:], ["easy", "hard", "all", "time"], strict=True):
+        ps.append(_show(text, x, y, "Helvetica-Bold"))
+    for row in RULED_ROWS[2:]:
+        ps.append(_rule(left, right, y - 5))
+        y -= 17
+        for line in range(2):
+            for x, text in zip(RULED_X, row, strict=True):
+                if line < len(text.split()):
+                    ps.append(_show(text.split()[line], x, y - 12 * line))
+        y -= 12
+    ps.append(_rule(left, right, y - 5))
+    ps += _prose(y - 40, seed=6, lines=4)
+    ps.append("showpage")
+    return write_postscript_pdf(out, "\n".join(ps))
+
+
+def test_lines_between_two_row_rules_are_one_row(tmp_path: Path) -> None:
+    pdf = ruled_rows_pdf(tmp_path / "ruled_rows.pdf")
+    output = _read(pdf, _table_box(pdf, "Model", "2.0"))
+    table = _table(output)
+    assert _grid(table) == RULED_ROWS
+    score = next(c for c in table.cells or [] if c.text == "Score")
+    assert (score.row, score.col, score.col_span) == (0, 1, 3)
