@@ -93,7 +93,6 @@ def reports(stack: PrefectStack, runs: list[Any]) -> list[dict[str, Any] | None]
     """Each run's report, read here: another PREFECT_HOME than the worker that wrote it."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    import flows  # noqa: F401  # registers the S3 result-storage block class
     from deployments.runs import run_report
 
     with temporary_settings({PREFECT_API_URL: stack.api_url}):
