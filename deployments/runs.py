@@ -169,6 +169,8 @@ def run_report(run: FlowRun) -> dict[str, Any] | None:
     """The ingest report a completed run returned (None: not completed, or its result
     was not persisted: the deployment needs ``PREFECT_RESULTS_PERSIST_BY_DEFAULT=true``
     and result storage the sweep can read)."""
+    import deployments.result_storage  # noqa: F401  # Prefect finds the S3 block's class by slug
+
     state = run.state
     if state is None or not state.is_completed():
         return None

@@ -5,6 +5,7 @@ profiles, plus a global concurrency limit per pool that keeps one vLLM server pe
     python -m deployments.work_pools                  # print what would be created
     python -m deployments.work_pools --write          # regenerate infra/work-pools/*.json
     python -m deployments.work_pools --apply --type kubernetes --gpus 8
+    python -m deployments.work_pools --apply --result-storage s3://bucket/prefect-results
 
 Templates start from the worker type's own default (the process worker class; the
 kubernetes default from Prefect's bundled collection metadata, so no network and no
@@ -13,7 +14,9 @@ engine settings, and for kubernetes the GPU request, node selector, tolerations 
 memory-backed /dev/shm. ``--apply`` creates or updates the pool (``prefect work-pool
 create --base-job-template --overwrite`` semantics) and the limit ``gpu-<pool>``, which
 :class:`flows.vllm_runner.VLLMTaskRunner` holds while its server runs
-(``concurrency_limit=...``).
+(``concurrency_limit=...``). With ``--result-storage`` (or ``FOLIO_RESULT_STORAGE``) it
+also saves an S3 result-storage block (:mod:`deployments.result_storage`, connection
+from ``FOLIO_S3__*``) and makes it the server's default, which several hosts need.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import argparse
 import asyncio
 import copy
 import json
+import os
 import sys
 from importlib import resources
 from pathlib import Path
@@ -163,6 +167,14 @@ async def apply(pool_type: str, gpus: int) -> list[str]:
     return done
 
 
+async def apply_results(uri: str) -> list[str]:
+    """The S3 result-storage block, the server's default (connection: ``FOLIO_S3__*``)."""
+    from deployments.result_storage import apply_result_storage
+    from folio.config import PipelineConfig
+
+    return await apply_result_storage(uri, PipelineConfig().s3)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m deployments.work_pools", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -171,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--type", choices=TYPES, default="process", help="pool type for --apply")
     ap.add_argument("--gpus", type=int, default=1,
                     help="GPUs available to each pool (its concurrency limit); one server per GPU")
+    ap.add_argument("--result-storage", default=os.environ.get("FOLIO_RESULT_STORAGE"),
+                    metavar="S3_URI", help="with --apply: s3://bucket/prefix for Prefect "
+                    "results, the server's default (env FOLIO_RESULT_STORAGE)")
     args = ap.parse_args(argv)
     templates = generate()
     if args.write:
@@ -181,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.apply:
         for line in asyncio.run(apply(args.type, args.gpus)):
             sys.stdout.write(line + "\n")
+        if args.result_storage:
+            for line in asyncio.run(apply_results(args.result_storage)):
+                sys.stdout.write(line + "\n")
     if not (args.write or args.apply):
         for path, template in templates.items():
             env = template["variables"]["properties"]["env"]["default"]

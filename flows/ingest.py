@@ -27,6 +27,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 from prefect.task_runners import ThreadPoolTaskRunner
 
+import deployments.result_storage  # noqa: F401  # the S3 result block's class, by slug
 from flows.vllm_runner import raise_startup_failure
 from folio.io.sources import SourceRef
 from folio.models import DocumentResult

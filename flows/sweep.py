@@ -39,6 +39,7 @@ from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel
 
+import deployments.result_storage  # noqa: F401  # the S3 result block's class, by slug
 from deployments.runs import crash_run, is_zombie, read_run, run_report
 from folio.claims import (
     ClaimKeeper,

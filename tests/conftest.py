@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 #: into the JUnit XML report
 RecordProperty = Callable[[str, object], None]
 
-pytest_plugins = ["tests.s3_server", "tests.pg_server", "tests.prefect_stack"]
+pytest_plugins = ["tests.s3_server", "tests.pg_server", "tests.pg_cluster", "tests.prefect_stack"]
 
 
 def corpus_dir() -> Path | None:

@@ -74,11 +74,12 @@ def _free_port() -> int:
         return port
 
 
-def _spawn(stack: PrefectStack, name: str, *args: str) -> subprocess.Popen[bytes]:
+def _spawn(stack: PrefectStack, name: str, *args: str, env: dict[str, str] | None = None,
+           cwd: Path = REPO) -> subprocess.Popen[bytes]:
     log = stack.home / f"{name}.log"
     stack.logs.append(log)
     with log.open("wb") as fh:  # the child keeps its own descriptor
-        proc = subprocess.Popen(list(args), cwd=REPO, env=stack.env, stdout=fh,
+        proc = subprocess.Popen(list(args), cwd=cwd, env=env or stack.env, stdout=fh,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     stack.processes.append(proc)
     return proc
@@ -99,10 +100,12 @@ def _wait_healthy(stack: PrefectStack, server: subprocess.Popen[bytes]) -> None:
     raise RuntimeError(f"prefect server not healthy after {_STARTUP_S:.0f} s:\n{stack.log_tail()}")
 
 
-def start_prefect_stack(home: Path, deployments: tuple[str, ...] = ("document",)
+def start_prefect_stack(home: Path, deployments: tuple[str, ...] = ("document",), *,
+                        server_env: dict[str, str] | None = None, worker: bool = True,
                         ) -> PrefectStack:
     """Server, work pool, ``prefect deploy --name`` of ``deployments`` (names in
-    prefect.yaml), worker; stopped on error."""
+    prefect.yaml), worker (unless not ``worker``); stopped on error. ``server_env``: the
+    server's own settings (its database, say)."""
     port = _free_port()
     api = f"http://127.0.0.1:{port}/api"
     env = {
@@ -118,13 +121,14 @@ def start_prefect_stack(home: Path, deployments: tuple[str, ...] = ("document",)
     }
     stack = PrefectStack(api_url=api, ui_url=f"http://127.0.0.1:{port}", home=home, env=env)
     try:
-        server_env = {k: v for k, v in env.items() if k != "PREFECT_API_URL"}
+        server_only = {**{k: v for k, v in env.items() if k != "PREFECT_API_URL"},
+                       **(server_env or {})}
         log = home / "server.log"
         stack.logs.append(log)
         with log.open("wb") as fh:
             server = subprocess.Popen(
                 [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-                 "--port", str(port)], cwd=home, env=server_env, stdout=fh,
+                 "--port", str(port)], cwd=home, env=server_only, stdout=fh,
                 stderr=subprocess.STDOUT, start_new_session=True)
         stack.processes.append(server)
         _wait_healthy(stack, server)
@@ -136,8 +140,9 @@ def start_prefect_stack(home: Path, deployments: tuple[str, ...] = ("document",)
             deploy = stack.run(sys.executable, "-m", "prefect", "--no-prompt", "deploy",
                                "--name", name)
             assert deploy.returncode == 0, deploy.stdout[-3000:] + deploy.stderr[-3000:]
-        _spawn(stack, "worker", sys.executable, "-m", "prefect", "worker", "start",
-               "--pool", POOL, "--type", "process")
+        if worker:
+            _spawn(stack, "worker", sys.executable, "-m", "prefect", "worker", "start",
+                   "--pool", POOL, "--type", "process")
     except BaseException:
         stack.stop()
         raise
