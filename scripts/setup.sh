@@ -13,6 +13,10 @@ command -v pdftoppm >/dev/null || need+=(poppler-utils)
 # headless browser for tests/test_ui.py (Debian's build; nothing downloaded at test time)
 if [ "${1:-}" = "--test" ]; then
   command -v chromedriver >/dev/null || need+=(chromium chromium-driver)
+  # PostgreSQL with contrib (pg_trgm) for tests/test_hosts.py: Prefect's own database
+  { command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } \
+    && ls /usr/share/postgresql/*/extension/pg_trgm.control >/dev/null 2>&1 \
+    || need+=(postgresql postgresql-contrib)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
