@@ -145,10 +145,12 @@ def test_workers_replacing_documents_at_once_leave_each_its_last_chunks(tmp_path
     during the race: no row lost, none stale, none twice."""
     uri = str(tmp_path / "v")
     LanceDBStore(uri, dim=8).replace_document("seed", chunks("seed", 1), vectors(1, 0))
-    tuning = LanceTuning(maintain_every_writes=2)
+    # a compaction preempted by another worker's delete is retried: soon here (30 s by
+    # default), so the wait below sees it through instead of timing out mid-backoff
+    tuning = LanceTuning(maintain_every_writes=2, maintain_retry_s=0.2)
     workers = [LanceDBStore(uri, dim=8, tuning=tuning) for _ in range(3)]
     _race(workers, ["a", "b", "c"])
-    assert all(w.wait_maintained(60) for w in workers)
+    assert all(w.wait_maintained(120) for w in workers)
     ids = _table(workers[0]).to_arrow().column("id").to_pylist()
     expected = [c.id for doc in "abc" for c in chunks(doc, 18, id_tag="2-")] + ["seed-0000"]
     assert sorted(ids) == sorted(expected)
