@@ -111,15 +111,7 @@ def _args_for(args: argparse.Namespace, preset: str) -> argparse.Namespace:
 def config_for(args: argparse.Namespace, preset: str) -> Any:
     """What the CLI resolves for ``folio ingest --route ocr --preset P`` with the
     benchmark's settings (servers, pages and pipeline all read it)."""
-    from folio import cli
-    from folio.run_config import resolve_config
-
-    work = Path(args.work)
-    argv = [*gup.cli_args(_args_for(args, preset), work, work, work / "unused.json"),
-            *user_options(args)]
-    options = cli._parser().parse_args(argv)
-    return resolve_config(engine=options.engine, route=options.route,
-                          reprocess=options.reprocess, settings=cli._settings(options))
+    return gup.resolved(_args_for(args, preset), user_options(args))
 
 
 def variant_args(args: argparse.Namespace) -> list[str]:

@@ -80,18 +80,6 @@ def dp_options(args: argparse.Namespace) -> list[str]:
             "--set", f"server.extra_args={json.dumps(extra)}"]
 
 
-def resolved(args: argparse.Namespace) -> Any:
-    """The CLI's configuration for this phase's command line, the mode's options included."""
-    from folio import cli
-    from folio.run_config import resolve_config
-
-    work = Path(args.work)
-    argv = [*gup.cli_args(args, work, work, work / "unused.json"), *dp_options(args)]
-    options = cli._parser().parse_args(argv)
-    return resolve_config(engine=options.engine, route=options.route,
-                          reprocess=options.reprocess, settings=cli._settings(options))
-
-
 def ready_urls(state_dir: Path) -> list[str]:
     from folio.gpu.shared_server import read_state
 
@@ -125,7 +113,7 @@ def phase_raw(args: argparse.Namespace) -> dict[str, Any]:
     from folio.presets import get_preset
 
     use_gpus(args)
-    config = resolved(args)
+    config = gup.resolved(args, dp_options(args))
     images = gup.engine_pages(Path(args.work), config)
     with VLLMTaskRunner.from_config(config) as runner:  # the servers the CLI used
         assert runner.endpoint is not None

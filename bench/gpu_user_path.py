@@ -344,14 +344,16 @@ def fake_command() -> list[str]:
     return command
 
 
-def resolved(args: argparse.Namespace) -> Any:
+def resolved(args: argparse.Namespace, extra: tuple[str, ...] | list[str] = ()) -> Any:
     """The configuration the CLI resolves for the pipeline phase's own command line (the
-    raw phase and the servers use it, so the two cannot drift apart)."""
+    raw phase and the servers use it, so the two cannot drift apart); ``extra``: more
+    options of that command line, as :func:`run_cli` takes them."""
     from folio import cli
     from folio.run_config import resolve_config
 
     work = Path(args.work)
-    options = cli._parser().parse_args(cli_args(args, work, work, work / "unused.json"))
+    options = cli._parser().parse_args([*cli_args(args, work, work, work / "unused.json"),
+                                        *extra])
     return resolve_config(engine=options.engine, route=options.route,
                           reprocess=options.reprocess, settings=cli._settings(options))
 
