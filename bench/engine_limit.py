@@ -320,6 +320,24 @@ def _save(args: argparse.Namespace, name: str, result: dict[str, Any]) -> None:
     (phases / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
 
 
+def seed(work: Path, earlier: Path) -> list[str]:
+    """An earlier run's offline phases (same pages, same machine kind) as this run's
+    yardstick, each marked with the commit it was measured at: one device session cannot
+    hold all three phases of every preset."""
+    data = json.loads(earlier.read_text())
+    phases = work / "phases"
+    phases.mkdir(parents=True, exist_ok=True)
+    names = []
+    for p in data.get("phases", []):
+        if p.get("phase") != "offline":
+            continue
+        p.setdefault("measured_at", data.get("commit"))
+        name = f"offline-{p['preset']}"
+        (phases / f"{name}.json").write_text(json.dumps(p, indent=1))
+        names.append(name)
+    return names
+
+
 def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
     phases = [json.loads(p.read_text()) for p in sorted((work / "phases").glob("*.json"))]
     by: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {}
@@ -356,9 +374,9 @@ def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
             "pipeline_over_served": round(rate["pipeline"] / rate["served"], 3)
             if "pipeline" in rate and "served" in rate else None,
         }
-        for key in ("prompt_tokens_per_page", "preprocessing_seconds"):
-            if "offline" in got:
-                row[f"offline_{key}"] = got["offline"][-1].get(key)
+        for key in ("prompt_tokens_per_page", "preprocessing_seconds", "measured_at"):
+            if "offline" in got and key in got["offline"][-1]:
+                row[f"offline_{key}"] = got["offline"][-1][key]
         if "served" in got:
             row["served_prompt_tokens_per_page"] = got["served"][-1].get("prompt_tokens_per_page")
             row["served_gpu_utilization"] = got["served"][-1]["queue"].get("gpu_utilization_mean")
@@ -388,7 +406,8 @@ def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("step", choices=["pages", "offline", "served", "pipeline", "report", "smoke"])
+    ap.add_argument("step", choices=["pages", "offline", "seed", "served", "pipeline", "report",
+                                     "smoke"])
     ap.add_argument("--work", default="/tmp/folio-engine-limit")
     ap.add_argument("--pdfs", default=str(ROOT.parent / "shared" / "corpus"))
     ap.add_argument("--min-pages", type=int, default=1000)
@@ -403,6 +422,8 @@ def main() -> None:
     ap.add_argument("--fake", action="store_true", help="the fake server instead of vLLM")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--command", default="", help="the whole command sequence, for the result")
+    ap.add_argument("--earlier", default=str(ROOT / "bench" / "results" / "engine_limit.json"),
+                    help="seed: the result whose offline phases this run reuses")
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -415,6 +436,9 @@ def main() -> None:
         return
     if args.step == "pages":
         print(json.dumps(step_pages(args)))
+        return
+    if args.step == "seed":
+        print(json.dumps(seed(work, Path(args.earlier))))
         return
     if args.step == "offline":
         step_offline(args)

@@ -6,6 +6,7 @@
 #   bash bench/engine_limit_device.sh setup            # after staging: install, model, pages
 #   bash bench/engine_limit_device.sh offline          # LLM.chat, every preset of $PRESETS (background)
 #   bash bench/engine_limit_device.sh offline-wait     # until the offline phase is done
+#   bash bench/engine_limit_device.sh seed             # or: the committed result's offline phases
 #   bash bench/engine_limit_device.sh served chandra   # folio's shared server, the same pages
 #   bash bench/engine_limit_device.sh pipeline chandra # folio ingest --route ocr; then its server stops
 #   bash bench/engine_limit_device.sh served chandra api4 '["--api-server-count","4"]'  # a variant
@@ -52,6 +53,11 @@ case "${1:-}" in
   offline-wait)
     wait_offline "${WAIT:-540}"
     ;;
+  seed)
+    # the offline phases of bench/results/engine_limit.json (same pages, same machine kind),
+    # marked with the commit they ran at, when this session's time goes to the other phases
+    $E seed
+    ;;
   served)
     # served P [TAG SERVER_ARGS_JSON]: a variant's server is its own; stop it with `stop P TAG`
     wait_offline 600
@@ -76,5 +82,5 @@ case "${1:-}" in
     $E report --out "$OUT" --command "bash bench/engine_limit_device.sh setup; offline; served P; pipeline P (each preset); report (see the script)"
     mkdir -p "$OUT/phases"; cp $W/phases/*.json "$OUT/phases/" 2>/dev/null; cp $W/offline.log "$OUT/" 2>/dev/null
     ;;
-  *) echo "usage: $0 setup | offline | offline-wait | served P [TAG ARGS] | pipeline P [TAG ARGS] | stop P [TAG] | report" >&2; exit 2 ;;
+  *) echo "usage: $0 setup | offline | offline-wait | seed | served P [TAG ARGS] | pipeline P [TAG ARGS] | stop P [TAG] | report" >&2; exit 2 ;;
 esac
