@@ -365,6 +365,8 @@ def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
             "preset": preset, "variant": variant,
             "server_args": served[-1].get("server_args", []),
             "pages": max(r["pages"] for rs in got.values() for r in rs),
+            # seeded offline phases may come from an earlier page set: each phase's own count
+            "pages_by_phase": {ph: rs[-1]["pages"] for ph, rs in got.items()},
             "offline_pages_per_s": offline, "served_pages_per_s": rate.get("served"),
             "pipeline_pages_per_s": rate.get("pipeline"),
             "served_over_offline": round(rate["served"] / offline, 3)
