@@ -11,6 +11,9 @@
 #   bash bench/engine_limit_device.sh pipeline chandra # folio ingest --route ocr; then its server stops
 #   bash bench/engine_limit_device.sh served chandra api4 '["--api-server-count","4"]'  # a variant
 #   bash bench/engine_limit_device.sh stop chandra api4       # a variant's server, without its pipeline
+#   bash bench/engine_limit_device.sh plan 'served chandra' 'pipeline chandra' \
+#        "served chandra api4 '[\"--api-server-count\",\"4\"]'"   # steps in the background,
+#   bash bench/engine_limit_device.sh plan-wait        # so no step is cut at a call's end
 #   bash bench/engine_limit_device.sh report           # $OUT/engine_limit.json
 #
 # Carried (git-ignored): .device-stage, .gs-carry, .corpus-carry, .device-carry, as for
@@ -18,7 +21,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 W=/tmp/elim
-E="python3 bench/engine_limit.py --work $W"
+E="python3 bench/engine_limit.py --work $W${FAKE:+ --fake}"  # FAKE=1: the fake server (a dry run here)
 [ -f /tmp/site/env.sh ] && . /tmp/site/env.sh
 export PATH=$PWD/.gs-carry/bin:$PATH PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1
 export PREFECT_SERVER_ANALYTICS_ENABLED=false PREFECT_HOME=$W/prefect-cli PREFECT_UI_ENABLED=false
@@ -28,13 +31,14 @@ PRESETS=${PRESETS:-chandra,generic,olmocr2}
 MIN_PAGES=${MIN_PAGES:-1000}
 mkdir -p "$OUT" "$W"
 
-wait_offline() {  # up to $1 seconds for the background offline phase
-  local pid; pid=$(cat /tmp/elim-offline.pid 2>/dev/null) || return 0
-  local end=$((SECONDS + $1))
+wait_pid() {  # wait_pid PIDFILE SECONDS LOG: until the background job ends, or SECONDS pass
+  local pid; pid=$(cat "$1" 2>/dev/null) || return 0
+  local end=$((SECONDS + $2))
   while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 5; done
-  kill -0 "$pid" 2>/dev/null && echo "offline still running" || echo "offline done"
-  grep '^{' $W/offline.log; tail -3 $W/offline.log
+  kill -0 "$pid" 2>/dev/null && echo "still running: $1" || echo "done: $1"
+  grep -h '^{\|^==' "$3"; tail -3 "$3"
 }
+wait_offline() { wait_pid /tmp/elim-offline.pid "$1" $W/offline.log; }
 
 case "${1:-}" in
   setup)
@@ -75,12 +79,34 @@ case "${1:-}" in
     tail -2 "$OUT/pipeline-$p-$tag.log"
     kill "$(cat /tmp/elim-owner-$p-$tag.pid)"; sleep 15  # its server stops: the GPU comes free
     ;;
+  plan)
+    # the steps given (one argument each, split like a shell line) one after the other in
+    # the background: a step may run past the 10 minutes of the call that started it
+    shift; printf '%s\n' "$@" > $W/plan.txt
+    OUT=$W/out setsid nohup bash bench/engine_limit_device.sh run-plan > $W/plan.log 2>&1 &
+    echo $! > /tmp/elim-plan.pid
+    wait_pid /tmp/elim-plan.pid "${WAIT:-540}" $W/plan.log
+    ;;
+  run-plan)
+    while IFS= read -r line; do
+      [ -n "$line" ] || continue
+      echo "== $line (start $(date +%T))"
+      eval "set -- $line"
+      bash bench/engine_limit_device.sh "$@"
+    done < $W/plan.txt
+    echo "== plan done ($(date +%T))"
+    ;;
+  plan-wait)
+    wait_pid /tmp/elim-plan.pid "${WAIT:-540}" $W/plan.log
+    ;;
   stop)
     kill "$(cat /tmp/elim-owner-$2-${3:-default}.pid)"; sleep 15
     ;;
   report)
     $E report --out "$OUT" --command "bash bench/engine_limit_device.sh setup; offline; served P; pipeline P (each preset); report (see the script)"
-    mkdir -p "$OUT/phases"; cp $W/phases/*.json "$OUT/phases/" 2>/dev/null; cp $W/offline.log "$OUT/" 2>/dev/null
+    mkdir -p "$OUT/phases"; cp $W/phases/*.json "$OUT/phases/" 2>/dev/null
+    cp $W/offline.log $W/plan.log "$OUT/" 2>/dev/null
+    [ "$OUT" = "$W/out" ] || cp $W/out/*.log "$OUT/" 2>/dev/null
     ;;
-  *) echo "usage: $0 setup | offline | offline-wait | seed | served P [TAG ARGS] | pipeline P [TAG ARGS] | stop P [TAG] | report" >&2; exit 2 ;;
+  *) echo "usage: $0 setup | offline | offline-wait | seed | plan STEP... | plan-wait | served P [TAG ARGS] | pipeline P [TAG ARGS] | stop P [TAG] | report" >&2; exit 2 ;;
 esac
