@@ -36,6 +36,7 @@ from collections.abc import Sequence
 
 from folio.models import BBox, Block, Label, Region, TableCell, WordBox
 from folio.quality import normalize_words
+from folio.running_heads import BAND
 from folio.table_grid import TableGrid, build_grid, grid_html, words_inside
 
 __all__ = ["CELL_MAX_WORDS", "FIGURE_TABLE_MIN", "MERGED", "PRIORITY", "cover",
@@ -97,15 +98,18 @@ TABLE_GAP = 3.0
 
 
 def label_blocks(blocks: Sequence[Block], regions: Sequence[Region], min_cover: float,
-                 words: Sequence[WordBox] = (), rulings: Sequence[BBox] = ()
-                 ) -> tuple[list[Block], int]:
+                 words: Sequence[WordBox] = (), rulings: Sequence[BBox] = (),
+                 page_height: float = 0.0) -> tuple[list[Block], int]:
     """``blocks`` relabelled from ``regions`` (changed ones copied), those sharing one
     :data:`MERGED` region joined into one, a table given its grid from ``words`` and
     ``rulings`` (the page's, in points) when they make one; and how many blocks
-    changed."""
+    changed. With the ``page_height`` known, a table region's members out in the page's
+    head or foot band are left out of it (:func:`_beyond_table`)."""
     out: list[Block] = []
     changed = 0
     groups: dict[int, list[Block]] = {}
+    frames: dict[int, BBox] = {}
+    originals: dict[int, Block] = {}
     figures: dict[int, tuple[Region, list[tuple[Block, Block]]]] = {}
     for original in blocks:
         block = original
@@ -118,6 +122,8 @@ def label_blocks(blocks: Sequence[Block], regions: Sequence[Region], min_cover: 
             block = block.model_copy(update={"label": label})
         if region is not None and region.label in MERGED and label == region.label.value:
             groups.setdefault(id(region), []).append(block)
+            frames[id(region)] = region.bbox
+            originals[id(block)] = original
         if region is not None and region.label is Label.FIGURE:
             figures.setdefault(id(region), (region, []))[1].append((original, block))
         out.append(block)
@@ -128,9 +134,18 @@ def label_blocks(blocks: Sequence[Block], regions: Sequence[Region], min_cover: 
         cells, swap = table
         out = [swap.get(id(b), b) for b in out]
         groups[id(region)] = cells
-    for members in groups.values():
+        frames[id(region)] = region.bbox
+    for key, members in list(groups.items()):
+        beyond = _beyond_table(members, page_height)
+        if beyond:
+            rest = [r for r in regions if id(r) != key]
+            swap = {id(b): _outside(originals.get(id(b), b), rest, min_cover) for b in beyond}
+            out = [swap.get(id(b), b) for b in out]
+            groups[key] = members = [b for b in members if id(b) not in swap]
+            if not members:
+                continue
         merged = merge_blocks(members) if len(members) > 1 else members[0]
-        gridded = with_grid(merged, members, words, rulings)
+        gridded = with_grid(merged, members, words, rulings, frames.get(key))
         if gridded is merged and len(members) < 2:
             continue
         drop = {id(b) for b in members[1:]}
@@ -148,7 +163,8 @@ def _figure_table(region: Region, pairs: Sequence[tuple[Block, Block]],
     with the label the other regions give it; None when they make no grid of
     :data:`FIGURE_TABLE_MIN` rows and columns."""
     width = region.bbox.x1 - region.bbox.x0
-    cells = _largest_stack([b for _, b in pairs if not _prose(b, width)])
+    labelled = [b for _, b in pairs]
+    cells = _largest_stack([b for b in labelled if not _prose(b, width, labelled)])
     if len(cells) < FIGURE_TABLE_MIN ** 2 or not words:
         return None
     boxes = [b.bbox for b in cells if b.bbox is not None]
@@ -165,11 +181,36 @@ def _figure_table(region: Region, pairs: Sequence[tuple[Block, Block]],
             tables.append(block.model_copy(update={"label": Label.TABLE.value}))
             swap[id(block)] = tables[-1]
             continue
-        again = region_for(original.bbox, rest, min_cover) if original.bbox is not None else None
-        keep = again is None or again.label in (Label.FIGURE, Label.TABLE)
-        swap[id(block)] = block.model_copy(
-            update={"label": original.label if keep or again is None else again.label.value})
+        swap[id(block)] = _outside(original, rest, min_cover)
     return tables, swap
+
+
+def _outside(original: Block, rest: Sequence[Region], min_cover: float) -> Block:
+    """A block left out of a table: the label the other regions (``rest``) give it, or
+    the engine's when none does or only a figure or a table would."""
+    again = region_for(original.bbox, rest, min_cover) if original.bbox is not None else None
+    if again is None or again.label in (Label.FIGURE, Label.TABLE):
+        return original
+    return original.model_copy(update={"label": again.label.value})
+
+
+def _beyond_table(members: Sequence[Block], page_height: float) -> list[Block]:
+    """The members of a table region that lie apart from the table in the page's head or
+    foot band (:data:`folio.running_heads.BAND`): a run of them cut off from the rest
+    by a gap of over :data:`TABLE_GAP` line heights. A detector's table region drawn to
+    the page's edge swallows the page number or the running footer below the table;
+    left in, they become a row of the grid and are lost to the running-head rules.
+    Empty when ``page_height`` is unknown."""
+    if page_height <= 0 or len(members) < 2:
+        return []
+    runs = _stacks(members)
+    if len(runs) < 2:
+        return []
+    top, bottom = BAND * page_height, (1 - BAND) * page_height
+    main = max(runs, key=len)
+    return [b for run in runs if run is not main and all(
+        b.bbox is not None and (b.bbox.y1 <= top or b.bbox.y0 >= bottom) for b in run)
+        for b in run]
 
 
 def dense_columns(grid: TableGrid) -> int:
@@ -188,10 +229,16 @@ def _largest_stack(blocks: list[Block]) -> list[Block]:
     """The largest run of ``blocks`` without a vertical gap over :data:`TABLE_GAP` line
     heights: a table's rows follow one another, and a running footer or a note far
     below it, inside the same figure region, is not one of them."""
+    return max(_stacks(blocks), key=len)
+
+
+def _stacks(blocks: Sequence[Block]) -> list[list[Block]]:
+    """``blocks`` with boxes, top to bottom, in runs cut at vertical gaps over
+    :data:`TABLE_GAP` line heights (the median block height)."""
     boxed = sorted((b for b in blocks if b.bbox is not None),
                    key=lambda b: b.bbox.y0 if b.bbox else 0.0)
     if not boxed:
-        return []
+        return [[]]
     line = statistics.median(b.bbox.y1 - b.bbox.y0 for b in boxed if b.bbox)
     runs: list[list[Block]] = [[]]
     bottom = -math.inf
@@ -201,25 +248,42 @@ def _largest_stack(blocks: list[Block]) -> list[Block]:
             runs.append([])
         runs[-1].append(block)
         bottom = max(bottom, block.bbox.y1)
-    return max(runs, key=len)
+    return runs
 
 
-def _prose(block: Block, width: float) -> bool:
-    """A paragraph, not a cell: many words across most of the region's ``width`` (a
-    caption the figure region swallowed; a long cell stays narrow)."""
+def _prose(block: Block, width: float, others: Sequence[Block]) -> bool:
+    """A paragraph, not a cell: many words, either across most of the region's
+    ``width`` or with no other block beside it (a caption or a question the figure
+    region swallowed; a long cell stays narrow, and has the other cells of its row
+    beside it: a region drawn over two pages of a spread is wider than any caption)."""
     box = block.bbox
-    return (len(block.content.split()) > CELL_MAX_WORDS and box is not None
-            and box.x1 - box.x0 >= PROSE_WIDTH * width)
+    if len(block.content.split()) <= CELL_MAX_WORDS or box is None:
+        return False
+    return box.x1 - box.x0 >= PROSE_WIDTH * width or not any(
+        o is not block and o.bbox is not None and _beside(box, o.bbox) for o in others)
+
+
+def _beside(a: BBox, b: BBox) -> bool:
+    """Whether ``b`` sits on ``a``'s lines, left or right of it (their vertical extents
+    overlap, their horizontal ones do not)."""
+    return min(a.y1, b.y1) > max(a.y0, b.y0) and (b.x1 <= a.x0 or b.x0 >= a.x1)
 
 
 def with_grid(table: Block, members: Sequence[Block], words: Sequence[WordBox],
-              rulings: Sequence[BBox]) -> Block:
+              rulings: Sequence[BBox], frame: BBox | None = None) -> Block:
     """``table`` with its grid (cells, and an HTML table as content) from the words
-    inside its ``members``' boxes; ``table`` itself when they make no grid."""
+    inside its ``members``' boxes and the rulings inside its box or its region's
+    (``frame``); ``table`` itself when they make no grid.
+
+    The region counts for rulings because a ruled table's frame and its head's rule lie
+    a cell's padding outside its text, often further than the few points the text's
+    own box is grown by; the words still come from the blocks, which the region may
+    cut."""
     boxes = [m.bbox for m in members if m.bbox is not None]
     if table.bbox is None or not boxes:
         return table
-    grid = build_grid(words_inside(words, boxes), _within(rulings, table.bbox))
+    around = table.bbox if frame is None else table.bbox.union(frame)
+    grid = build_grid(words_inside(words, boxes), _within(rulings, around))
     if grid is None or _lost_share(table.content, grid.cells) > MAX_LOST_SHARE:
         return table
     return table.model_copy(update={"cells": grid.cells, "content": grid_html(grid)})

@@ -452,17 +452,21 @@ def _cells(phrases: list[_Phrase]) -> dict[int, _Cell]:
 
 
 def continues(row: _Row, line_cells: dict[int, _Cell], gap: float, height: float,
-              limits: Sequence[float]) -> bool:
+              limits: Sequence[float], head: bool = False) -> bool:
     """Whether a line's cells are the second line of ``row``'s cells.
 
     Only when the line is close below, every cell of it sits under a cell of the row,
     none is a figure, and either the row's first column (its key) is empty on this line
-    while the row has one, or the line fills fewer columns than the row and each of its
-    cells reads as wrapped: it starts in lower case, and its first word would not have
-    fitted after the cell's line above within the column (``limits``: where each
-    column's text must end). A new data row fills its key; a cell's second line rarely
-    starts a sentence. Numbers do not wrap, so rows under a key written once
-    ("2020 | Q1 | 5" then " | Q2 | 6") stay rows."""
+    while the row has one, or both leave the key empty in the table's ``head`` (above
+    the first line that fills the key: headings broken over two lines to fit their
+    columns, "State funded" over "legal aid", whatever their case or width), or the line
+    fills fewer columns than the row and each of its cells reads as wrapped: it starts
+    in lower case, and its first word would not have fitted after the cell's line above
+    within the column (``limits``: where each column's text must end). A new data row
+    fills its key; a cell's second line rarely starts a sentence. Numbers do not wrap,
+    so rows under a key written once ("2020 | Q1 | 5" then " | Q2 | 6") stay rows, and
+    sub-headings under a group heading stay a row of their own: they fill columns the
+    group heading's row has no cell in."""
     if gap > MAX_CONTINUATION_GAP * height or not line_cells:
         return False
     if not set(line_cells) <= set(row.cells):
@@ -474,7 +478,7 @@ def continues(row: _Row, line_cells: dict[int, _Cell], gap: float, height: float
            and cell.top + cell.bottom > top + bottom + 2 * LOWER_CELL * height
            for cell in row.cells.values()):
         return False  # a one-line cell of the row sits lower, beside this line: it spans
-    if 0 not in line_cells and 0 in row.cells:
+    if 0 not in line_cells and (0 in row.cells or head):
         return True
     return len(line_cells) < len(row.cells) and all(
         cell.pieces[0][:1].islower() and _wrapped(row.cells[col], cell, limits[col], height)
@@ -504,6 +508,7 @@ def _rows(found: list[_Line], phrases: list[list[_Phrase]], rules: list[float],
     keep a row of their own while the line's other cells join the cells above them."""
     rows: list[_Row] = []
     all_cells = [_cells(line_phrases) for line_phrases in phrases]
+    keyed = [i for i, cells in enumerate(all_cells) if 0 in cells]
     for i, (line, cells) in enumerate(zip(found, all_cells, strict=True)):
         if rows and 0 < i < len(found) - 1 and _between(
                 found[i - 1:i + 2], [rows[-1].cells, cells, all_cells[i + 1]], height):
@@ -530,7 +535,8 @@ def _rows(found: list[_Line], phrases: list[list[_Phrase]], rules: list[float],
         if rows:
             last = rows[-1]
             ruled = any(last.y1 <= y <= line.y0 for y in rules)
-            if not ruled and continues(last, cells, line.y0 - last.y1, height, limits):
+            head = bool(keyed) and i < keyed[0]
+            if not ruled and continues(last, cells, line.y0 - last.y1, height, limits, head):
                 for col, cell in cells.items():
                     last.cells[col].pieces += cell.pieces
                     last.cells[col].span = min(max(last.cells[col].span, cell.span),
