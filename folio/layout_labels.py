@@ -16,10 +16,11 @@ content is an HTML ``<table>``; without words, or when the words make no grid, i
 stays one line per member.
 
 Figures that are tables: a layout model takes a shaded or colour-coded table, or one with
-turned column headings, for a picture. A figure region whose short blocks (not the
-prose of a caption it swallowed) make a grid of :data:`FIGURE_TABLE_MIN` rows and
-columns or more (:func:`dense_columns`), with no word lost, is a table; charts and diagrams make no such grid
-(their labels do not line up in full rows and columns) and stay figures.
+turned column headings, for a picture. A figure region whose blocks, leaving out the
+prose it swallowed (a caption across it, a question over the table with nothing beside
+it), make a grid of :data:`FIGURE_TABLE_MIN` rows and columns or more
+(:func:`dense_columns`), with no word lost, is a table; charts and diagrams make no such
+grid (their labels do not line up in full rows and columns) and stay figures.
 
 Text regions never replace a label the engine gave: CDLA's "text" is the catch-all (it
 has no list class), so a List-Item or a heading the engine found from font sizes would
@@ -89,8 +90,8 @@ def region_for(box: BBox, regions: Sequence[Region], min_cover: float) -> Region
 MERGED: frozenset[Label] = frozenset({Label.TABLE})
 #: a figure whose words make a grid of at least this many rows and columns is a table
 FIGURE_TABLE_MIN = 3
-#: a block of more words than this inside a figure, and across at least PROSE_WIDTH of
-#: it, is prose (a caption), not a cell
+#: a block of more words than this inside a figure, across at least PROSE_WIDTH of it,
+#: or over or under the rest with nothing beside it, is prose (a caption), not a cell
 CELL_MAX_WORDS = 12
 PROSE_WIDTH = 0.6
 #: a vertical gap of this many line heights ends a table found in a figure
@@ -163,8 +164,8 @@ def _figure_table(region: Region, pairs: Sequence[tuple[Block, Block]],
     with the label the other regions give it; None when they make no grid of
     :data:`FIGURE_TABLE_MIN` rows and columns."""
     width = region.bbox.x1 - region.bbox.x0
-    labelled = [b for _, b in pairs]
-    cells = _largest_stack([b for b in labelled if not _prose(b, width, labelled)])
+    stack = _largest_stack([b for _, b in pairs if not _prose(b, width)])
+    cells = [b for b in stack if not _lead(b, stack)]
     if len(cells) < FIGURE_TABLE_MIN ** 2 or not words:
         return None
     boxes = [b.bbox for b in cells if b.bbox is not None]
@@ -251,16 +252,30 @@ def _stacks(blocks: Sequence[Block]) -> list[list[Block]]:
     return runs
 
 
-def _prose(block: Block, width: float, others: Sequence[Block]) -> bool:
-    """A paragraph, not a cell: many words, either across most of the region's
-    ``width`` or with no other block beside it (a caption or a question the figure
-    region swallowed; a long cell stays narrow, and has the other cells of its row
-    beside it: a region drawn over two pages of a spread is wider than any caption)."""
+def _prose(block: Block, width: float) -> bool:
+    """A paragraph, not a cell: many words across most of the region's ``width`` (a
+    caption the figure region swallowed; a long cell stays narrow)."""
     box = block.bbox
-    if len(block.content.split()) <= CELL_MAX_WORDS or box is None:
+    return (_long(block) and box is not None
+            and box.x1 - box.x0 >= PROSE_WIDTH * width)
+
+
+def _lead(block: Block, stack: Sequence[Block]) -> bool:
+    """A paragraph over or under the table, not a cell: many words, first or last of the
+    ``stack``, with no block beside it (a question above a checklist, a note under it, in
+    a figure region drawn wider than the page's text column; a long cell has the other
+    cells of its row beside it)."""
+    box = block.bbox
+    if not _long(block) or box is None:
         return False
-    return box.x1 - box.x0 >= PROSE_WIDTH * width or not any(
-        o is not block and o.bbox is not None and _beside(box, o.bbox) for o in others)
+    others = [o.bbox for o in stack if o is not block and o.bbox is not None]
+    if any(_beside(box, o) for o in others):
+        return False
+    return all(o.y0 >= box.y1 for o in others) or all(o.y1 <= box.y0 for o in others)
+
+
+def _long(block: Block) -> bool:
+    return len(block.content.split()) > CELL_MAX_WORDS
 
 
 def _beside(a: BBox, b: BBox) -> bool:
