@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from folio.models import BBox, Block, Label, Region, TableCell, WordBox
 from folio.quality import normalize_words
 from folio.running_heads import BAND
-from folio.table_grid import TableGrid, build_grid, grid_html, words_inside
+from folio.table_grid import TableGrid, build_grid, grid_html, lines, words_inside
 
 __all__ = ["CELL_MAX_WORDS", "FIGURE_TABLE_MIN", "MERGED", "PRIORITY", "cover",
            "dense_columns", "label_blocks", "merge_blocks", "region_for", "with_grid"]
@@ -168,6 +168,8 @@ def _figure_table(region: Region, pairs: Sequence[tuple[Block, Block]],
     cells = [b for b in stack if not _lead(b, stack)]
     if len(cells) < FIGURE_TABLE_MIN ** 2 or not words:
         return None
+    if any(_long(b) and _wrapped_prose(b, words) for b in cells):
+        return None  # a page's column of prose beside headings (a cover), not a table
     boxes = [b.bbox for b in cells if b.bbox is not None]
     grid = build_grid(words_inside(words, boxes), _within(rulings, region.bbox))
     if grid is None or dense_columns(grid) < FIGURE_TABLE_MIN:
@@ -276,6 +278,22 @@ def _lead(block: Block, stack: Sequence[Block]) -> bool:
 
 def _long(block: Block) -> bool:
     return len(block.content.split()) > CELL_MAX_WORDS
+
+
+def _wrapped_prose(block: Block, words: Sequence[WordBox]) -> bool:
+    """Whether ``block`` is running prose: :data:`FIGURE_TABLE_MIN` lines or more, most
+    of those after the first carrying a sentence on (starting in lower case). A cell's
+    text wraps too, but a figure region whose blocks hold such paragraphs beside short
+    headings is a cover or a page of columns: its lines line up with the headings as a
+    grid's rows would. Cells stacked into one block by the engine start their lines
+    afresh ("Navigate to a room", "Search an environment")."""
+    if block.bbox is None:
+        return False
+    found = lines(words_inside(words, [block.bbox]))
+    if len(found) < FIGURE_TABLE_MIN:
+        return False
+    carried = sum(1 for line in found[1:] if line.words[0].text[:1].islower())
+    return carried * 2 > len(found) - 1
 
 
 def _beside(a: BBox, b: BBox) -> bool:

@@ -43,7 +43,8 @@ from pydantic import BaseModel, Field
 
 from folio.models import BBox, TableCell, WordBox
 
-__all__ = ["TableGrid", "build_grid", "grid_html", "header_rows", "upright", "words_inside"]
+__all__ = ["TableGrid", "build_grid", "grid_html", "header_rows", "lines", "upright",
+           "words_inside"]
 
 #: words closer than this many word heights belong to one phrase: word spaces are about
 #: 0.25-0.5 of a word box's height, a column gap is usually a full em or more

@@ -21,7 +21,7 @@ from folio.pdf.pdfium_doc import page_geometry
 from folio.pdf.text_layer import extract
 from folio.pipeline.pages import apply_layout
 from folio.running_heads import mark_running_heads
-from folio.samples import PAGE_H, write_postscript_pdf
+from folio.samples import PAGE_H, sentences, write_postscript_pdf
 from tests.test_table_pdf import _grid, _layer, _prose, _rule, _show, _table
 
 #: a permissions table as a reader sees it: the four headings after the first are set
@@ -212,3 +212,39 @@ def test_a_table_region_over_the_page_number_leaves_it_out(tmp_path: Path) -> No
     mark_running_heads([page])
     footers = [b.content for b in page.blocks if b.label == Label.PAGE_FOOTER.value]
     assert footers == ["Page 7"] and "Page 7" not in page.markdown
+
+
+def cover_pdf(out: Path) -> Path:
+    """A back cover: short headings down the left, two paragraphs of prose beside them,
+    labels down the right, a paragraph under the labels and a line at the foot."""
+    ps = []
+    y = PAGE_H - 250
+    for heading in ("Implement roles and", "separation of duties", "", "Leverage row",
+                    "permissions on the", "database", "", "Protect columns by",
+                    "defining column", "masks"):
+        if heading:
+            ps.append(_show(heading, 30, y, "Helvetica-Bold", 9))
+        y -= 12
+    ps += [_show(" ".join(sentences(20 + i, 1).split()[:6]), 155, PAGE_H - 250 - 11 * i,
+                 "Times-Roman", 9) for i in range(12)]
+    for i, label in enumerate(("INTERNATIONAL", "TECHNICAL", "SUPPORT", "ORGANIZATION", "",
+                               "BUILDING TECHNICAL", "INFORMATION BASED ON", "PRACTICAL")):
+        if label:
+            ps.append(_show(label, 400, PAGE_H - 250 - 11 * i, "Helvetica-Bold", 9))
+    words = sentences(30, 4).split()
+    ps += [_show(" ".join(words[4 * i:4 * i + 4]), 400, PAGE_H - 350 - 11 * i,
+                 "Times-Roman", 9) for i in range(8)]
+    ps.append(_show("For more: example.com/books", 400, PAGE_H - 460,
+                    "Helvetica-Bold", 9))
+    ps.append("showpage")
+    return write_postscript_pdf(out, "\n".join(ps))
+
+
+def test_a_cover_of_headings_beside_prose_stays_a_figure(tmp_path: Path) -> None:
+    """A figure region over a whole cover: the paragraph in the right column has nothing
+    beside it but lies between other blocks, so it stays in; headings, prose lines and
+    labels that line up make no table."""
+    pdf = cover_pdf(tmp_path / "cover.pdf")
+    region = BBox(x0=0, y0=230, x1=612, y1=480)
+    output = _read(pdf, region, Label.FIGURE)
+    assert not any(b.label == Label.TABLE.value for b in output.blocks)
