@@ -156,9 +156,9 @@ def test_an_index_another_worker_made_meanwhile_is_kept(tmp_path: Path) -> None:
             table.checkout_latest()
             return list(table.list_indices())
 
-        def create_index(self, *args: object, **kwargs: object) -> None:
+        def create_index(self, column: str, **kwargs: Any) -> None:
             table.checkout_latest()
-            table.create_index(*args, **kwargs)
+            table.create_index(column, **kwargs)
 
     stale = StaleFirstListing()
     store._ensure_scalar_indexes(stale)
