@@ -472,8 +472,9 @@ def main(argv: list[str] | None = None) -> None:
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "configuration": {
             "description": "folio's defaults as a user gets them: engine tesseract, route auto, "
-                           "default render plan and validation, layout model on (CPU engines); "
-                           "store none (no embeddings); "
+                           "default render plan and validation, layout model "
+                           + ("on (CPU engines); " if config.active_layout() else "off; ")
+                           + "store none (no embeddings); "
                            "documents run one at a time through folio.pipeline.process_document"
                            + ("; changed by --set: " + ", ".join(args.set) if args.set else ""),
             "engine": config.ocr.engine, "route": config.route.model_dump(mode="json"),
