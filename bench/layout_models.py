@@ -315,6 +315,22 @@ def headline(run: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def side_by_side(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each scalar figure of :func:`headline` as ``{figure: {run: value}}``, for reading
+    the runs across rather than one after the other."""
+    table: dict[str, dict[str, Any]] = {}
+    for name, figures in runs.items():
+        flat = {key: value for key, value in figures.items()
+                if isinstance(value, int | float) and not isinstance(value, bool)}
+        for group in ("table_structure", "cpu_seconds_per_page", "olmocr_by_type"):
+            for key, value in (figures.get(group) or {}).items():
+                if isinstance(value, int | float):
+                    flat[f"{group}.{key}"] = value
+        for key, value in flat.items():
+            table.setdefault(key, {})[name] = value
+    return table
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", action="append", default=[], metavar="NAME=PATH",
@@ -349,6 +365,7 @@ def main(argv: list[str] | None = None) -> None:
         "elsewhere": ELSEWHERE,
         "usable": [f"{r['package']}=={r['version']}" for r in rows if r.get("usable")],
         "distinct_usable_models": distinct_models(rows),
+        "side_by_side": side_by_side(runs),
         "measured": runs,
         "decision": args.decision,
     }

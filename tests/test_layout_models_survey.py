@@ -20,6 +20,7 @@ from bench.layout_models import (
     headline,
     inspect_distribution,
     license_fits,
+    side_by_side,
 )
 
 METADATA = "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\nLicense: Apache-2.0\n\nbody\n"
@@ -100,3 +101,14 @@ def test_headline_counts_documents_per_label() -> None:
     assert figures["layout"] is False and figures["olmocr_tests_pass_rate"] == 0.8
     assert figures["olmocr_by_type"] == {"table": 0.5}
     assert figures["documents_with_label"] == {"Table": 1, "Text": 2}
+
+
+def test_side_by_side_reads_each_figure_across_the_runs() -> None:
+    runs = {"cdla": {"olmocr_tests_pass_rate": 0.8, "layout": True, "commit": "a",
+                     "cpu_seconds_per_page": {"median": 1.0, "measure": "text"}},
+            "none": {"olmocr_tests_pass_rate": 0.4, "layout": False, "commit": "a",
+                     "cpu_seconds_per_page": {"median": 0.5, "measure": "text"}}}
+    assert side_by_side(runs) == {
+        "olmocr_tests_pass_rate": {"cdla": 0.8, "none": 0.4},
+        "cpu_seconds_per_page.median": {"cdla": 1.0, "none": 0.5},
+    }
