@@ -331,6 +331,18 @@ def side_by_side(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return table
 
 
+def _without_decision(argv: list[str]) -> list[str]:
+    """The command line with the --decision text (recorded under ``decision``) elided."""
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1] in ("--decision", "--note"):
+            arg = f"<{out[-1][2:]}>"
+        elif arg.startswith(("--decision=", "--note=")):
+            arg = arg.split("=", 1)[0] + "=<text>"
+        out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", action="append", default=[], metavar="NAME=PATH",
@@ -339,6 +351,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pip", default=shutil.which("pip") or "pip",
                         help="a pip to download with (folio's venv may have none)")
     parser.add_argument("--decision", default="", help="the choice and why, as recorded")
+    parser.add_argument("--note", default="", help="how the runs were made, as recorded")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "layout_models.json"))
     args = parser.parse_args(argv)
     runs = {}
@@ -351,7 +364,7 @@ def main(argv: list[str] | None = None) -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
                             capture_output=True, text=True).stdout.strip()
     result = {
-        "command": " ".join(shlex.quote(a) for a in ["python", *sys.argv]),
+        "command": " ".join(shlex.quote(a) for a in ["python", *_without_decision(sys.argv)]),
         "commit": commit,
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "question": "issue 10 item 1: a layout model on every page of the CPU route whose "
@@ -366,6 +379,7 @@ def main(argv: list[str] | None = None) -> None:
         "usable": [f"{r['package']}=={r['version']}" for r in rows if r.get("usable")],
         "distinct_usable_models": distinct_models(rows),
         "side_by_side": side_by_side(runs),
+        "runs_note": args.note,
         "measured": runs,
         "decision": args.decision,
     }
