@@ -13,7 +13,12 @@ time, and scores:
   ``bench/ocr_quality.py``): word recall and order.
 
     .venv/bin/python bench/fidelity.py [--corpus DIR] [--out PATH]
-        [--only olmocr,docling,linn] [--limit N]
+        [--only olmocr,docling,linn] [--limit N] [--set layout.enabled=false ...]
+
+``--set KEY=VALUE`` changes one setting (dotted, as in ``folio.config``; VALUE read as
+JSON when it parses, else as a string) so that two runs differ in that setting alone (the
+layout model evaluation in ``bench/results/layout_models.json`` compares runs that way);
+each one is recorded under ``settings`` in the output.
 
 A document folio fails on (exception, quarantined document, quarantined page) fails its
 tests; rows whose files are absent are skipped and listed.
@@ -354,6 +359,38 @@ def print_tables(docs: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     print(f"  {'cpu_seconds_per_page':28} {json.dumps({k: v for k, v in summary['cpu_seconds_per_page'].items() if k != 'measure'})}")
 
 
+def overrides(pairs: list[str]) -> dict[str, Any]:
+    """Nested settings from ``KEY=VALUE`` pairs (``layout.enabled=false`` ->
+    ``{"layout": {"enabled": False}}``); a VALUE that is not JSON stays a string."""
+    nested: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"--set expects KEY=VALUE, got {pair!r}")
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        *parents, leaf = key.strip().split(".")
+        node = nested
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise SystemExit(f"--set {key}: {part} is set to a value already")
+        node[leaf] = value
+    return nested
+
+
+def _merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     default_corpus = os.environ.get("FOLIO_CORPUS_DIR", str(REPO.parent / "shared" / "corpus"))
@@ -362,7 +399,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", default=",".join(CATEGORIES),
                         help="comma-separated categories: " + ",".join(CATEGORIES))
     parser.add_argument("--limit", type=int, default=None, help="at most N documents")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="change one setting for this run, e.g. layout.enabled=false")
     args = parser.parse_args(argv)
+    extra = overrides(args.set)
+    settings = dict(SETTINGS)
+    for pair in args.set:
+        key, _, raw = pair.partition("=")
+        settings[key.strip()] = {"value": raw, "why": "--set on the command line"}
     corpus = Path(args.corpus).resolve()
     if not (corpus / "MANIFEST.tsv").is_file():
         raise SystemExit(f"corpus absent at {corpus}: pass --corpus or set FOLIO_CORPUS_DIR")
@@ -379,8 +423,8 @@ def main(argv: list[str] | None = None) -> None:
     started = time.monotonic()
     docs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="folio-fidelity-") as tmp:
-        config = PipelineConfig.model_validate(
-            {"store": {"kind": "none"}, "work_dir": str(Path(tmp) / "work")})
+        config = PipelineConfig.model_validate(_merged(
+            {"store": {"kind": "none"}, "work_dir": str(Path(tmp) / "work")}, extra))
         services = Services(config, str(Path(tmp) / "out"))
         try:
             for n, row in enumerate(rows, 1):
@@ -428,14 +472,17 @@ def main(argv: list[str] | None = None) -> None:
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "configuration": {
             "description": "folio's defaults as a user gets them: engine tesseract, route auto, "
-                           "default render plan and validation, layout model on (CPU engines); "
-                           "store none (no embeddings); "
-                           "documents run one at a time through folio.pipeline.process_document",
+                           "default render plan and validation, layout model "
+                           + ("on (CPU engines); " if config.active_layout() else "off; ")
+                           + "store none (no embeddings); "
+                           "documents run one at a time through folio.pipeline.process_document"
+                           + ("; changed by --set: " + ", ".join(args.set) if args.set else ""),
             "engine": config.ocr.engine, "route": config.route.model_dump(mode="json"),
             "layout": config.active_layout() is not None,
+            "layout_settings": config.layout.model_dump(mode="json"),
             "host_cpus": os.cpu_count(),
         },
-        "settings": SETTINGS,
+        "settings": settings,
         "coverage": {
             "categories": sorted(only),
             "rows_selected": selected,

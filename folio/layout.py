@@ -21,6 +21,10 @@ does not. Its pre- and post-processing are re-done here with numpy and Pillow:
 
 The pure functions (:func:`preprocess`, :func:`decode_picodet`, :func:`nms`,
 :func:`select_regions`) take and return arrays so they are tested without a model.
+
+Why this model: it is the only layout model found whose weights ship inside a package under
+a license that fits (the survey of 44 package releases and the measurement against no layout
+model are in ``bench/results/layout_models.json``; docs/ARCHITECTURE.md sums them up).
 """
 
 from __future__ import annotations
