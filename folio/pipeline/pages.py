@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from folio.caption_order import captions_beside
 from folio.config import ValidationSettings
 from folio.engines.base import GENERATIVE_ENGINES, EngineOutput, OcrEngine
 from folio.engines.markdown import BLOCK_MARKDOWN_ENGINES, blocks_to_markdown
@@ -132,15 +133,16 @@ def _recognize(engine: OcrEngine, page: PagePrep, attempt: int) -> EngineOutput:
 
 def apply_layout(output: EngineOutput, engine: str, page: PagePrep, min_cover: float) -> None:
     """Relabel a CPU engine's blocks from the page's layout regions (found in the page
-    worker), tables given their grids from the engine's word boxes, and rebuild its
-    markdown; other engines' blocks and pages without regions are
+    worker), tables given their grids from the engine's word boxes, captions moved next
+    to their table or figure (:mod:`folio.caption_order`), and rebuild its markdown; other engines' blocks and pages without regions are
     left as they are, and so are pages the engine found turned on their side: the model
     saw the render as it lies, where a sideways page of text reads as one big figure."""
     if page.layout is None or engine not in BLOCK_MARKDOWN_ENGINES or output.attempt.rotated:
         return
     blocks, changed = label_blocks(output.blocks, page.layout, min_cover, output.words,
                                    output.rulings, page.height_pt)
-    if changed:
+    blocks, moved = captions_beside(blocks)
+    if changed or moved:
         output.blocks = blocks
         output.markdown = blocks_to_markdown(blocks)
 
