@@ -442,11 +442,19 @@ def header_footer_scores(gt: dict[str, Any],
     }
 
 
+#: docling's label for the tables it scores as tables; its ``document_index`` items (a
+#: table of contents, which docling stores among its tables) are scored apart
+TABLE_LABEL = "table"
+
+
 def table_structure_scores(gt: dict[str, Any], page_markdown: dict[int, str]) -> list[dict[str, Any]]:
     """Per ground-truth table: did folio emit a table on that page, and what share of the
     ground-truth cells (non-empty) has a folio table cell with the same normalised text
     at the same top-left (row, col) slot (best folio table on the page). Slots come from
-    docling's start_row/col offsets and from folio's HTML with spans expanded."""
+    docling's start_row/col offsets and from folio's HTML with spans expanded. Each row
+    carries docling's label: ``table``, or ``document_index`` for a table of contents
+    (no table in the page's sense: entries and page numbers, which docling's own table
+    model reads with rows shifted and entries merged)."""
     rows = []
     for i, table in enumerate(gt.get("tables", [])):
         page = _page_of(table)
@@ -461,7 +469,8 @@ def table_structure_scores(gt: dict[str, Any], page_markdown: dict[int, str]) ->
                        == normalize_words(c["text"]))
             best = max(best, hits)
         rows.append({
-            "table": i, "page": page, "rows": data.get("num_rows"), "cols": data.get("num_cols"),
+            "table": i, "label": table.get("label", TABLE_LABEL), "page": page,
+            "rows": data.get("num_rows"), "cols": data.get("num_cols"),
             "gt_cells": len(cells), "folio_tables_on_page": len(found),
             "detected": bool(found),
             "cell_position_agreement": round(best / len(cells), 4) if cells else None,

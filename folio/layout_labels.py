@@ -16,10 +16,11 @@ content is an HTML ``<table>``; without words, or when the words make no grid, i
 stays one line per member.
 
 Figures that are tables: a layout model takes a shaded or colour-coded table, or one with
-turned column headings, for a picture. A figure region whose short blocks (not the
-prose of a caption it swallowed) make a grid of :data:`FIGURE_TABLE_MIN` rows and
-columns or more (:func:`dense_columns`), with no word lost, is a table; charts and diagrams make no such grid
-(their labels do not line up in full rows and columns) and stay figures.
+turned column headings, for a picture. A figure region whose blocks, leaving out the
+prose it swallowed (a caption across it, a question over the table with nothing beside
+it), make a grid of :data:`FIGURE_TABLE_MIN` rows and columns or more
+(:func:`dense_columns`), with no word lost, is a table; charts and diagrams make no such
+grid (their labels do not line up in full rows and columns) and stay figures.
 
 Text regions never replace a label the engine gave: CDLA's "text" is the catch-all (it
 has no list class), so a List-Item or a heading the engine found from font sizes would
@@ -36,7 +37,8 @@ from collections.abc import Sequence
 
 from folio.models import BBox, Block, Label, Region, TableCell, WordBox
 from folio.quality import normalize_words
-from folio.table_grid import TableGrid, build_grid, grid_html, words_inside
+from folio.running_heads import BAND
+from folio.table_grid import TableGrid, build_grid, grid_html, lines, words_inside
 
 __all__ = ["CELL_MAX_WORDS", "FIGURE_TABLE_MIN", "MERGED", "PRIORITY", "cover",
            "dense_columns", "label_blocks", "merge_blocks", "region_for", "with_grid"]
@@ -88,8 +90,8 @@ def region_for(box: BBox, regions: Sequence[Region], min_cover: float) -> Region
 MERGED: frozenset[Label] = frozenset({Label.TABLE})
 #: a figure whose words make a grid of at least this many rows and columns is a table
 FIGURE_TABLE_MIN = 3
-#: a block of more words than this inside a figure, and across at least PROSE_WIDTH of
-#: it, is prose (a caption), not a cell
+#: a block of more words than this inside a figure, across at least PROSE_WIDTH of it,
+#: or over or under the rest with nothing beside it, is prose (a caption), not a cell
 CELL_MAX_WORDS = 12
 PROSE_WIDTH = 0.6
 #: a vertical gap of this many line heights ends a table found in a figure
@@ -97,15 +99,18 @@ TABLE_GAP = 3.0
 
 
 def label_blocks(blocks: Sequence[Block], regions: Sequence[Region], min_cover: float,
-                 words: Sequence[WordBox] = (), rulings: Sequence[BBox] = ()
-                 ) -> tuple[list[Block], int]:
+                 words: Sequence[WordBox] = (), rulings: Sequence[BBox] = (),
+                 page_height: float = 0.0) -> tuple[list[Block], int]:
     """``blocks`` relabelled from ``regions`` (changed ones copied), those sharing one
     :data:`MERGED` region joined into one, a table given its grid from ``words`` and
     ``rulings`` (the page's, in points) when they make one; and how many blocks
-    changed."""
+    changed. With the ``page_height`` known, a table region's members out in the page's
+    head or foot band are left out of it (:func:`_beyond_table`)."""
     out: list[Block] = []
     changed = 0
     groups: dict[int, list[Block]] = {}
+    frames: dict[int, BBox] = {}
+    originals: dict[int, Block] = {}
     figures: dict[int, tuple[Region, list[tuple[Block, Block]]]] = {}
     for original in blocks:
         block = original
@@ -118,6 +123,8 @@ def label_blocks(blocks: Sequence[Block], regions: Sequence[Region], min_cover: 
             block = block.model_copy(update={"label": label})
         if region is not None and region.label in MERGED and label == region.label.value:
             groups.setdefault(id(region), []).append(block)
+            frames[id(region)] = region.bbox
+            originals[id(block)] = original
         if region is not None and region.label is Label.FIGURE:
             figures.setdefault(id(region), (region, []))[1].append((original, block))
         out.append(block)
@@ -128,9 +135,18 @@ def label_blocks(blocks: Sequence[Block], regions: Sequence[Region], min_cover: 
         cells, swap = table
         out = [swap.get(id(b), b) for b in out]
         groups[id(region)] = cells
-    for members in groups.values():
+        frames[id(region)] = region.bbox
+    for key, members in list(groups.items()):
+        beyond = _beyond_table(members, page_height)
+        if beyond:
+            rest = [r for r in regions if id(r) != key]
+            swap = {id(b): _outside(originals.get(id(b), b), rest, min_cover) for b in beyond}
+            out = [swap.get(id(b), b) for b in out]
+            groups[key] = members = [b for b in members if id(b) not in swap]
+            if not members:
+                continue
         merged = merge_blocks(members) if len(members) > 1 else members[0]
-        gridded = with_grid(merged, members, words, rulings)
+        gridded = with_grid(merged, members, words, rulings, frames.get(key))
         if gridded is merged and len(members) < 2:
             continue
         drop = {id(b) for b in members[1:]}
@@ -148,9 +164,12 @@ def _figure_table(region: Region, pairs: Sequence[tuple[Block, Block]],
     with the label the other regions give it; None when they make no grid of
     :data:`FIGURE_TABLE_MIN` rows and columns."""
     width = region.bbox.x1 - region.bbox.x0
-    cells = _largest_stack([b for _, b in pairs if not _prose(b, width)])
+    stack = _largest_stack([b for _, b in pairs if not _prose(b, width)])
+    cells = [b for b in stack if not _lead(b, stack)]
     if len(cells) < FIGURE_TABLE_MIN ** 2 or not words:
         return None
+    if any(_long(b) and _wrapped_prose(b, words) for b in cells):
+        return None  # a page's column of prose beside headings (a cover), not a table
     boxes = [b.bbox for b in cells if b.bbox is not None]
     grid = build_grid(words_inside(words, boxes), _within(rulings, region.bbox))
     if grid is None or dense_columns(grid) < FIGURE_TABLE_MIN:
@@ -165,11 +184,36 @@ def _figure_table(region: Region, pairs: Sequence[tuple[Block, Block]],
             tables.append(block.model_copy(update={"label": Label.TABLE.value}))
             swap[id(block)] = tables[-1]
             continue
-        again = region_for(original.bbox, rest, min_cover) if original.bbox is not None else None
-        keep = again is None or again.label in (Label.FIGURE, Label.TABLE)
-        swap[id(block)] = block.model_copy(
-            update={"label": original.label if keep or again is None else again.label.value})
+        swap[id(block)] = _outside(original, rest, min_cover)
     return tables, swap
+
+
+def _outside(original: Block, rest: Sequence[Region], min_cover: float) -> Block:
+    """A block left out of a table: the label the other regions (``rest``) give it, or
+    the engine's when none does or only a figure or a table would."""
+    again = region_for(original.bbox, rest, min_cover) if original.bbox is not None else None
+    if again is None or again.label in (Label.FIGURE, Label.TABLE):
+        return original
+    return original.model_copy(update={"label": again.label.value})
+
+
+def _beyond_table(members: Sequence[Block], page_height: float) -> list[Block]:
+    """The members of a table region that lie apart from the table in the page's head or
+    foot band (:data:`folio.running_heads.BAND`): a run of them cut off from the rest
+    by a gap of over :data:`TABLE_GAP` line heights. A detector's table region drawn to
+    the page's edge swallows the page number or the running footer below the table;
+    left in, they become a row of the grid and are lost to the running-head rules.
+    Empty when ``page_height`` is unknown."""
+    if page_height <= 0 or len(members) < 2:
+        return []
+    runs = _stacks(members)
+    if len(runs) < 2:
+        return []
+    top, bottom = BAND * page_height, (1 - BAND) * page_height
+    main = max(runs, key=len)
+    return [b for run in runs if run is not main and all(
+        b.bbox is not None and (b.bbox.y1 <= top or b.bbox.y0 >= bottom) for b in run)
+        for b in run]
 
 
 def dense_columns(grid: TableGrid) -> int:
@@ -188,10 +232,16 @@ def _largest_stack(blocks: list[Block]) -> list[Block]:
     """The largest run of ``blocks`` without a vertical gap over :data:`TABLE_GAP` line
     heights: a table's rows follow one another, and a running footer or a note far
     below it, inside the same figure region, is not one of them."""
+    return max(_stacks(blocks), key=len)
+
+
+def _stacks(blocks: Sequence[Block]) -> list[list[Block]]:
+    """``blocks`` with boxes, top to bottom, in runs cut at vertical gaps over
+    :data:`TABLE_GAP` line heights (the median block height)."""
     boxed = sorted((b for b in blocks if b.bbox is not None),
                    key=lambda b: b.bbox.y0 if b.bbox else 0.0)
     if not boxed:
-        return []
+        return [[]]
     line = statistics.median(b.bbox.y1 - b.bbox.y0 for b in boxed if b.bbox)
     runs: list[list[Block]] = [[]]
     bottom = -math.inf
@@ -201,25 +251,72 @@ def _largest_stack(blocks: list[Block]) -> list[Block]:
             runs.append([])
         runs[-1].append(block)
         bottom = max(bottom, block.bbox.y1)
-    return max(runs, key=len)
+    return runs
 
 
 def _prose(block: Block, width: float) -> bool:
     """A paragraph, not a cell: many words across most of the region's ``width`` (a
     caption the figure region swallowed; a long cell stays narrow)."""
     box = block.bbox
-    return (len(block.content.split()) > CELL_MAX_WORDS and box is not None
+    return (_long(block) and box is not None
             and box.x1 - box.x0 >= PROSE_WIDTH * width)
 
 
+def _lead(block: Block, stack: Sequence[Block]) -> bool:
+    """A paragraph over or under the table, not a cell: many words, first or last of the
+    ``stack``, with no block beside it (a question above a checklist, a note under it, in
+    a figure region drawn wider than the page's text column; a long cell has the other
+    cells of its row beside it)."""
+    box = block.bbox
+    if not _long(block) or box is None:
+        return False
+    others = [o.bbox for o in stack if o is not block and o.bbox is not None]
+    if any(_beside(box, o) for o in others):
+        return False
+    return all(o.y0 >= box.y1 for o in others) or all(o.y1 <= box.y0 for o in others)
+
+
+def _long(block: Block) -> bool:
+    return len(block.content.split()) > CELL_MAX_WORDS
+
+
+def _wrapped_prose(block: Block, words: Sequence[WordBox]) -> bool:
+    """Whether ``block`` is running prose: :data:`FIGURE_TABLE_MIN` lines or more, most
+    of those after the first carrying a sentence on (starting in lower case). A cell's
+    text wraps too, but a figure region whose blocks hold such paragraphs beside short
+    headings is a cover or a page of columns: its lines line up with the headings as a
+    grid's rows would. Cells stacked into one block by the engine start their lines
+    afresh ("Navigate to a room", "Search an environment")."""
+    if block.bbox is None:
+        return False
+    found = lines(words_inside(words, [block.bbox]))
+    if len(found) < FIGURE_TABLE_MIN:
+        return False
+    carried = sum(1 for line in found[1:] if line.words[0].text[:1].islower())
+    return carried * 2 > len(found) - 1
+
+
+def _beside(a: BBox, b: BBox) -> bool:
+    """Whether ``b`` sits on ``a``'s lines, left or right of it (their vertical extents
+    overlap, their horizontal ones do not)."""
+    return min(a.y1, b.y1) > max(a.y0, b.y0) and (b.x1 <= a.x0 or b.x0 >= a.x1)
+
+
 def with_grid(table: Block, members: Sequence[Block], words: Sequence[WordBox],
-              rulings: Sequence[BBox]) -> Block:
+              rulings: Sequence[BBox], frame: BBox | None = None) -> Block:
     """``table`` with its grid (cells, and an HTML table as content) from the words
-    inside its ``members``' boxes; ``table`` itself when they make no grid."""
+    inside its ``members``' boxes and the rulings inside its box or its region's
+    (``frame``); ``table`` itself when they make no grid.
+
+    The region counts for rulings because a ruled table's frame and its head's rule lie
+    a cell's padding outside its text, often further than the few points the text's
+    own box is grown by; the words still come from the blocks, which the region may
+    cut."""
     boxes = [m.bbox for m in members if m.bbox is not None]
     if table.bbox is None or not boxes:
         return table
-    grid = build_grid(words_inside(words, boxes), _within(rulings, table.bbox))
+    around = table.bbox if frame is None else table.bbox.union(frame)
+    grid = build_grid(words_inside(words, boxes), _within(rulings, around))
     if grid is None or _lost_share(table.content, grid.cells) > MAX_LOST_SHARE:
         return table
     return table.model_copy(update={"cells": grid.cells, "content": grid_html(grid)})

@@ -17,7 +17,8 @@ these rules catch them on any engine's blocks, by what makes a running head one:
   a footer reads "Chapter 2. Roles and separation of duties   11" or "208 ... Global
   Report" although only the number repeats or is recognisable. The pieces of one head
   line closer than :data:`MERGE_GAP` line heights become one block (a text layer cuts a
-  line at wide gaps, and "2   Row and Column Access Control" is one footer, not two).
+  line at wide gaps, and "2   Row and Column Access Control" is one footer, not two),
+  and so do the lines of one head stacked one under the other (:data:`STACK_GAP`).
 
 Decisions about page ``k`` need only pages ``k - WINDOW .. k + WINDOW``, so a document's
 pages can be judged as they arrive in order (:class:`folio.chunking.ChunkStream` lags
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from folio.engines.markdown import BLOCK_MARKDOWN_ENGINES, blocks_to_markdown
 from folio.models import Block, Label, PageResult
 
-__all__ = ["BAND", "MAX_CHARS", "MERGE_GAP", "NUMBER_BAND", "WINDOW", "candidates",
+__all__ = ["BAND", "MAX_CHARS", "MERGE_GAP", "NUMBER_BAND", "STACK_GAP", "WINDOW", "candidates",
            "head_blocks", "heads", "mark_running_heads"]
 
 #: the share of the page height at the top and the bottom where running heads live
@@ -42,6 +43,10 @@ BAND = 0.12
 NUMBER_BAND = 0.2
 #: pieces of one running-head line closer than this many line heights are one block
 MERGE_GAP = 3.0
+#: two head lines this many line heights apart or closer, one over the other, are one
+#: head (lines of one paragraph are under half a line apart; a footnote rule or a blank
+#: line between a footer and the text above it is more)
+STACK_GAP = 1.0
 #: longer blocks are body text even when they repeat (a repeated notice, a form field)
 MAX_CHARS = 160
 #: pages either side in which a repeat makes a running head
@@ -185,11 +190,13 @@ def label_page(page: PageResult, found: dict[int, str], *, keep_in_markdown: boo
 
 def merge_lines(blocks: list[Block]) -> list[Block]:
     """``blocks`` with the running-head pieces of one line (same label, overlapping
-    vertically, closer than :data:`MERGE_GAP` line heights) joined left to right into
-    the first piece's place; other blocks untouched."""
+    vertically, closer than :data:`MERGE_GAP` line heights) joined left to right, and
+    such lines stacked one under the other (:func:`_stacked`: an address over a phone
+    number, a journal's name over its DOI) joined top to bottom, each into the first
+    piece's place; other blocks untouched. A head written on two lines is one item of
+    furniture, as a layout model's one region over both says, not two."""
     heads = sorted((b for b in blocks if b.label in _HEAD_LABELS and b.bbox is not None),
                    key=lambda b: (b.bbox.x0 if b.bbox else 0.0))
-    joined: dict[int, Block] = {}  # id of a piece -> the block it joined
     lines: list[list[Block]] = []
     for block in heads:
         line = next((ln for ln in lines if _joins(ln[-1], block)), None)
@@ -197,17 +204,22 @@ def merge_lines(blocks: list[Block]) -> list[Block]:
             lines.append([block])
         else:
             line.append(block)
-    for line in lines:
-        if len(line) < 2:
+    whole = sorted(((_join(line, " "), line) for line in lines),
+                   key=lambda pair: pair[0].bbox.y0 if pair[0].bbox else 0.0)
+    stacks: list[list[tuple[Block, list[Block]]]] = []
+    for pair in whole:
+        stack = next((st for st in stacks if _stacked(st[-1][0], pair[0])), None)
+        if stack is None:
+            stacks.append([pair])
+        else:
+            stack.append(pair)
+    joined: dict[int, Block] = {}  # id of a piece -> the block it joined
+    for stack in stacks:
+        pieces = [piece for _, line in stack for piece in line]
+        if len(pieces) < 2:
             continue
-        box = line[0].bbox
-        for piece in line[1:]:
-            if box is not None and piece.bbox is not None:
-                box = box.union(piece.bbox)
-        merged = line[0].model_copy(update={
-            "bbox": box, "content": " ".join(p.content.strip() for p in line),
-            "order": min(p.order for p in line)})
-        for piece in line:
+        merged = _join([line_block for line_block, _ in stack], "\n")
+        for piece in pieces:
             joined[id(piece)] = merged
     out: list[Block] = []
     for block in blocks:
@@ -215,6 +227,32 @@ def merge_lines(blocks: list[Block]) -> list[Block]:
         if not any(b is target for b in out):
             out.append(target)
     return out
+
+
+def _join(pieces: Sequence[Block], sep: str) -> Block:
+    """``pieces`` as one block in the first one's place: their boxes' union, their text
+    joined by ``sep``; the piece itself when there is one."""
+    if len(pieces) == 1:
+        return pieces[0]
+    box = pieces[0].bbox
+    for piece in pieces[1:]:
+        if box is not None and piece.bbox is not None:
+            box = box.union(piece.bbox)
+    return pieces[0].model_copy(update={
+        "bbox": box, "content": sep.join(p.content.strip() for p in pieces),
+        "order": min(p.order for p in pieces)})
+
+
+def _stacked(upper: Block, lower: Block) -> bool:
+    """Whether ``lower`` is the next line of ``upper``'s head: the same label, their
+    x-ranges overlapping, and ``lower`` starting below ``upper`` within
+    :data:`STACK_GAP` of a line's height."""
+    a, b = upper.bbox, lower.bbox
+    if a is None or b is None or upper.label != lower.label:
+        return False
+    height = min(a.y1 - a.y0, b.y1 - b.y0)
+    return (min(a.x1, b.x1) > max(a.x0, b.x0)
+            and a.y1 - 0.5 * height <= b.y0 <= a.y1 + STACK_GAP * height)
 
 
 def _joins(left: Block, right: Block) -> bool:

@@ -43,7 +43,8 @@ from pydantic import BaseModel, Field
 
 from folio.models import BBox, TableCell, WordBox
 
-__all__ = ["TableGrid", "build_grid", "grid_html", "header_rows", "upright", "words_inside"]
+__all__ = ["TableGrid", "build_grid", "grid_html", "header_rows", "lines", "upright",
+           "words_inside"]
 
 #: words closer than this many word heights belong to one phrase: word spaces are about
 #: 0.25-0.5 of a word box's height, a column gap is usually a full em or more
@@ -452,17 +453,20 @@ def _cells(phrases: list[_Phrase]) -> dict[int, _Cell]:
 
 
 def continues(row: _Row, line_cells: dict[int, _Cell], gap: float, height: float,
-              limits: Sequence[float]) -> bool:
+              limits: Sequence[float], head: bool = False) -> bool:
     """Whether a line's cells are the second line of ``row``'s cells.
 
     Only when the line is close below, every cell of it sits under a cell of the row,
     none is a figure, and either the row's first column (its key) is empty on this line
-    while the row has one, or the line fills fewer columns than the row and each of its
-    cells reads as wrapped: it starts in lower case, and its first word would not have
-    fitted after the cell's line above within the column (``limits``: where each
+    while the row has one, or the line fills fewer columns than the row and either is
+    a ``head`` line (see :func:`_rows`: headings broken over two lines to fit their
+    columns, "State funded" over "legal aid", whatever their case or width) or each of
+    its cells reads as wrapped: it starts in lower case, and its first word would not
+    have fitted after the cell's line above within the column (``limits``: where each
     column's text must end). A new data row fills its key; a cell's second line rarely
-    starts a sentence. Numbers do not wrap, so rows under a key written once
-    ("2020 | Q1 | 5" then " | Q2 | 6") stay rows."""
+    starts a sentence. Numbers do not wrap, so rows under a key written once ("2020 |
+    Q1 | 5" then " | Q2 | 6") stay rows, and sub-headings under a group heading stay a
+    row of their own: they fill columns the group heading's row has no cell in."""
     if gap > MAX_CONTINUATION_GAP * height or not line_cells:
         return False
     if not set(line_cells) <= set(row.cells):
@@ -475,6 +479,8 @@ def continues(row: _Row, line_cells: dict[int, _Cell], gap: float, height: float
            for cell in row.cells.values()):
         return False  # a one-line cell of the row sits lower, beside this line: it spans
     if 0 not in line_cells and 0 in row.cells:
+        return True
+    if head and 0 not in row.cells and len(line_cells) < len(row.cells):
         return True
     return len(line_cells) < len(row.cells) and all(
         cell.pieces[0][:1].islower() and _wrapped(row.cells[col], cell, limits[col], height)
@@ -496,7 +502,11 @@ def _limits(cuts: Sequence[tuple[float, float]], right: float, height: float
 def _rows(found: list[_Line], phrases: list[list[_Phrase]], rules: list[float],
           height: float, limits: Sequence[float], bands: Sequence[float] = ()) -> list[_Row]:
     """Lines joined into rows: a continuation line (:func:`continues`) with no
-    horizontal ruling above it adds its text to the cells of the row above; a line
+    horizontal ruling above it adds its text to the cells of the row above (a line is a
+    head line when it lies above the first line that fills the key column and sits
+    closer under the line above than the table's lines usually do: a heading's second
+    line is set at the font's leading, rows further apart, so the first rows of a group
+    whose key is centred lower down stay rows); a line
     centred between its neighbours in columns both leave empty (:func:`_between`) puts
     its cells in the row above, from where they span down (:func:`row_span`). When the
     table rules its rows (``bands``, :func:`_row_rules`), a line between the same two
@@ -504,6 +514,9 @@ def _rows(found: list[_Line], phrases: list[list[_Phrase]], rules: list[float],
     keep a row of their own while the line's other cells join the cells above them."""
     rows: list[_Row] = []
     all_cells = [_cells(line_phrases) for line_phrases in phrases]
+    keyed = [i for i, cells in enumerate(all_cells) if 0 in cells]
+    gaps = [b.y0 - a.y1 for a, b in zip(found, found[1:], strict=False)]
+    usual = statistics.median(gaps) if gaps else 0.0
     for i, (line, cells) in enumerate(zip(found, all_cells, strict=True)):
         if rows and 0 < i < len(found) - 1 and _between(
                 found[i - 1:i + 2], [rows[-1].cells, cells, all_cells[i + 1]], height):
@@ -530,7 +543,8 @@ def _rows(found: list[_Line], phrases: list[list[_Phrase]], rules: list[float],
         if rows:
             last = rows[-1]
             ruled = any(last.y1 <= y <= line.y0 for y in rules)
-            if not ruled and continues(last, cells, line.y0 - last.y1, height, limits):
+            head = bool(keyed) and i < keyed[0] and line.y0 - found[i - 1].y1 < usual
+            if not ruled and continues(last, cells, line.y0 - last.y1, height, limits, head):
                 for col, cell in cells.items():
                     last.cells[col].pieces += cell.pieces
                     last.cells[col].span = min(max(last.cells[col].span, cell.span),

@@ -19,6 +19,14 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 REPO = Path(__file__).resolve().parent.parent
 
+# Under pytest-xdist (`make test` runs two workers) each worker gets a Prefect home of its
+# own: the temporary servers the CLI runs start keep their SQLite database there, and two
+# workers' servers on one database file would lock each other out.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    _home = Path(os.environ.get("PREFECT_HOME", REPO / ".folio" / "prefect"))
+    os.environ["PREFECT_HOME"] = str(_home / os.environ["PYTEST_XDIST_WORKER"])
+    Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)
+
 #: pytest's ``record_property`` fixture, which pytest exports no type for: (name, value)
 #: into the JUnit XML report
 RecordProperty = Callable[[str, object], None]

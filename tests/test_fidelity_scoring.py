@@ -172,3 +172,13 @@ def test_table_structure_cell_positions() -> None:
     assert row["cell_position_agreement"] == 0.5
     (row,) = table_structure_scores(DOCLING, {1: "Name Score Alice 0.87"})
     assert not row["detected"] and row["cell_position_agreement"] == 0.0
+
+
+def test_table_structure_rows_carry_docling_label() -> None:
+    """A table of contents (docling's ``document_index``) is told apart from tables, so
+    the bench can score it on its own rather than as a table."""
+    table = {"prov": [{"page_no": 1}], "data": {"num_rows": 1, "num_cols": 1, "table_cells": [
+        {"text": "Name", "start_row_offset_idx": 0, "start_col_offset_idx": 0}]}}
+    gt = {"tables": [table, {**table, "label": "document_index"}]}
+    rows = table_structure_scores(gt, {1: HTML_TABLE})
+    assert [r["label"] for r in rows] == ["table", "document_index"]

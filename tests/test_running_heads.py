@@ -143,3 +143,25 @@ def test_a_page_number_a_little_higher_counts_only_with_nothing_below_it() -> No
     assert head_blocks([listed], 0) == {}
     equation = one([piece(body(0), 72, 540, 100, 0), piece("(3)", 520, 540, 696, 1)])
     assert head_blocks([equation], 0) == {}
+
+
+def test_a_footer_on_two_lines_is_one_footer() -> None:
+    """An address over a phone number, the document number over its ISSN: the lines of
+    one footer, stacked, are one block (a layout model draws one region over them);
+    footers side by side stay two, and the body text above joins neither."""
+    pages = []
+    for i in range(2):
+        blocks = [piece(body(i), 72, 540, 100, 0),
+                  piece("07233 Seoul, Yeongdeungpo-gu, Uisadang-daero 1", 65, 252, 745, 1),
+                  piece("Tel. 02-788-4510", 65, 136, 756, 2),
+                  piece("Registration 31-9735045-001338-14", 357, 504, 745, 3),
+                  piece("ISSN 2005-744X", 437, 504, 756, 4),
+                  piece(str(i + 1), 300, 306, 770, 5)]
+        pages.append(PageResult(index=i, width_pt=W, height_pt=H, outcome=PageOutcome.OK,
+                                engine="text-layer", blocks=blocks))
+    mark_running_heads(pages)
+    for p in pages:
+        footers = [b.content for b in p.blocks if b.label == Label.PAGE_FOOTER.value]
+        assert "07233 Seoul, Yeongdeungpo-gu, Uisadang-daero 1\nTel. 02-788-4510" in footers
+        assert "Registration 31-9735045-001338-14\nISSN 2005-744X" in footers
+        assert p.blocks[0].label == Label.TEXT.value and p.markdown.startswith("Paragraph")

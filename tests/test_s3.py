@@ -5,6 +5,7 @@ from __future__ import annotations
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import SecretStr
@@ -62,6 +63,49 @@ def test_list_paginates(s3_server: S3Server, s3_bucket: str) -> None:
     s3io.put_bytes(s3_server.client, s3_bucket, "other/x.pdf", b"")
     listed = [r.key for r in s3io.list_objects(s3_server.client, s3_bucket, "p/", page_size=7)]
     assert listed == keys
+
+
+@pytest.mark.parametrize("value", [
+    "2026-12-01T21:43:33.000Z", "2026-12-01T21:43:33Z", "2026-12-01T21:43:33.123456Z",
+    "2026-12-01T21:43:33.5Z", "2026-12-01T21:43:33+00:00", "2026-12-01T21:43:33.000+01:00",
+    "Tue, 01 Dec 2026 21:38:52 GMT", "1700000000", "2026-12-01T24:00:00Z",
+])  # fmt: skip
+def test_timestamps_read_as_botocore_reads_them(value: str) -> None:
+    from botocore.utils import parse_timestamp
+
+    from folio.io.s3_time import parse_timestamp as fast
+
+    try:
+        expected = parse_timestamp(value)
+    except ValueError:
+        with pytest.raises(ValueError):
+            fast(value)
+        return
+    got = fast(value)
+    assert got == expected and got.utcoffset() == expected.utcoffset()
+
+
+def test_listing_reads_timestamps_without_dateutil(
+    s3_server: S3Server, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listing's ``LastModified`` values take the fast path; a HEAD's HTTP date, the
+    other form S3 writes, still goes to botocore's parser, and both agree."""
+    from folio.io import s3_time
+
+    slow: list[str] = []
+    original = s3_time._slow
+
+    def counted(value: str) -> Any:
+        slow.append(value)
+        return original(value)
+
+    monkeypatch.setattr(s3_time, "_slow", counted)
+    client = s3io.make_client(s3_server.settings)
+    s3io.put_bytes(client, s3_bucket, "t/a.pdf", b"a")
+    (listed,) = s3io.list_objects(client, s3_bucket, "t/")
+    assert slow == [] and listed.last_modified is not None
+    head = s3io.head_object(client, s3_bucket, "t/a.pdf")
+    assert head is not None and head.last_modified == listed.last_modified and len(slow) == 1
 
 
 @pytest.mark.slow

@@ -295,3 +295,27 @@ def test_ruled_groups_of_data_rows_stay_rows() -> None:
     rules = [BBox(x0=45, y0=y, x1=220, y1=y + 0.5) for y in (98.0, 114.0, 146.0, 178.0)]
     grid = build_grid(words, rules)
     assert grid is not None and texts(grid) == rows
+
+
+def test_a_heading_on_two_close_lines_in_a_head_without_a_key_is_one_cell() -> None:
+    """The key column is empty in the head; "legal aid" sits under "State funded" at the
+    font's leading (closer than the rows), so it is that heading's second line."""
+    words = (phrase("State funded", 200, 100) + phrase("CSOs", 300, 100)
+             + phrase("legal aid", 205, 113)
+             + table([["Children", "x", "x"], ["Women", "x", ""], ["Migrants", "", "x"]],
+                     [50, 220, 305], top=135, pitch=18))
+    grid = build_grid(words)
+    assert grid is not None
+    assert texts(grid) == [["", "State funded legal aid", "CSOs"], ["Children", "x", "x"],
+                           ["Women", "x", ""], ["Migrants", "", "x"]]
+
+
+def test_rows_over_a_key_centred_lower_down_stay_rows() -> None:
+    """A group's key centred on its second row ("Fruit" beside "Pears"): the row above
+    it leaves the key empty too, but it lies a row's pitch under the head, not a line's
+    leading, so it is no heading's second line."""
+    words = table([["", "Item", "Colour"], ["", "Apples", ""], ["Fruit", "Pears", "green"],
+                   ["Roots", "Beets", "red"]], [50, 150, 250], pitch=18)
+    grid = build_grid(words)
+    assert grid is not None
+    assert [row[1] for row in texts(grid)] == ["Item", "Apples", "Pears", "Beets"]

@@ -5,6 +5,11 @@ each listed source against them. Kept as Python strings, 1M names cost about 150
 the sweep's memory grew with the bucket; as sorted 64-bit hashes they cost 8 MB, and a
 check is a binary search. A hash collision (a new source taken for done) has odds of
 about n / 2**64 per check: 5e-14 at 1M done records.
+
+The hashes are sorted in place, in the buffer they were collected in: ``np.unique`` (numpy
+2.4) took 54 MB at its peak for 1M hashes and left 37 MB of the process's RSS behind,
+seven times the set itself. Duplicates need no removal: a listing names each record
+once, and a repeated hash would only answer ``in`` as its first copy does.
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ class DoneSet:
 
     def __init__(self, names: Iterable[str]) -> None:
         hashes = array("Q", (_hash(name) for name in names))
-        self._sorted = np.unique(np.frombuffer(hashes, dtype=np.uint64))
+        self._sorted = np.frombuffer(hashes, dtype=np.uint64)  # a view: the array's 8 bytes
+        self._sorted.sort()
 
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str):
@@ -43,4 +49,5 @@ class DoneSet:
         return at < self._sorted.size and self._sorted[at] == value
 
     def __len__(self) -> int:
+        """How many names it was built from (a name given twice counts twice)."""
         return int(self._sorted.size)

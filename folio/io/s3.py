@@ -176,9 +176,15 @@ def make_client(settings: S3Settings, *, max_attempts: int = 5) -> Any:
         ConfigError: the named profile does not exist or the credentials are partial.
     """
     import boto3
+    import botocore.session
+
+    from folio.io.s3_time import parse_timestamp
 
     try:
-        session = boto3.session.Session(profile_name=settings.profile)
+        core = botocore.session.get_session()  # this client's own: nothing global changes
+        parsers = core.get_component("response_parser_factory")
+        parsers.set_parser_defaults(timestamp_parser=parse_timestamp)  # see folio.io.s3_time
+        session = boto3.session.Session(profile_name=settings.profile, botocore_session=core)
         kwargs: dict[str, Any] = {"config": _client_config(settings, max_attempts)}
         if settings.endpoint_url:
             kwargs["endpoint_url"] = settings.endpoint_url

@@ -174,6 +174,11 @@ _SPLIT_EM = 1.5
 _JOIN_EM = 0.5
 #: lines shorter than this sharing a row are table cells, not lines of a paragraph
 _CELL_MAX_CHARS = 25
+#: a glyph whose baseline is turned more than this from level (degrees) runs up or down
+#: the page (a column heading set sideways): its line is a column of glyphs. Headings
+#: turned 45 degrees stay level runs (the table grid places those by their first letter)
+_VERTICAL_DEG = 60.0
+_STEEP = math.tan(math.radians(_VERTICAL_DEG))
 _MAX_CUT_DEPTH = 64
 
 
@@ -213,21 +218,35 @@ class _Run:
     right: float = -math.inf
     top: float = -math.inf
     size: float = 0.0
+    vertical: bool = False  # its glyphs run up or down the page
 
-    def add(self, char: str, box: pdfium_c.FS_RECTF, size: float | None) -> None:
+    def add(self, char: str, box: pdfium_c.FS_RECTF, size: float | None,
+            vertical: bool = False) -> None:
+        if not self.chars or self.right == -math.inf:
+            self.vertical = vertical
         self.chars.append(char)
         self.left, self.right = min(self.left, box.left), max(self.right, box.right)
         self.bottom, self.top = min(self.bottom, box.bottom), max(self.top, box.top)
         self.size = max(self.size, size or 0.0)
 
-    def far_from(self, box: pdfium_c.FS_RECTF, size: float | None) -> bool:
-        """A wide gap (:data:`_SPLIT_EM`) or a glyph off the line's band ends the line.
+    def far_from(self, box: pdfium_c.FS_RECTF, size: float | None,
+                 vertical: bool = False) -> bool:
+        """A wide gap (:data:`_SPLIT_EM`) or a glyph off the line's band ends the line,
+        and so does a turn between level and sideways glyphs.
 
-        The second catches a word hyphenated across lines, where pdfium emits no break.
+        The band catches a word hyphenated across lines, where pdfium emits no break. A
+        sideways line's band is its x-range and its gaps run along y: its glyphs stack,
+        each box touching the last, and a level band would split it at every glyph whose
+        box overlaps the one before by less than a rounding error.
         """
         if not self.chars or self.right == -math.inf:
             return False
+        if vertical != self.vertical:
+            return True
         gap = _SPLIT_EM * max(self.size, size or 0.0, 1.0)
+        if vertical:
+            off_band = box.right < self.left or box.left > self.right
+            return off_band or box.bottom - self.top > gap or self.bottom - box.top > gap
         off_band = box.top < self.bottom or box.bottom > self.top
         return off_band or box.left - self.right > gap or self.left - box.right > gap
 
@@ -251,9 +270,14 @@ class _Scan:
     word: _Run = field(default_factory=_Run)  # the word being collected
 
     def end_word(self, geometry: PageGeometry) -> None:
-        """Close the word being collected (at a space, a line end or a line split)."""
+        """Close the word being collected (at a space, a line end or a line split).
+
+        A sideways line (:attr:`_Run.vertical`) is one word: its words have no level
+        neighbours to be ordered by, and a table grid orders words top to bottom, which
+        would reverse a heading that runs up the page; kept whole, it reads in pdfium's
+        order."""
         word = self.word
-        text = "".join(word.chars)
+        text = "".join(word.chars).strip()
         if text and word.right != -math.inf:
             box = geometry.to_top_left(word.left, word.bottom, word.right, word.top)
             self.words.append(WordBox(text=text, x0=box.x0, y0=box.y0, x1=box.x1, y1=box.y1))
@@ -316,18 +340,22 @@ def _scan_chars(textpage: pdfium.PdfTextPage, geometry: PageGeometry) -> _Scan:
             continue
         if char.isspace():
             run.chars.append(" ")
-            scan.end_word(geometry)
+            if scan.word.vertical and scan.word.chars:
+                scan.word.chars.append(" ")  # a sideways line stays one word box
+            else:
+                scan.end_word(geometry)
             continue
         size = _effective_size(textpage, index, matrix)
+        sideways = size is not None and abs(matrix.b) > _STEEP * abs(matrix.a)
         has_box = pdfium_c.FPDFText_GetLooseCharBox(textpage, index, box)
-        if has_box and run.far_from(box, size):
+        if has_box and run.far_from(box, size, sideways):
             run = _flush(run, scan, geometry)
             scan.end_word(geometry)
         if has_box:
             here = (box.left, box.bottom, box.right, box.top)
-            run.add(char, box, size)
+            run.add(char, box, size, sideways)
             if char not in _BREAK_HYPHENS:
-                scan.word.add(char, box, size)
+                scan.word.add(char, box, size, sideways)
             if char == _LAM and previous[0] in _ALEFS and _same_box(previous[1], here):
                 _swap_last_two(run.chars)
                 _swap_last_two(scan.word.chars)

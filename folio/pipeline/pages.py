@@ -139,7 +139,7 @@ def apply_layout(output: EngineOutput, engine: str, page: PagePrep, min_cover: f
     if page.layout is None or engine not in BLOCK_MARKDOWN_ENGINES or output.attempt.rotated:
         return
     blocks, changed = label_blocks(output.blocks, page.layout, min_cover, output.words,
-                                   output.rulings)
+                                   output.rulings, page.height_pt)
     if changed:
         output.blocks = blocks
         output.markdown = blocks_to_markdown(blocks)
