@@ -13,13 +13,13 @@ setup:
 # Sets everything up and ingests the built-in sample PDFs through the real Prefect flow.
 demo: setup
 	@mkdir -p $(PREFECT_HOME)
-	$(PY) -m flows.demo
+	$(PY) -m folio_prefect.flows.demo
 
 # Sets everything up and runs the whole test suite.
 test:
 	@bash scripts/setup.sh --test
 	@mkdir -p $(PREFECT_HOME)
-	.venv/bin/ruff check folio tasks flows deployments bench tests
+	.venv/bin/ruff check folio folio_prefect bench tests
 	.venv/bin/mypy
 	$(PY) -m pytest -q -n 2 --dist loadfile
 

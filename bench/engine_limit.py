@@ -207,9 +207,9 @@ def step_offline(args: argparse.Namespace) -> dict[str, Any]:
     """Each preset's pages through one ``LLM`` built from folio's server options."""
     from vllm import LLM, SamplingParams
 
-    from flows.vllm_runner import VLLMTaskRunner
     from folio.engines.openai_engine import encode_image
     from folio.presets import get_preset
+    from folio_prefect.flows.vllm_runner import VLLMTaskRunner
 
     gup.use_gpu(argparse.Namespace(gpu=args.gpu, work=args.work, owner_pid=None))
     presets = args.presets.split(",")
@@ -263,8 +263,8 @@ def step_offline(args: argparse.Namespace) -> dict[str, Any]:
 
 def step_served(args: argparse.Namespace) -> dict[str, Any]:
     """The preset's pages to the shared server folio starts for its configuration."""
-    from flows.vllm_runner import VLLMTaskRunner
     from folio.presets import get_preset
+    from folio_prefect.flows.vllm_runner import VLLMTaskRunner
 
     gup.use_gpu(args)
     config = config_for(args, args.preset)

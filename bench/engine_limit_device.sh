@@ -20,6 +20,9 @@
 # bench/gpu_user_path_device.sh. FOLIO_BENCH_COMMIT names the checkout in the result.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# folio_prefect/ reaches the card's flows/, tasks/ and deployments/ through symbolic links:
+# remade here in case a copy of the checkout did not keep them
+for d in flows tasks deployments; do [ -e folio_prefect/$d ] || ln -sfn ../$d folio_prefect/$d; done
 W=/tmp/elim
 E="python3 bench/engine_limit.py --work $W${FAKE:+ --fake}"  # FAKE=1: the fake server (a dry run here)
 [ -f /tmp/site/env.sh ] && . /tmp/site/env.sh

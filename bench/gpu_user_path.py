@@ -415,7 +415,7 @@ class CliRun:
 
 def run_cli(args: argparse.Namespace, sources: Path, out: Path, report_path: Path, log: Path,
             sampler: Sampler, extra: tuple[str, ...] = ()) -> CliRun:
-    """`python -m flows.cli ingest ...` in a process of its own (as a user starts it),
+    """`python -m folio_prefect.flows.cli ingest ...` in a process of its own (as a user starts it),
     sampled while it runs; the window is cut to the flow's own time from its report.
     ``extra``: more options of the user's command line (bench/engine_limit.py's route)."""
     report_path.unlink(missing_ok=True)
@@ -424,7 +424,7 @@ def run_cli(args: argparse.Namespace, sources: Path, out: Path, report_path: Pat
     shutil.rmtree(out, ignore_errors=True)
     with sampler, log.open("w") as stderr:
         t0, wall0 = time.monotonic(), time.time()
-        code = subprocess.run([sys.executable, "-m", "flows.cli",
+        code = subprocess.run([sys.executable, "-m", "folio_prefect.flows.cli",
                                *cli_args(args, sources, out, report_path), *extra],
                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr).returncode
         t1 = time.monotonic()
@@ -440,7 +440,7 @@ def run_cli(args: argparse.Namespace, sources: Path, out: Path, report_path: Pat
 
 
 def _spec_key(config: Any) -> str:
-    from flows.vllm_runner import VLLMTaskRunner
+    from folio_prefect.flows.vllm_runner import VLLMTaskRunner
 
     return VLLMTaskRunner.from_config(config).spec().key()
 
@@ -453,8 +453,8 @@ def _server_url(key: str) -> str | None:
 
 
 def phase_raw(args: argparse.Namespace) -> dict[str, Any]:
-    from flows.vllm_runner import VLLMTaskRunner
     from folio.presets import get_preset
+    from folio_prefect.flows.vllm_runner import VLLMTaskRunner
 
     use_gpu(args)
     config = resolved(args)
@@ -479,7 +479,7 @@ def phase_raw(args: argparse.Namespace) -> dict[str, Any]:
 def phase_serve(args: argparse.Namespace) -> dict[str, Any]:
     """Start this GPU's shared server the way a run would (preflight included) and leave
     it to serve the next commands (kept alive by ``--owner-pid``)."""
-    from flows.vllm_runner import VLLMTaskRunner
+    from folio_prefect.flows.vllm_runner import VLLMTaskRunner
 
     use_gpu(args)
     runner = VLLMTaskRunner.from_config(resolved(args))
@@ -496,7 +496,7 @@ def phase_serve(args: argparse.Namespace) -> dict[str, Any]:
 @contextmanager
 def _prefect_stack(args: argparse.Namespace, config: Any, deployments: list[str],
                    deployment_env: dict[str, str] | None = None) -> Iterator[dict[str, str]]:
-    """A Prefect server, the pools of deployments.work_pools --apply, ``deployments`` made
+    """A Prefect server, the pools of folio_prefect.deployments.work_pools --apply, ``deployments`` made
     by `prefect deploy` from prefect.yaml, and one process worker on the GPU pool; yields
     the environment that reaches that server. Everything stops on exit.
 
@@ -524,7 +524,7 @@ def _prefect_stack(args: argparse.Namespace, config: Any, deployments: list[str]
         procs.append(_start([sys.executable, "-m", "prefect", "server", "start", "--port", str(port)],
                             env, logs / "server.log"))
         _wait_http(f"http://127.0.0.1:{port}/api/health", 120)
-        subprocess.run([sys.executable, "-m", "deployments.work_pools", "--apply"], env=env,
+        subprocess.run([sys.executable, "-m", "folio_prefect.deployments.work_pools", "--apply"], env=env,
                        cwd=ROOT, check=True)
         overrides: list[str] = []
         if deployment_env is not None:
@@ -555,7 +555,7 @@ def _gpu_deployment_names(args: argparse.Namespace, config: Any) -> tuple[str, s
 
 def phase_deployment(args: argparse.Namespace) -> dict[str, Any]:
     """The same pages through a Prefect server, a GPU deployment (flows/gpu.py) on a
-    process work pool made by deployments.work_pools, and one worker."""
+    process work pool made by folio_prefect.deployments.work_pools, and one worker."""
     use_gpu(args)
     work = Path(args.work)
     config = resolved(args)
@@ -606,8 +606,8 @@ def _flow_settings() -> dict[str, Any]:
 def phase_live(args: argparse.Namespace) -> dict[str, Any]:
     """The three ways runs reach a GPU pool, on the GPU: `prefect deploy` of the GPU
     deployments, one worker on the pool, then a person's run from the UI (the document
-    deployment's form parameters), a RAG job's trigger (deployments.trigger) and a sweep's
-    batch (tasks.sweep.submit_batch, the batch deployment), one after the other, each on
+    deployment's form parameters), a RAG job's trigger (folio_prefect.deployments.trigger) and a sweep's
+    batch (folio_prefect.tasks.sweep.submit_batch, the batch deployment), one after the other, each on
     a document of its own. Says, for each run, its state, its engine and profile, its pages
     and the shared server it used (one for all three, alive between them)."""
     use_gpu(args)
@@ -661,10 +661,10 @@ def live_client(args: argparse.Namespace) -> None:
     benchmark's Prefect server (PREFECT_API_URL is read when Prefect is imported)."""
     from prefect.deployments import run_deployment
 
-    from deployments.runs import wait_for_run
-    from deployments.trigger import trigger
     from folio.run_config import IngestRequest
-    from tasks.sweep import submit_batch
+    from folio_prefect.deployments.runs import wait_for_run
+    from folio_prefect.deployments.trigger import trigger
+    from folio_prefect.tasks.sweep import submit_batch
 
     spec = json.loads(sys.stdin.read())
     ui_src, trigger_src, batch_src = spec["sources"]
@@ -802,7 +802,7 @@ def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
             "gpu_utilization_pipeline": d["queue"].get("gpu_utilization_mean"),
             "seconds_after_last_page": (d.get("timing") or {}).get("after_last_page_s"),
             "settings": settings, "command": command,
-            "how": "a Prefect server, the pools of deployments.work_pools --apply, flows/gpu.py:"
+            "how": "a Prefect server, the pools of folio_prefect.deployments.work_pools --apply, flows/gpu.py:"
                    "ingest deployed to the GPU pool from this checkout, one process worker; "
                    "seconds from the flow run's start to its end as Prefect recorded them",
             "phase": d, "raw_phases": raw,

@@ -24,6 +24,9 @@
 # H200, --min-pages 1000 (the issue's floor) fits setup, two rounds and the deployment.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# folio_prefect/ reaches the card's flows/, tasks/ and deployments/ through symbolic links:
+# remade here in case a copy of the checkout did not keep them
+for d in flows tasks deployments; do [ -e folio_prefect/$d ] || ln -sfn ../$d folio_prefect/$d; done
 W=/tmp/gub
 B="python3 bench/gpu_user_path.py --work $W"
 [ -f /tmp/site/env.sh ] && . /tmp/site/env.sh
@@ -88,7 +91,7 @@ case "${1:-}" in
     python3 bench/host_cpu.py --out "$OUT/host-cpu-r$r.json" --seconds 540 & s=$!
     $B pipeline --gpu 0 --round "$r" --owner-pid "$(owner)" > "$OUT/pipeline-r$r.log" 2>&1 & a=$!
     pid=""
-    for _ in $(seq 240); do pid=$(pgrep -f -- "-m flows.cli ingest" | head -1); [ -n "$pid" ] && break; sleep 0.25; done
+    for _ in $(seq 240); do pid=$(pgrep -f -- "-m folio_prefect.flows.cli ingest" | head -1); [ -n "$pid" ] && break; sleep 0.25; done
     if [ -n "$spy" ] && [ -n "$pid" ]; then
       "$spy" record --pid "$pid" --rate 20 --threads --nonblocking --format raw -o "$OUT/pyspy-r$r.txt" > "$OUT/pyspy-r$r.log" 2>&1 &
     fi

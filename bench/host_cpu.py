@@ -28,7 +28,7 @@ def kind(cmdline: str, comm: str) -> str:
         return "vllm-engine-core"
     if "folio.pdf" in cmdline:  # the zygote and the page workers it forks
         return "folio-page-workers"
-    if "folio.cli" in cmdline or "flows.cli" in cmdline or "prefect.engine" in cmdline:
+    if "folio.cli" in cmdline or "folio_prefect.flows.cli" in cmdline or "prefect.engine" in cmdline:
         return "folio-flow"
     if comm in ("gs", "gsc") or "/gs " in cmdline:
         return "ghostscript"

@@ -33,7 +33,7 @@ def main() -> None:
         for n in args.pages:
             pdf = write_long_pdf(Path(tmp) / f"long-{n}.pdf", n)
             out = Path(tmp) / f"out-{n}"
-            cmd = [sys.executable, "-m", "flows.cli", "ingest", str(pdf), "--out", str(out),
+            cmd = [sys.executable, "-m", "folio_prefect.flows.cli", "ingest", str(pdf), "--out", str(out),
                    "--route", "text-layer", "--quiet"]
             result = run_with_peak_rss(cmd, env=env)
             if result["returncode"] != 0:

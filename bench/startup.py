@@ -7,7 +7,7 @@ Cases, each run ``--runs`` times as a fresh process (median and spread reported)
   (``timing.started_unix`` in its report) plus ``timing.first_page_s``, counted here from
   the process's launch;
 - ``cached``: the same PDF again (done-index hit), until exit;
-- ``imports``: ``import flows.ingest`` alone (what every run pays before Prefect).
+- ``imports``: ``import folio_prefect.flows.ingest`` alone (what every run pays before Prefect).
 
 The gap between a run's wall time and its flow's own ``timing.seconds``, less the
 imports, is Prefect's start (its temporary local server) and teardown.
@@ -51,10 +51,10 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "startup.json"))
     args = ap.parse_args()
-    from deployments.local_server import MODE_ENV, stop
     from folio.samples import report_pages, write_text_pdf
+    from folio_prefect.deployments.local_server import MODE_ENV, stop
 
-    cli = [sys.executable, "-m", "flows.cli", "ingest"]
+    cli = [sys.executable, "-m", "folio_prefect.flows.cli", "ingest"]
     results: dict[str, Any] = {"runs": args.runs}
     with tempfile.TemporaryDirectory(prefix="folio-startup-") as tmp:
         work = Path(tmp)
@@ -64,7 +64,7 @@ def main() -> None:
         (work / "empty").mkdir()
         imports, empty, first, first_page, cached, flow_first = [], [], [], [], [], []
         for n in range(args.runs):
-            imports.append(timed([sys.executable, "-c", "import flows.ingest"], ROOT, env)[0])
+            imports.append(timed([sys.executable, "-c", "import folio_prefect.flows.ingest"], ROOT, env)[0])
             empty.append(timed([*cli, str(work / "empty"), "--out", str(work / "o")], work,
                                env)[0])
             pdf = write_text_pdf(work / f"new{n}.pdf", report_pages(seed=100 + n, n=1))

@@ -4,7 +4,7 @@
 
 Starts a Prefect server and an S3 endpoint (moto's server), uploads N distinct
 born-digital PDFs, deploys ``folio-ingest/batch`` on a process work pool, starts two
-workers and two sweeps (``python -m flows.sweep``) at once, SIGKILLs one worker (with its
+workers and two sweeps (``python -m folio_prefect.flows.sweep``) at once, SIGKILLs one worker (with its
 running flow run and page workers: the process group, as a lost machine) and one sweep
 once a share of the documents is done, starts them again, waits for both sweeps, runs a
 third sweep that must find nothing to do, and audits the outputs:
@@ -382,7 +382,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         deploy(env, {"PREFECT_RESULTS_PERSIST_BY_DEFAULT": "true"})
         worker = [sys.executable, "-m", "prefect", "worker", "start", "--pool", "cpu",
                   "--type", "process", "--limit", str(args.worker_limit)]
-        sweep = [sys.executable, "-m", "flows.sweep", f"s3://{BUCKET}/in", f"s3://{BUCKET}/out",
+        sweep = [sys.executable, "-m", "folio_prefect.flows.sweep", f"s3://{BUCKET}/in", f"s3://{BUCKET}/out",
                  "--batch-size", str(args.batch_size), "--max-in-flight", str(args.max_in_flight),
                  "--lease-s", str(args.lease_s), "--zombie-after-s", str(args.zombie_after_s),
                  "--poll-s", "2"]

@@ -65,7 +65,7 @@ def main() -> None:
         for r in range(args.rounds):
             for mode in MODES:
                 out = Path(tmp) / f"out-{mode}-{r}"
-                cmd = [sys.executable, "-m", "flows.cli", "ingest", str(folder), "--out", str(out),
+                cmd = [sys.executable, "-m", "folio_prefect.flows.cli", "ingest", str(folder), "--out", str(out),
                        "--route", "text-layer", "--store", "none", "--quiet"]
                 result = run_with_peak_rss(cmd, env={**env, zygote.MODE_ENV: mode})
                 if result["returncode"] != 0:

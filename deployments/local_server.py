@@ -6,7 +6,7 @@ a flow: several seconds before the first page of every CLI run. folio instead st
 ``PREFECT_HOME``), and later runs attach to it: a rerun that finds everything done answers
 in a couple of seconds, and the runs stay visible in the UI at the printed address. The
 server stops after ``idle_s`` without a run holding a lease (default 30 minutes), or with
-``python -m deployments.local_server --stop``.
+``python -m folio_prefect.deployments.local_server --stop``.
 
     FOLIO_PREFECT_SERVER=ephemeral   # per-process temporary server, as Prefect does
     FOLIO_PREFECT_SERVER_IDLE_S=600  # stop a reused server after 10 idle minutes
@@ -118,7 +118,7 @@ def _free_port() -> int:
 def _spawn(home: Path, idle_s: float) -> dict[str, object]:
     port = _free_port()
     url = f"http://127.0.0.1:{port}/api"
-    argv = [sys.executable, "-m", "deployments.local_server", "--serve", "--home", str(home),
+    argv = [sys.executable, "-m", "folio_prefect.deployments.local_server", "--serve", "--home", str(home),
             "--port", str(port), "--idle", str(idle_s)]
     root = str(Path(__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(

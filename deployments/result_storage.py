@@ -6,12 +6,12 @@ Prefect 3.9 ships no S3 block of its own: ``RemoteFileSystem("s3://...")`` needs
 (with aiobotocore, which pins botocore), and ``S3Bucket`` is in prefect-aws. This block is
 boto3 through :func:`folio.io.s3.make_client`, which folio already uses for its outputs.
 
-``python -m deployments.work_pools --apply --result-storage s3://bucket/prefix`` (or
+``python -m folio_prefect.deployments.work_pools --apply --result-storage s3://bucket/prefix`` (or
 ``FOLIO_RESULT_STORAGE``) saves the block and makes it the server's default result
 storage, so every worker on every host writes its results there with no setting of its
 own. A process that reads or writes results must have imported this module (the block
-class is looked up by its slug): :mod:`flows.ingest` and :mod:`flows.sweep` do, and
-:func:`deployments.runs.run_report`; an installed folio also registers it with every
+class is looked up by its slug): :mod:`folio_prefect.flows.ingest` and :mod:`folio_prefect.flows.sweep` do, and
+:func:`folio_prefect.deployments.runs.run_report`; an installed folio also registers it with every
 Prefect process through the ``prefect.collections`` entry point (pyproject.toml).
 """
 

@@ -1,6 +1,6 @@
 """Starting and following runs of deployments through the Prefect client: the one place
-triggers (:mod:`deployments.trigger`, ``folio trigger``) and the sweep
-(:mod:`tasks.sweep`, :mod:`flows.sweep`) do it, so they agree on idempotency, waiting and
+triggers (:mod:`folio_prefect.deployments.trigger`, ``folio trigger``) and the sweep
+(:mod:`folio_prefect.tasks.sweep`, :mod:`folio_prefect.flows.sweep`) do it, so they agree on idempotency, waiting and
 when a run is dead.
 
 A run whose process died (worker killed) stays "Running" in Prefect forever; it is
@@ -169,7 +169,7 @@ def run_report(run: FlowRun) -> dict[str, Any] | None:
     """The ingest report a completed run returned (None: not completed, or its result
     was not persisted: the deployment needs ``PREFECT_RESULTS_PERSIST_BY_DEFAULT=true``
     and result storage the sweep can read)."""
-    import deployments.result_storage  # noqa: F401  # Prefect finds the S3 block's class by slug
+    import folio_prefect.deployments.result_storage  # noqa: F401  # Prefect finds the S3 block's class by slug
 
     state = run.state
     if state is None or not state.is_completed():

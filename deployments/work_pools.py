@@ -2,10 +2,10 @@
 profiles, plus a global concurrency limit per pool that keeps one vLLM server per GPU, and
 ``folio-control`` for the sweep, which only orchestrates (see :data:`CONTROL_POOL`).
 
-    python -m deployments.work_pools                  # print what would be created
-    python -m deployments.work_pools --write          # regenerate infra/work-pools/*.json
-    python -m deployments.work_pools --apply --type kubernetes --gpus 8
-    python -m deployments.work_pools --apply --result-storage s3://bucket/prefect-results
+    python -m folio_prefect.deployments.work_pools                  # print what would be created
+    python -m folio_prefect.deployments.work_pools --write          # regenerate infra/work-pools/*.json
+    python -m folio_prefect.deployments.work_pools --apply --type kubernetes --gpus 8
+    python -m folio_prefect.deployments.work_pools --apply --result-storage s3://bucket/prefect-results
 
 Templates start from the worker type's own default (the process worker class; the
 kubernetes default from Prefect's bundled collection metadata, so no network and no
@@ -13,9 +13,9 @@ prefect-kubernetes install is needed here) and add the profile's environment, th
 engine settings, and for kubernetes the GPU request, node selector, tolerations and a
 memory-backed /dev/shm. ``--apply`` creates or updates the pool (``prefect work-pool
 create --base-job-template --overwrite`` semantics) and the limit ``gpu-<pool>``, which
-:class:`flows.vllm_runner.VLLMTaskRunner` holds while its server runs
+:class:`folio_prefect.flows.vllm_runner.VLLMTaskRunner` holds while its server runs
 (``concurrency_limit=...``). With ``--result-storage`` (or ``FOLIO_RESULT_STORAGE``) it
-also saves an S3 result-storage block (:mod:`deployments.result_storage`, connection
+also saves an S3 result-storage block (:mod:`folio_prefect.deployments.result_storage`, connection
 from ``FOLIO_S3__*``) and makes it the server's default, which several hosts need.
 """
 
@@ -169,14 +169,14 @@ async def apply(pool_type: str, gpus: int) -> list[str]:
 
 async def apply_results(uri: str) -> list[str]:
     """The S3 result-storage block, the server's default (connection: ``FOLIO_S3__*``)."""
-    from deployments.result_storage import apply_result_storage
+    from folio_prefect.deployments.result_storage import apply_result_storage
     from folio.config import PipelineConfig
 
     return await apply_result_storage(uri, PipelineConfig().s3)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m deployments.work_pools", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m folio_prefect.deployments.work_pools", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--apply", action="store_true", help="create/update pools and limits via the API")
     ap.add_argument("--write", action="store_true", help="regenerate infra/work-pools/")

@@ -1,4 +1,4 @@
-"""The ``folio`` command (the console script, and ``python -m flows.cli``): the core's
+"""The ``folio`` command (the console script, and ``python -m folio_prefect.flows.cli``): the core's
 parser, Prefect-free commands and exit codes (:mod:`folio.cli`), with the two commands
 that need Prefect passed in: ``ingest`` runs the ingest flow in this process on folio's
 local Prefect server, ``trigger`` asks a Prefect server to run the document deployment.
@@ -26,7 +26,7 @@ from folio import cli
 def cmd_ingest(args: argparse.Namespace) -> int:
     settings = cli.prepare_ingest(args)
     _use_local_prefect_server(quiet=args.quiet)
-    from flows.ingest import ingest
+    from folio_prefect.flows.ingest import ingest
 
     run = ingest
     if args.engine == "vllm":
@@ -61,7 +61,7 @@ def _use_local_prefect_server(*, quiet: bool) -> None:
     """Point Prefect at this machine's folio Prefect server, started by the first run and
     reused by the next ones (deployments/local_server.py), unless PREFECT_API_URL names a
     server already or FOLIO_PREFECT_SERVER=ephemeral asks for Prefect's temporary one."""
-    from deployments.local_server import IDLE_ENV, MODE_ENV, attach, ui_enabled
+    from folio_prefect.deployments.local_server import IDLE_ENV, MODE_ENV, attach, ui_enabled
 
     if os.environ.get("PREFECT_API_URL") or os.environ.get(MODE_ENV) == "ephemeral":
         return
@@ -79,8 +79,8 @@ def _with_vllm_runner(args: argparse.Namespace, settings: dict[str, Any]) -> Any
     """The ingest flow on a VLLMTaskRunner that starts (or shares, or attaches to) the
     vLLM server. The flow resolves its settings itself, the same way as here and as a
     deployment on a GPU pool does (folio.run_config), so nothing is copied over."""
-    from flows.ingest import ingest
-    from flows.vllm_runner import VLLMTaskRunner
+    from folio_prefect.flows.ingest import ingest
+    from folio_prefect.flows.vllm_runner import VLLMTaskRunner
     from folio.run_config import resolve_config
 
     config = resolve_config(engine="vllm", route=args.route, reprocess=args.reprocess,
@@ -90,7 +90,7 @@ def _with_vllm_runner(args: argparse.Namespace, settings: dict[str, Any]) -> Any
 
 def cmd_trigger(args: argparse.Namespace) -> int:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    from deployments import trigger as trig
+    from folio_prefect.deployments import trigger as trig
     from folio.run_config import IngestRequest
 
     request = IngestRequest(source=args.source, out=args.out, engine=args.engine,

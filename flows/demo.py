@@ -17,7 +17,7 @@ from pathlib import Path
 def main() -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    from flows.cli import main as cli_main
+    from folio_prefect.flows.cli import main as cli_main
     from folio.cli import cmd_samples
 
     samples, out = Path("samples"), Path("out")

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from flows.ingest import ingest as _ingest
-from flows.ingest import ingest_document as _ingest_document
-from flows.vllm_runner import VLLMTaskRunner
+from folio_prefect.flows.ingest import ingest as _ingest
+from folio_prefect.flows.ingest import ingest_document as _ingest_document
+from folio_prefect.flows.vllm_runner import VLLMTaskRunner
 
 #: shared by both flows: duplicated per run by Prefect, configuration only until entered
 RUNNER = cast(Any, VLLMTaskRunner.from_environment())

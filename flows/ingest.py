@@ -27,8 +27,8 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 from prefect.task_runners import ThreadPoolTaskRunner
 
-import deployments.result_storage  # noqa: F401  # the S3 result block's class, by slug
-from flows.vllm_runner import raise_startup_failure
+import folio_prefect.deployments.result_storage  # noqa: F401  # the S3 result block's class, by slug
+from folio_prefect.flows.vllm_runner import raise_startup_failure
 from folio.io.sources import SourceRef
 from folio.models import DocumentResult
 from folio.pipeline import PageScheduler, PreparedDocument, Services
@@ -38,11 +38,11 @@ from folio.run_checks import check_layout_model
 from folio.run_config import IngestRequest, resolve_config
 from folio.validation import preload as preload_validation
 from folio.vocabulary import EngineName, RouteMode
-from tasks.discover import discover_sources
-from tasks.load import load
-from tasks.prepare import prepare_document
-from tasks.progress import PageProgress
-from tasks.validate import data_docs_dir, data_docs_index, validate
+from folio_prefect.tasks.discover import discover_sources
+from folio_prefect.tasks.load import load
+from folio_prefect.tasks.prepare import prepare_document
+from folio_prefect.tasks.progress import PageProgress
+from folio_prefect.tasks.validate import data_docs_dir, data_docs_index, validate
 
 T = TypeVar("T")
 

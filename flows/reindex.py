@@ -7,7 +7,7 @@ from typing import Any
 
 from prefect import flow
 
-from flows.ingest import ingest
+from folio_prefect.flows.ingest import ingest
 from folio.vocabulary import EngineName, RouteMode
 
 

@@ -11,7 +11,7 @@ and documents already processed are found done, never processed again. With
 ``wait_for_others`` (default) a sweep returns only when every listed document is done,
 failed or given up, whoever did the work. See :mod:`folio.claims` for the ledger.
 
-    python -m flows.sweep s3://bucket/in s3://bucket/out --inline
+    python -m folio_prefect.flows.sweep s3://bucket/in s3://bucket/out --inline
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel
 
-import deployments.result_storage  # noqa: F401  # the S3 result block's class, by slug
-from deployments.runs import crash_run, is_zombie, read_run, run_report
+import folio_prefect.deployments.result_storage  # noqa: F401  # the S3 result block's class, by slug
+from folio_prefect.deployments.runs import crash_run, is_zombie, read_run, run_report
 from folio.claims import (
     ClaimKeeper,
     ClaimLedger,
@@ -53,7 +53,7 @@ from folio.config import S3Settings
 from folio.io.s3 import ObjectRef
 from folio.run_config import resolve_config
 from folio.vocabulary import EngineName, RouteMode
-from tasks.sweep import find_batch_run, send_batch
+from folio_prefect.tasks.sweep import find_batch_run, send_batch
 
 log = logging.getLogger(__name__)
 
@@ -344,7 +344,7 @@ def sweep(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m flows.sweep", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m folio_prefect.flows.sweep", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("prefix")
     ap.add_argument("out")

@@ -302,7 +302,7 @@ def main(argv: Sequence[str] | None = None,
     command = known.get(args.command)
     if command is None:
         print(f"folio: `{args.command}` runs on Prefect: start it as `folio {args.command}` "
-              f"or `python -m flows.cli {args.command}`", file=sys.stderr)
+              f"or `python -m folio_prefect.flows.cli {args.command}`", file=sys.stderr)
         return EXIT_USAGE
     try:
         return command(args)

@@ -4,7 +4,7 @@ what happened.
 A batch goes out as one run of the document deployment, tagged with its batch id, so that
 a sweep taking over the claims of a dead sweep can find the run and wait for it instead of
 starting the documents again. Starting, finding and waiting for runs, and telling a dead
-run from a live one, is :mod:`deployments.runs`.
+run from a live one, is :mod:`folio_prefect.deployments.runs`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import FlowRun
 
-from deployments.runs import find_run, run_report, start_run, wait_for_run
+from folio_prefect.deployments.runs import find_run, run_report, start_run, wait_for_run
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def send_batch(
     """
     with slot(concurrency_limit):
         if inline:
-            from flows.ingest import ingest
+            from folio_prefect.flows.ingest import ingest
 
             try:
                 return ingest(**parameters), None

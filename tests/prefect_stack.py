@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from deployments.work_pools import CONTROL_POOL
+from folio_prefect.deployments.work_pools import CONTROL_POOL
 
 __all__ = ["PrefectStack", "prefect_stack", "prefect_stack_server"]
 

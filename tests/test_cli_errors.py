@@ -17,7 +17,7 @@ from tests.s3_server import S3Server
 
 def folio(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None
           ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "flows.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "folio_prefect.flows.cli", *args], capture_output=True,
                           text=True, timeout=300, env=env, cwd=cwd)
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from flows import cli as folio_command
 from folio import cli
+from folio_prefect.flows import cli as folio_command
 
 
 def test_the_cli_flow_run_sends_no_heartbeats_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -30,7 +30,7 @@ def test_the_fast_exit_keeps_the_exit_code_and_the_output(tmp_path: Path) -> Non
     """Usage errors (argparse's SystemExit), 'nothing to do' and help written to a pipe
     all come out as main() left them."""
     def folio(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "flows.cli", *args], capture_output=True,
+        return subprocess.run([sys.executable, "-m", "folio_prefect.flows.cli", *args], capture_output=True,
                               text=True, timeout=120, cwd=tmp_path)
 
     usage = folio("ingest")

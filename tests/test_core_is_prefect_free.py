@@ -1,6 +1,7 @@
 """The core package is Prefect-free (docs/ARCHITECTURE.md): ``folio`` imports neither
-Prefect nor the Prefect layer (``flows``, ``tasks``, ``deployments``), so the pipeline runs,
-and is tested, without an orchestrator, and the layer stays a thin edge over it.
+Prefect nor the Prefect layer (``folio_prefect``: the ``flows``, ``tasks`` and
+``deployments`` folders), so the pipeline runs, and is tested, without an orchestrator,
+and the layer stays a thin edge over it.
 
 Two checks, because each misses what the other sees: importing every module shows what
 really gets loaded (a dependency pulling Prefect in included) but not an import inside a
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import folio
 
-FORBIDDEN = ("prefect", "flows", "tasks", "deployments")
+FORBIDDEN = ("prefect", "folio_prefect", "flows", "tasks", "deployments")
 CORE = Path(folio.__file__).parent
 REPO = CORE.parent
 
@@ -77,7 +78,7 @@ def test_no_core_source_file_imports_prefect_or_the_prefect_layer() -> None:
 
 def test_the_import_check_sees_imports_inside_functions() -> None:
     tree = ast.parse("def f():\n    from prefect.settings import X\n"
-                     "    import deployments.local_server\n"
-                     "    importlib.import_module('flows.ingest')\n")
+                     "    import folio_prefect.deployments.local_server\n"
+                     "    importlib.import_module('folio_prefect.flows.ingest')\n")
     assert [m for _, m in _imported_modules(tree)] == [
-        "prefect.settings", "deployments.local_server", "flows.ingest"]
+        "prefect.settings", "folio_prefect.deployments.local_server", "folio_prefect.flows.ingest"]

@@ -26,7 +26,7 @@ def manifest(corpus: Path) -> dict[str, dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def sweep(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from flows.ingest import ingest
+    from folio_prefect.flows.ingest import ingest
 
     out = tmp_path_factory.mktemp("corpus-out")
     report = ingest(

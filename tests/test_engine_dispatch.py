@@ -175,8 +175,8 @@ def test_a_runner_with_two_engines_serves_pages_from_both_and_restarts_one_alone
     for each; here the CPU profile pins nothing): two shared servers, pages to both; the
     one that dies mid-run is restarted by its own supervisor while the other serves, and
     every page ends ok exactly once."""
-    from flows.vllm_runner import VLLMTaskRunner
     from folio.gpu.shared_server import pid_alive, read_state
+    from folio_prefect.flows.vllm_runner import VLLMTaskRunner
 
     marker = tmp_path / "died"
     command = [sys.executable, FAKE, "--port", "{port}", "--delay", "0.05",

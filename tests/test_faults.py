@@ -90,7 +90,7 @@ def test_s3_slowing_down_for_a_while_loses_nothing(
         s3_server: Any, proxy: FaultProxy, tmp_path: Path) -> None:
     """Every third request answered 503 SlowDown until 15 have been: the S3 clients'
     retries carry every document through; nothing is missing or doubled."""
-    from flows.ingest import ingest
+    from folio_prefect.flows.ingest import ingest
 
     bucket = s3_server.create_bucket()
     out = f"s3://{bucket}/results"
@@ -110,7 +110,7 @@ def test_s3_down_longer_than_the_retries_then_a_rerun_converges(
     """Writes to the output bucket refused for the whole first run: every document ends
     retryable with a storage reason, none is marked done; once S3 is back, the rerun does
     them all, once each."""
-    from flows.ingest import ingest
+    from folio_prefect.flows.ingest import ingest
 
     out = f"s3://{s3_bucket}/results"
     proxy = FaultProxy(s3_server.endpoint_url, match=f"/{s3_bucket}/results/",
@@ -147,8 +147,8 @@ def test_postgres_stopped_mid_sweep_then_back(tmp_path: Path, monkeypatch: pytes
 
     import psycopg
 
-    from flows.ingest import ingest
     from folio.stores import PG_DSN_ENV
+    from folio_prefect.flows.ingest import ingest
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -201,7 +201,7 @@ def test_a_full_working_folder_is_retried_not_lost(tmp_path: Path) -> None:
 
     import lancedb
 
-    from flows.ingest import ingest
+    from folio_prefect.flows.ingest import ingest
 
     small = tmp_path / "small"
     small.mkdir()

@@ -25,7 +25,7 @@ def by_name(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def first_run(samples: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from flows.ingest import ingest
+    from folio_prefect.flows.ingest import ingest
 
     src = samples["report"].parent
     out = tmp_path_factory.mktemp("out")
@@ -120,8 +120,8 @@ def test_the_report_says_where_the_finishing_time_went(first_run: dict[str, Any]
 def test_a_run_without_its_layout_model_fails_before_any_document(tmp_path: Path,
                                                                    samples: dict[str, Path]
                                                                    ) -> None:
-    from flows.ingest import ingest
     from folio.errors import ConfigError
+    from folio_prefect.flows.ingest import ingest
 
     with pytest.raises(ConfigError, match="layout model not found"):
         ingest(sources=[str(samples["report"])], out=str(tmp_path / "out"),
@@ -130,7 +130,7 @@ def test_a_run_without_its_layout_model_fails_before_any_document(tmp_path: Path
 
 
 def test_second_run_is_served_from_the_done_index(first_run: dict[str, Any]) -> None:
-    from flows.ingest import ingest
+    from folio_prefect.flows.ingest import ingest
 
     report = ingest(sources=[str(first_run["src"])], out=str(first_run["out"]))
     docs = by_name(report)
@@ -142,7 +142,7 @@ def test_second_run_is_served_from_the_done_index(first_run: dict[str, Any]) -> 
 def test_reprocess_replaces_vectors_instead_of_duplicating(first_run: dict[str, Any]) -> None:
     import lancedb
 
-    from flows.ingest import ingest
+    from folio_prefect.flows.ingest import ingest
 
     table = lancedb.connect(str(first_run["out"] / "_vectors")).open_table("chunks")
     before = table.count_rows()
@@ -153,7 +153,7 @@ def test_reprocess_replaces_vectors_instead_of_duplicating(first_run: dict[str, 
 
 
 def test_password_opens_encrypted_pdf(samples: dict[str, Path], tmp_path: Path) -> None:
-    from flows.ingest import ingest
+    from folio_prefect.flows.ingest import ingest
 
     report = ingest(sources=[str(samples["encrypted"])], out=str(tmp_path),
                     settings={"password": "folio"})
@@ -162,7 +162,7 @@ def test_password_opens_encrypted_pdf(samples: dict[str, Path], tmp_path: Path) 
 
 
 def test_s3_source_and_destination(s3_server: Any, samples: dict[str, Path]) -> None:
-    from flows.ingest import ingest
+    from folio_prefect.flows.ingest import ingest
 
     s3 = s3_server.client
     s3.create_bucket(Bucket="in-bucket")
@@ -188,7 +188,7 @@ def test_cli_ingest_writes_report(tmp_path: Path) -> None:
     pdf = write_text_pdf(tmp_path / "one.pdf", report_pages(seed=9, n=1))
     report = tmp_path / "r.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "ingest", str(pdf), "--out", str(tmp_path / "o"),
+        [sys.executable, "-m", "folio_prefect.flows.cli", "ingest", str(pdf), "--out", str(tmp_path / "o"),
          "--report", str(report), "--quiet"],
         capture_output=True, text=True, timeout=300,
     )
@@ -219,7 +219,7 @@ def test_cli_defaults_repair_from_another_folder(tmp_path: Path) -> None:
            if not k.startswith("FOLIO_") or k == "FOLIO_PREFECT_SERVER"}
     report = tmp_path / "r.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "ingest", str(tmp_path / "in"), "--out", "out",
+        [sys.executable, "-m", "folio_prefect.flows.cli", "ingest", str(tmp_path / "in"), "--out", "out",
          "--report", str(report), "--quiet"],
         capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
     assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -232,7 +232,7 @@ def test_cli_defaults_repair_from_another_folder(tmp_path: Path) -> None:
 
 def test_cli_rejects_missing_source(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "ingest", str(tmp_path / "nope"), "--out",
+        [sys.executable, "-m", "folio_prefect.flows.cli", "ingest", str(tmp_path / "nope"), "--out",
          str(tmp_path / "o"), "--quiet"], capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 2 and "nope" in proc.stderr
@@ -249,7 +249,7 @@ def test_cli_keeps_the_pdf_password_out_of_prefect(tmp_path: Path) -> None:
     env.pop("FOLIO_PASSWORD", None)
     report = tmp_path / "r.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "ingest", str(pdf), "--out", str(tmp_path / "o"),
+        [sys.executable, "-m", "folio_prefect.flows.cli", "ingest", str(pdf), "--out", str(tmp_path / "o"),
          "--password", secret, "--store", "none", "--report", str(report), "--quiet"],
         capture_output=True, text=True, timeout=600, env=env,
     )

@@ -42,7 +42,7 @@ def gpu_worker(prefect_stack_server: PrefectStack, tmp_path_factory: pytest.Temp
     H200 pool."""
     stack = prefect_stack_server
     state_dir = tmp_path_factory.mktemp("gpu-servers")
-    applied = stack.run(sys.executable, "-m", "deployments.work_pools", "--apply")
+    applied = stack.run(sys.executable, "-m", "folio_prefect.deployments.work_pools", "--apply")
     assert applied.returncode == 0, applied.stdout + applied.stderr
     # every deployment of prefect.yaml, as a user deploys them (the GPU ones among them)
     deploy = stack.run(sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all")
@@ -106,9 +106,9 @@ def test_ui_run_trigger_and_sweep_batch_share_the_gpu_server(
 ) -> None:
     from prefect.deployments import run_deployment
 
-    from deployments.trigger import trigger
     from folio.trigger import IngestRequest
-    from tasks.sweep import submit_batch
+    from folio_prefect.deployments.trigger import trigger
+    from folio_prefect.tasks.sweep import submit_batch
 
     stack, state_dir = gpu_worker["stack"], gpu_worker["state_dir"]
     pdfs = [write_text_pdf(tmp_path / f"d{n}.pdf", report_pages(seed=40 + n, n=1 + n % 2))

@@ -3,7 +3,7 @@ the Prefect server (its database on PostgreSQL) and S3.
 
 Each "host" has its own working folder (the worker's cwd and folio's ``work_dir``) and its
 own ``PREFECT_HOME``, so Prefect's local result storage is not shared: results live in
-the S3 result-storage block that ``deployments.work_pools --apply --result-storage`` saves
+the S3 result-storage block that ``folio_prefect.deployments.work_pools --apply --result-storage`` saves
 as the server's default; claims, the ledger, outputs and vectors are under ``out`` on S3.
 Two sweeps run at once, one from each host, and send their batches to the deployment
 ``folio-ingest/batch``, which both workers serve (one run at a time each, so both work).
@@ -51,7 +51,7 @@ def hosts(prefect_pg_url: str, s3_server: S3Server, tmp_path_factory: pytest.Tem
         s3_env = {"FOLIO_S3__ENDPOINT_URL": s3_server.endpoint_url, "FOLIO_S3__REGION": "us-east-1",
                   "FOLIO_S3__ACCESS_KEY_ID": "test", "FOLIO_S3__SECRET_ACCESS_KEY": "test"}
         stack.env.update(s3_env)
-        applied = stack.run(sys.executable, "-m", "deployments.work_pools", "--apply",
+        applied = stack.run(sys.executable, "-m", "folio_prefect.deployments.work_pools", "--apply",
                             "--result-storage", f"s3://{bucket}/{RESULTS}")
         assert applied.returncode == 0, applied.stdout + applied.stderr
         assert "set it as the server's default result storage" in applied.stdout
@@ -71,7 +71,7 @@ def hosts(prefect_pg_url: str, s3_server: S3Server, tmp_path_factory: pytest.Tem
 
 def start_sweep(env: dict[str, str], bucket: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "flows.sweep", f"s3://{bucket}/in", f"s3://{bucket}/out",
+        [sys.executable, "-m", "folio_prefect.flows.sweep", f"s3://{bucket}/in", f"s3://{bucket}/out",
          "--deployment", "folio-ingest/batch", "--batch-size", "1", "--max-in-flight", "2",
          "--lease-s", "30", "--poll-s", "0.5", "--zombie-after-s", "300",
          "--set", "validation.enabled=false"],
@@ -93,7 +93,7 @@ def reports(stack: PrefectStack, runs: list[Any]) -> list[dict[str, Any] | None]
     """Each run's report, read here: another PREFECT_HOME than the worker that wrote it."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from deployments.runs import run_report
+    from folio_prefect.deployments.runs import run_report
 
     with temporary_settings({PREFECT_API_URL: stack.api_url}):
         return [run_report(run) for run in runs]

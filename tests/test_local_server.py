@@ -27,7 +27,7 @@ def test_cli_runs_share_one_server_that_stops_when_idle(tmp_path: Path) -> None:
     pdf = write_text_pdf(tmp_path / "a.pdf", report_pages(seed=70, n=1))
 
     def ingest() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "flows.cli", "ingest", str(pdf), "--out",
+        return subprocess.run([sys.executable, "-m", "folio_prefect.flows.cli", "ingest", str(pdf), "--out",
                                str(tmp_path / "out")], capture_output=True, text=True,
                               timeout=240, env=env)
 
@@ -56,7 +56,7 @@ def test_the_ui_is_left_off_where_this_fastapi_cannot_serve_it(
     start-up with its UI on, and every CLI run on that GPU host failed."""
     import fastapi
 
-    from deployments import local_server
+    from folio_prefect.deployments import local_server
 
     monkeypatch.delenv("PREFECT_UI_ENABLED", raising=False)
     assert "PREFECT_UI_ENABLED" not in local_server.server_env(tmp_path)

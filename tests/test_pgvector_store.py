@@ -239,8 +239,8 @@ def test_missing_rights_are_a_config_error(pg_dsn: str, table: str) -> None:
 def test_flow_ingests_into_pgvector_and_reprocess_keeps_the_count(
     pg_dsn: str, table: str, tmp_path: Path
 ) -> None:
-    from flows.ingest import ingest
     from folio.samples import report_pages, write_text_pdf
+    from folio_prefect.flows.ingest import ingest
 
     pdf = write_text_pdf(tmp_path / "report.pdf", report_pages(seed=3, n=2))
     settings = {"store.kind": "pgvector", "store.uri": pg_dsn, "store.table": table}

@@ -10,8 +10,12 @@ from typing import Any
 
 import pytest
 
-from deployments.result_storage import BLOCK_NAME, S3ResultStorage, apply_result_storage
 from folio.config import S3Settings
+from folio_prefect.deployments.result_storage import (
+    BLOCK_NAME,
+    S3ResultStorage,
+    apply_result_storage,
+)
 from tests.s3_server import S3Server
 
 

@@ -7,11 +7,11 @@ import argparse
 
 import pytest
 
-from deployments.work_pools import profile_env
 from folio import cli
 from folio.gpu.profiles import load_profile
 from folio.presets import get_preset
 from folio.run_config import resolve_config
+from folio_prefect.deployments.work_pools import profile_env
 
 
 def cli_config(*options: str) -> dict[str, object]:
@@ -89,9 +89,9 @@ def test_one_request_model_for_flows_cli_and_triggers() -> None:
     source."""
     import inspect
 
-    from flows.ingest import ingest_document
     from folio import trigger
     from folio.run_config import IngestRequest
+    from folio_prefect.flows.ingest import ingest_document
 
     assert trigger.IngestRequest is IngestRequest, "one model, not a second copy"
     one = IngestRequest(source="a.pdf", out="s3://b/out", engine="vllm", revision="v2")

@@ -1,4 +1,4 @@
-"""``deployments.runs.wait_for_run``, the one wait for a run, as its two users need it, on
+"""``folio_prefect.deployments.runs.wait_for_run``, the one wait for a run, as its two users need it, on
 a real Prefect API: the trigger gives up at a timeout and leaves the run alone; the sweep
 marks a run that can no longer finish Crashed instead of waiting for it forever."""
 
@@ -10,7 +10,7 @@ from uuid import UUID
 
 import pytest
 
-from deployments.runs import find_run, wait_for_run
+from folio_prefect.deployments.runs import find_run, wait_for_run
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 

@@ -43,7 +43,7 @@ def corpus(s3_server: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str
 
 
 def run_sweep(corpus: dict[str, Any], out: str, prefix: str = "in", **kw: Any) -> dict[str, Any]:
-    from flows.sweep import sweep
+    from folio_prefect.flows.sweep import sweep
 
     options: dict[str, Any] = {"batch_size": 3, "max_in_flight": 2, "lease_s": 5.0,
                                "poll_s": 0.2, "inline": True}

@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from deployments.trigger import wait_for_indexed
 from folio import trigger
 from folio.samples import report_pages, write_text_pdf
+from folio_prefect.deployments.trigger import wait_for_indexed
 from tests.prefect_stack import DOCUMENT_DEPLOYMENT, PrefectStack
 
 
@@ -52,7 +52,7 @@ def test_posted_event_starts_a_run_and_indexed_event_arrives(
 
 
 def _cli_trigger(stack: PrefectStack, *args: str) -> tuple[int, list[dict[str, Any]]]:
-    proc = stack.run(sys.executable, "-m", "flows.cli", "trigger", *args, timeout=300)
+    proc = stack.run(sys.executable, "-m", "folio_prefect.flows.cli", "trigger", *args, timeout=300)
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert lines, proc.stdout + proc.stderr + stack.log_tail()
     return proc.returncode, lines

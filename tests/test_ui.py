@@ -128,9 +128,9 @@ def test_progress_artifact_follows_pages_and_is_throttled(
     sees a bounded number of updates (every 5% or 2 s), the last one 100%."""
     import prefect.artifacts
 
-    import tasks.progress
+    import folio_prefect.tasks.progress
     from folio import progress
-    from tasks.progress import PageProgress
+    from folio_prefect.tasks.progress import PageProgress
 
     calls: list[tuple[uuid.UUID, float, str]] = []
     created: dict[str, uuid.UUID] = {}
@@ -148,7 +148,7 @@ def test_progress_artifact_follows_pages_and_is_throttled(
             calls.append((artifact_id, artifact.data, artifact.description))
 
     monkeypatch.setattr(prefect.artifacts, "create_progress_artifact", create)
-    monkeypatch.setattr(tasks.progress, "_client", Client)
+    monkeypatch.setattr(folio_prefect.tasks.progress, "_client", Client)
     with PageProgress("s3://b/doc.pdf", 200) as bar, PageProgress("s3://b/two.pdf", 50) as two:
         for n in range(200):
             progress.emit(progress.ProgressEvent(kind="page-done", source="s3://b/doc.pdf", pages=1))
@@ -172,8 +172,8 @@ def test_a_progress_bar_outlives_a_closed_client(monkeypatch: pytest.MonkeyPatch
     """The process's cached Prefect client closed under a ticking bar (a run's teardown
     closing Prefect's clients): the update goes out once more on a new client, and the
     closed one is not handed to the next bar."""
-    import tasks.progress
-    from tasks.progress import PageProgress, _send
+    import folio_prefect.tasks.progress
+    from folio_prefect.tasks.progress import PageProgress, _send
 
     sent: list[str] = []
 
@@ -189,15 +189,15 @@ def test_a_progress_bar_outlives_a_closed_client(monkeypatch: pytest.MonkeyPatch
     made = iter([Closed(), Fresh()])
     monkeypatch.setattr("prefect.client.orchestration.get_client",
                         lambda sync_client=True: next(made))
-    monkeypatch.setitem(tasks.progress._clients, url, None)
-    del tasks.progress._clients[url]
+    monkeypatch.setitem(folio_prefect.tasks.progress._clients, url, None)
+    del folio_prefect.tasks.progress._clients[url]
     bar = PageProgress("s3://b/doc.pdf", 4)  # not entered: no ticker races this test
     bar.artifact, bar.api_url = uuid.uuid4(), url
-    bar.client = tasks.progress._client(url)
+    bar.client = folio_prefect.tasks.progress._client(url)
     bar.done = 2
     _send(bar)
     assert sent == ["OCR of doc.pdf: 2 of 4 pages"] and bar.shown == 2
-    assert isinstance(tasks.progress._clients[url], Fresh)
+    assert isinstance(folio_prefect.tasks.progress._clients[url], Fresh)
 
 
 @pytest.mark.slow

@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from flows.vllm_runner import VLLMTaskRunner, current_endpoint
 from folio.config import PipelineConfig
 from folio.engines.openai_engine import OpenAIEngine
 from folio.errors import ConfigError, EngineUnavailableError
@@ -30,6 +29,7 @@ from folio.gpu.preflight import QWEN3_VL_8B_CONFIG
 from folio.gpu.shared_server import SharedEndpoint
 from folio.gpu.vllm_server import VLLMServer, active_endpoint, probe_server
 from folio.models import PagePrep
+from folio_prefect.flows.vllm_runner import VLLMTaskRunner, current_endpoint
 from tests.openai_fake import FakeServer
 
 FAKE = str(Path(__file__).parent / "openai_fake.py")
@@ -290,8 +290,8 @@ def test_a_gpu_pool_run_whose_server_cannot_start_fails_with_its_error(
     """A deployment's run (flows/gpu.py builds its runner with defer_failure) whose vLLM
     server exits during start-up ends Failed with the server's error as its message, which
     the UI shows, instead of Crashed ("process exited with status code 1")."""
-    from flows.ingest import ingest
     from folio.samples import report_pages, write_text_pdf
+    from folio_prefect.flows.ingest import ingest
 
     pdf = write_text_pdf(tmp_path / "a.pdf", report_pages(seed=3, n=1))
     dies = [sys.executable, "-c", "import sys; print('CUDA out of memory (fake)'); sys.exit(3)"]

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from deployments import work_pools as wp
+from folio_prefect.deployments import work_pools as wp
 from tests.prefect_stack import SWEEP_DEPLOYMENT, PrefectStack
 
 
 def test_committed_templates_match_the_profiles() -> None:
     for path, template in wp.generate().items():
-        assert path.is_file(), f"{path} missing: run python -m deployments.work_pools --write"
+        assert path.is_file(), f"{path} missing: run python -m folio_prefect.deployments.work_pools --write"
         assert path.read_text() == wp.dumps(template), f"{path} stale: regenerate it"
 
 
