@@ -31,6 +31,22 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 #: into the JUnit XML report
 RecordProperty = Callable[[str, object], None]
 
+#: the test files that take minutes (stacks of servers, process workers, the whole corpus):
+#: collected first, so that pytest-xdist hands them out first and its two workers finish
+#: together instead of one running a long file alone at the end
+LONG_FILES = ("test_corpus", "test_hosts", "test_trigger", "test_local_server",
+              "test_gpu_deployments", "test_flow", "test_ui", "test_cli_errors", "test_sweep")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Long files first (a stable sort: each file's tests stay together and in order)."""
+    def rank(item: pytest.Item) -> int:
+        name = item.path.stem
+        return LONG_FILES.index(name) if name in LONG_FILES else len(LONG_FILES)
+
+    items.sort(key=rank)
+
+
 pytest_plugins = ["tests.s3_server", "tests.pg_server", "tests.pg_cluster", "tests.prefect_stack"]
 
 
