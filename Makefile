@@ -21,7 +21,7 @@ test:
 	@mkdir -p $(PREFECT_HOME)
 	.venv/bin/ruff check folio folio_prefect bench tests
 	.venv/bin/mypy
-	$(PY) -m pytest -q -n 2 --dist loadfile
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 bench: setup
 	$(PY) bench/cpu_prep.py

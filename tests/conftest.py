@@ -32,8 +32,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 RecordProperty = Callable[[str, object], None]
 
 #: the test files that take minutes (stacks of servers, process workers, the whole corpus):
-#: collected first, so that pytest-xdist hands them out first and its two workers finish
-#: together instead of one running a long file alone at the end
+#: collected first, so that pytest-xdist hands them out first (`make test` turns off its
+#: own reordering, which puts the files with the most tests first, so a file with one
+#: long test ran last) and its two workers finish together
 LONG_FILES = ("test_corpus", "test_hosts", "test_trigger", "test_local_server",
               "test_gpu_deployments", "test_flow", "test_ui", "test_cli_errors", "test_sweep")
 

@@ -346,7 +346,11 @@ def test_rendering_widens_only_while_the_engine_is_short_of_pages(
 ) -> None:
     """With room in the engine and nothing waiting, more page batches render at once
     than ``render_workers`` (up to the burst); an engine that already holds its budget
-    gets no more than ``render_workers``, so rendering does not crowd the machine."""
+    gets no more than ``render_workers``, so rendering does not crowd the machine.
+
+    With one request in flight the engine is short of pages for an instant whenever its
+    one page comes back before the next batch has rendered a page: a second batch may
+    start then (seen on a loaded 2-core host), never the whole burst."""
     sources = list(corpus.values())
     peaks = {}
     for in_flight in (32, 1):
@@ -357,4 +361,4 @@ def test_rendering_widens_only_while_the_engine_is_short_of_pages(
             finished, scheduler = run_scheduler(config, tmp_path / f"out{in_flight}", sources)
         assert len(finished) == 7 and all(d.pages_ok == d.page_count for _, d in finished)
         peaks[in_flight] = scheduler.peak_batches
-    assert peaks == {32: 3, 1: 1}
+    assert peaks[32] == 3 and peaks[1] < 3, peaks
