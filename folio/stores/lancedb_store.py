@@ -290,8 +290,11 @@ class LanceDBStore:
                 return
             except Exception as exc:
                 # two workers creating the table at once both build its indexes: the
-                # second commit is preempted; the first one's index serves both
-                if "conflict" not in str(exc).lower() or attempt == 3:
+                # second commit is preempted ("conflict"), or, when the first one's index
+                # landed after the list above was read, refused ("already exists"); the
+                # first one's index serves both, as the next look at the list shows
+                text = str(exc).lower()
+                if not ("conflict" in text or "already exists" in text) or attempt == 3:
                     raise
                 time.sleep(0.05 * (attempt + 1))
 
