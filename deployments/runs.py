@@ -38,8 +38,9 @@ HEARTBEAT_EVENT = "prefect.flow-run.heartbeat"
 #: Prefect's client retries each request for about a minute of its own first (once it
 #: has reached the server), so this is several of those
 OUTAGE_S = 300.0
-#: the first wait between tries, and the longest (doubled from the one to the other)
-BACKOFF_S = (1.0, 30.0)
+#: the first wait between tries, and the longest (doubled from the one to the other): a
+#: server back from a restart is seen within 10 s
+BACKOFF_S = (1.0, 10.0)
 
 
 def api_unreachable(exc: BaseException) -> bool:

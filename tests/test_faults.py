@@ -366,7 +366,7 @@ def test_prefect_server_restarted_mid_sweep(s3_server: Any, tmp_path: Path,
             server.stop()
             timeline["stopped"] = time.monotonic()
             done_at_stop.append(len(processings(corpus, "out")))
-            time.sleep(3)  # down a while, on top of the restart's own seconds
+            time.sleep(1)  # down a while: this, and the restart's own seconds
             server.start()
             timeline["restarted"] = time.monotonic()
         except BaseException as exc:  # surfaced below, not lost in this thread
