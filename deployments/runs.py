@@ -7,6 +7,10 @@ A run whose process died (worker killed) stays "Running" in Prefect forever; it 
 recognised by its missing heartbeats (``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` on the
 workers), marked Crashed, and whoever waited for it decides what to send again.
 
+A Prefect API that does not answer (its server restarting, say) is ridden out: each call
+here is tried again with backoff for up to :data:`OUTAGE_S`, then fails with
+:class:`folio.errors.OrchestratorUnavailableError`, never waits on without end.
+
 Prefect is imported inside the functions, so a caller can set Prefect's environment
 (log level, API URL) before the first call.
 """
@@ -15,17 +19,74 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
+
+from folio.errors import OrchestratorUnavailableError
 
 if TYPE_CHECKING:
     from prefect.client.schemas.objects import FlowRun
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 HEARTBEAT_EVENT = "prefect.flow-run.heartbeat"
+#: how long a call here rides out a Prefect API that does not answer before it gives up;
+#: Prefect's client retries each request for about a minute of its own first (once it
+#: has reached the server), so this is several of those
+OUTAGE_S = 300.0
+#: the first wait between tries, and the longest (doubled from the one to the other): a
+#: server back from a restart is seen within 10 s
+BACKOFF_S = (1.0, 10.0)
+
+
+def api_unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the Prefect API was not there (refused, cut, timed out, or
+    a 5xx from a server starting or stopping), as opposed to an answer (a 404, a 422)."""
+    import httpx
+    from prefect.exceptions import PrefectHTTPStatusError
+
+    if isinstance(exc, httpx.TransportError):
+        return True
+    return isinstance(exc, PrefectHTTPStatusError) and exc.response.status_code >= 500
+
+
+def riding_out(doing: str, call: Callable[[], T], *, outage_s: float | None = None) -> T:
+    """``call()``, tried again with backoff while the Prefect API is unreachable, for at
+    most ``outage_s`` seconds (:data:`OUTAGE_S` by default). Only for calls that are
+    safe to repeat: reads, idempotent creates, forced state changes.
+
+    Raises:
+        OrchestratorUnavailableError: the API stayed unreachable that long; the message
+            says what was being done and on which API.
+    """
+    limit = OUTAGE_S if outage_s is None else outage_s
+    deadline = time.monotonic() + limit
+    delay = BACKOFF_S[0]
+    while True:
+        try:
+            return call()
+        except Exception as exc:
+            if not api_unreachable(exc):
+                raise
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise OrchestratorUnavailableError(
+                    f"{doing}: the Prefect API at {_api_url()} did not answer for "
+                    f"{limit:.0f} s ({type(exc).__name__}: {exc})") from exc
+            log.warning("%s: the Prefect API did not answer (%s); trying again in %.0f s",
+                        doing, type(exc).__name__, min(delay, left))
+            time.sleep(min(delay, left))
+            delay = min(delay * 2, BACKOFF_S[1])
+
+
+def _api_url() -> str:
+    from prefect.settings import PREFECT_API_URL
+
+    return str(PREFECT_API_URL.value() or "(the ephemeral API)")
 
 
 def start_run(
@@ -44,14 +105,18 @@ def start_run(
 
     Raises:
         prefect.exceptions.ObjectNotFound: no such deployment (run ``prefect deploy``).
+        OrchestratorUnavailableError: the API did not answer for :data:`OUTAGE_S`.
     """
     from prefect.deployments import run_deployment
 
-    run: FlowRun = run_deployment(  # type: ignore[assignment]  # sync call, not a coroutine
-        name=deployment, parameters=parameters, timeout=0, tags=list(tags),
-        idempotency_key=idempotency_key, as_subflow=as_subflow,
-    )
-    return run
+    def start() -> FlowRun:
+        run: FlowRun = run_deployment(  # type: ignore[assignment]  # sync call, not a coroutine
+            name=deployment, parameters=parameters, timeout=0, tags=list(tags),
+            idempotency_key=idempotency_key, as_subflow=as_subflow,
+        )
+        return run
+
+    return riding_out(f"starting a run of {deployment}", start)  # idempotent: the key
 
 
 def run_url(flow_run_id: UUID) -> str | None:
@@ -66,7 +131,7 @@ def read_run(run_id: UUID) -> FlowRun:
     from prefect.client.orchestration import get_client
 
     with get_client(sync_client=True) as client:
-        return client.read_flow_run(run_id)
+        return riding_out(f"reading run {run_id}", lambda: client.read_flow_run(run_id))
 
 
 def find_run(tags: Sequence[str]) -> FlowRun | None:
@@ -76,7 +141,8 @@ def find_run(tags: Sequence[str]) -> FlowRun | None:
 
     flt = FlowRunFilter(tags=FlowRunFilterTags(all_=list(tags)))
     with get_client(sync_client=True) as client:
-        runs = client.read_flow_runs(flow_run_filter=flt, limit=1)
+        runs = riding_out(f"looking for a run tagged {', '.join(tags)}",
+                          lambda: client.read_flow_runs(flow_run_filter=flt, limit=1))
     return runs[0] if runs else None
 
 
@@ -92,18 +158,28 @@ def wait_for_run(
     With ``zombie_after_s``, a run that can no longer finish (:func:`is_zombie`) is marked
     Crashed and returned then. With ``timeout`` (seconds), the run is returned as last
     read, not final, when the time is up: the caller tells the two apart by its state.
+
+    Raises:
+        OrchestratorUnavailableError: the API did not answer for :data:`OUTAGE_S` (or
+            past ``timeout``): the run itself may well go on.
     """
     from prefect.client.orchestration import get_client
 
     deadline = None if timeout is None else time.monotonic() + timeout
+
+    def read() -> FlowRun:
+        outage = None if deadline is None else max(min(OUTAGE_S, deadline - time.monotonic()), 0)
+        return riding_out(f"waiting for run {run_id}", lambda: client.read_flow_run(run_id),
+                          outage_s=outage)
+
     with get_client(sync_client=True) as client:
         while True:
-            run = client.read_flow_run(run_id)
+            run = read()
             if run.state is not None and run.state.is_final():
                 return run
             if zombie_after_s is not None and is_zombie(run, zombie_after_s):
                 crash_run(run, f"no heartbeat for {zombie_after_s:.0f} s: its process is gone")
-                return client.read_flow_run(run_id)
+                return read()
             if deadline is not None and time.monotonic() > deadline:
                 return run
             time.sleep(poll_s)
@@ -131,7 +207,8 @@ def _last_heartbeat(run: FlowRun) -> datetime | None:
         resource=EventResourceFilter(id=[f"prefect.flow-run.{run.id}"]),
     )
     with get_client(sync_client=True) as client:
-        page = client.read_events(filter=flt, limit=50)
+        page = riding_out(f"reading the heartbeats of run {run.name}",
+                          lambda: client.read_events(filter=flt, limit=50))
     return max((e.occurred for e in page.events), default=None)
 
 
@@ -162,7 +239,8 @@ def crash_run(run: FlowRun, why: str) -> None:
     from prefect.states import Crashed
 
     with get_client(sync_client=True) as client:
-        client.set_flow_run_state(run.id, Crashed(message=why), force=True)
+        riding_out(f"marking run {run.name} Crashed",  # forced: the same state twice is fine
+                   lambda: client.set_flow_run_state(run.id, Crashed(message=why), force=True))
 
 
 def run_report(run: FlowRun) -> dict[str, Any] | None:

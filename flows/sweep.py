@@ -24,11 +24,12 @@ import os
 import socket
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from prefect import flow, get_run_logger
@@ -66,6 +67,16 @@ RESENDS = 1
 RECHECK_MARGIN_S = 1.0
 
 
+class Running(NamedTuple):
+    """A batch in flight in this process: its documents, its task's future, and an event
+    set by the future's done callback when the task has returned, whatever the Prefect
+    API has heard of it."""
+
+    uris: list[str]
+    future: PrefectFuture[Any]
+    ended: threading.Event
+
+
 class SweepOptions(BaseModel):
     prefix: str
     out: str
@@ -92,7 +103,7 @@ class Sweep:
         self.tally: Counter[str] = Counter({k: 0 for k in COUNTS})
         self.started = ledger.clock()
         self.pending: list[str] = []
-        self.running: list[tuple[list[str], PrefectFuture[Any]]] = []
+        self.running: list[Running] = []
         self.adopted: dict[UUID, list[str]] = {}
         self.waiting: list[tuple[float, int, ObjectRef]] = []
         self.sends: Counter[str] = Counter()
@@ -184,15 +195,22 @@ class Sweep:
             concurrency_limit=self.opts.concurrency_limit, poll_s=self.opts.poll_s,
             zombie_after_s=self.opts.zombie_after_s,
         )
-        self.running.append((kept, future))
+        ended = threading.Event()
+        future.add_done_callback(lambda _: ended.set())
+        self.running.append(Running(kept, future, ended))
 
     def reap(self) -> None:
-        """Record every batch whose run has ended."""
-        for item in [r for r in self.running if r[1].state.is_final()]:
+        """Record every batch whose task has returned.
+
+        Whether it has is asked of the future in this process, not of the Prefect API
+        (``future.state`` reads the task run from the server): the server learns a task
+        run's states from events, which Prefect sends best-effort. One event lost (the
+        server restarted, or this process's events sent to another server) left the
+        batch Running there for good, and the sweep waiting for it forever."""
+        for item in [r for r in self.running if r.ended.is_set()]:
             self.running.remove(item)
-            uris, future = item
-            report, run = future.result()
-            self.finish(uris, report, run)
+            report, run = item.future.result()
+            self.finish(item.uris, report, run)
 
     def finish(self, uris: list[str], report: dict[str, Any] | None, run: FlowRun | None) -> None:
         lines = report_lines(report)

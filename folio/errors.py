@@ -96,6 +96,14 @@ class StorageError(TransientError):
     code = "storage"
 
 
+class OrchestratorUnavailableError(TransientError):
+    """The Prefect API did not answer (its server down or restarting, the network cut)
+    for longer than a caller rides out: what the runs it follows did is unknown, not
+    failed; a later sweep finds them by their tags."""
+
+    code = "orchestrator-unavailable"
+
+
 class WorkerCrashedError(TransientError):
     """A page worker process died (signal, memory limit) before finishing."""
 

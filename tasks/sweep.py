@@ -18,7 +18,8 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import FlowRun
 
-from folio_prefect.deployments.runs import find_run, run_report, start_run, wait_for_run
+from folio_prefect.deployments.runs import find_run, riding_out, run_report, start_run, wait_for_run
+from folio.errors import OrchestratorUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +62,27 @@ def send_batch(
 
     Returns the run's report (None when it crashed or left none) and the run (None
     inline); documents without a line in the report are the caller's to resend.
+
+    Inline, a batch whose run cannot reach the Prefect API is run again once the API is
+    back (ingest is idempotent: what it finished is found done). A subflow started while
+    the server is down fails at once (Prefect retries a refused connection only on a
+    client that has reached the server before, and the one that makes the subflow's run
+    is new): without this, a server restarting for 12 s failed every document sent
+    meanwhile, twice (resent once), and left them to the next sweep.
+
+    Raises:
+        OrchestratorUnavailableError: the API stayed away for ``OUTAGE_S``; the sweep
+            ends with it (claims expire, a later sweep takes the documents over).
     """
     with slot(concurrency_limit):
         if inline:
             from folio_prefect.flows.ingest import ingest
 
             try:
-                return ingest(**parameters), None
+                return riding_out(f"running batch {batch_id} in process",
+                                  lambda: ingest(**parameters)), None
+            except OrchestratorUnavailableError:
+                raise
             except Exception:  # its documents are resent, then failed
                 log.exception("batch %s failed in process", batch_id)
                 return None, None

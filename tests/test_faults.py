@@ -1,6 +1,7 @@
 """Faults that lose nothing (issue "A million documents", item 4), with real components:
-the moto S3 server behind a proxy that answers S3's own 503 SlowDown, and the real flow
-writing outputs and LanceDB vectors to it.
+the moto S3 server behind a proxy that answers S3's own 503 SlowDown, a PostgreSQL and a
+Prefect server of the test's own that stop and start again, and the real flows writing
+outputs and LanceDB vectors.
 
 In every case: no document is marked done without all its outputs and vectors, a rerun
 converges, no vector is duplicated, and the run report says what happened to each
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from folio.samples import report_pages, write_text_pdf
+from tests.conftest import RecordProperty
 from tests.s3_fault_proxy import FaultProxy
 
 pytestmark = [pytest.mark.usefixtures("prefect_api"), pytest.mark.timeout(900)]
@@ -230,3 +232,199 @@ def test_a_full_working_folder_is_retried_not_lost(tmp_path: Path) -> None:
     rows = db.open_table(list(db.table_names())[0]).to_arrow().select(["id", "doc_id"]).to_pylist()
     _assert_done_means_complete(again, lambda uri: Path(uri).is_file(), rows)
 
+
+
+class PrefectServer:
+    """``prefect server start`` of the test's own, with its database under ``home``:
+    stopped and started again on the same port and database (a restart, not a new
+    server).
+
+    The port is picked below Linux's ephemeral range (32768-60999): a port from that
+    range, free while the server is down, can be taken as the source port of any
+    outgoing connection on the machine, and the restarted server could not bind it."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.port = _free_port_below_ephemeral()
+        self.url = f"http://127.0.0.1:{self.port}/api"
+        self.proc: Any = None
+
+    def start(self, timeout_s: float = 180.0) -> PrefectServer:
+        import os
+        import subprocess
+        import sys
+        import time
+        import urllib.request
+
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API_URL")}
+        env.update(PREFECT_HOME=str(self.home), PREFECT_SERVER_ANALYTICS_ENABLED="false",
+                   PREFECT_UI_ENABLED="false")
+        with (self.home / "server.log").open("ab") as log:  # the child keeps its own fd
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+                 "--port", str(self.port)], cwd=self.home, env=env, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=2):
+                    return self
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"prefect server not up on port {self.port}: "
+                           + (self.home / "server.log").read_text(errors="replace")[-3000:])
+
+    def up(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        import os
+        import signal
+        import subprocess
+
+        if not self.up():
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+
+def _free_port_below_ephemeral() -> int:
+    import random
+    import socket
+
+    for _ in range(200):
+        port = random.randrange(20000, 32000)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 20000-32000")
+
+
+@pytest.mark.timeout(400)  # a hang fails here with every thread's stack, not at 900 s
+def test_prefect_server_restarted_mid_sweep(s3_server: Any, tmp_path: Path,
+                                           record_property: RecordProperty) -> None:
+    """A sweep of 6 documents in batches of 2 on a Prefect server of the test's own,
+    events included (routed to it, as in a process that knows one server); once the
+    first document is done the server is stopped, stays down a while, and is started
+    again on its database. The sweep rides it out, never hangs: the batch in flight and
+    those sent while the server is down wait for it and go on (the outage is far shorter
+    than ``folio_prefect.deployments.runs.OUTAGE_S``). Every document is done once, with all its outputs
+    and vectors, the ledger and the sweep's report say so, and the next sweep has nothing
+    left to do.
+    """
+    import threading
+    import time
+
+    from prefect.events.clients import PrefectEventsClient
+    from prefect.events.worker import EventsWorker
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from folio.claims import ClaimLedger
+    from folio.io.s3 import head_object
+    from folio_prefect.flows.sweep import sweep
+    from tests.test_sweep import audit, processings
+
+    n = 6
+    client, bucket = s3_server.client, s3_server.create_bucket()
+    client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    problems: list[BaseException] = []
+
+    def upload() -> None:
+        try:
+            for i in range(n):
+                pdf = write_text_pdf(tmp_path / f"doc-{i}.pdf", report_pages(seed=900 + i, n=1))
+                client.upload_file(str(pdf), bucket, f"in/doc-{i}.pdf")
+        except BaseException as exc:  # surfaced below, not lost in this thread
+            problems.append(exc)
+
+    uploading = threading.Thread(target=upload)  # while the server starts
+    uploading.start()
+    home = tmp_path / "prefect"
+    home.mkdir()
+    server = PrefectServer(home).start()
+    uploading.join()
+    assert not problems, problems
+    corpus = {"bucket": bucket, "client": client, "s3": s3_server.settings}
+    settings = {**_settings(s3_server.endpoint_url), "work_dir": str(tmp_path / "work"),
+                "validation.enabled": False}
+    timeline: dict[str, float] = {}
+    done_at_stop: list[int] = []
+
+    def restart_once_some_are_done() -> None:
+        try:
+            deadline = time.monotonic() + 240
+            while not processings(corpus, "out") and time.monotonic() < deadline:
+                time.sleep(0.1)
+            server.stop()
+            timeline["stopped"] = time.monotonic()
+            done_at_stop.append(len(processings(corpus, "out")))
+            time.sleep(1)  # down a while: this, and the restart's own seconds
+            server.start()
+            timeline["restarted"] = time.monotonic()
+        except BaseException as exc:  # surfaced below, not lost in this thread
+            problems.append(exc)
+
+    def run() -> dict[str, Any]:
+        return sweep(prefix=f"s3://{bucket}/in", out=f"s3://{bucket}/out", settings=settings,
+                     batch_size=2, max_in_flight=1, lease_s=5.0, poll_s=0.2, inline=True)
+
+    # Prefect keeps one events worker per process, bound to the first API it was made
+    # for (the session's harness, in the full suite): events go to this server instead
+    EventsWorker.set_client_override(PrefectEventsClient, api_url=server.url)
+    try:
+        with temporary_settings({PREFECT_API_URL: server.url}):
+            watcher = threading.Thread(target=restart_once_some_are_done, daemon=True)
+            watcher.start()
+            timeline["started"] = time.monotonic()
+            first = run()
+            timeline["first_ended"] = time.monotonic()
+            watcher.join(timeout=300)
+            again = run()
+            timeline["again_ended"] = time.monotonic()
+    finally:
+        try:
+            if server.up():  # its events sent now, not at exit to a server long gone
+                EventsWorker.instance().drain()
+        finally:
+            EventsWorker.set_client_override(None)
+            server.stop()
+    seen = {k: round(v - timeline["started"], 1) for k, v in timeline.items()}
+    record_property("seconds from the first sweep's start", seen)
+    record_property("first sweep", first)
+    assert not problems, problems
+    assert "restarted" in timeline, ("the server was never restarted", seen)
+    assert done_at_stop[0] < n, ("the sweep was over before its server went down", seen)
+    assert timeline["first_ended"] > timeline["restarted"], ("it ended while down", seen)
+    assert first["documents"] == n and first["failed"] == 0, (first, seen)
+    assert first["processed"] + first["cached"] == n, (first, seen)
+    assert again["skipped"] == again["documents"] == n, again
+    chunks = audit(corpus, "out", n)  # each processed exactly once, no vector twice
+    _assert_done_index_complete(client, bucket, "out", chunks)
+    ledger = ClaimLedger.for_output(f"s3://{bucket}/out", s3_server.settings,
+                                    first["config_hash"])
+    for i in range(n):  # and the ledger has each one done
+        ref = head_object(client, bucket, f"in/doc-{i}.pdf")
+        assert ref is not None and ledger.done_record(ref) is not None, i
+
+
+def _assert_done_index_complete(s3: Any, bucket: str, out: str, chunks: dict[str, int]) -> None:
+    """Every document marked done (its content done-index entry) has each output it
+    names and as many vectors as it says."""
+    import json
+
+    keys = [k for k in _keys(s3, bucket) if k.startswith(f"{out}/_index/")]
+    assert keys
+    present = set(_keys(s3, bucket))
+    for key in keys:
+        entry = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+        for kind, uri in entry["outputs"].items():
+            assert uri.split("/", 3)[3] in present, f"{entry['source']}: {kind} missing"
+        assert chunks.get(entry["doc_id"]) == entry["chunks"], entry["source"]

@@ -181,5 +181,32 @@ def test_scalar_indexes_are_made_with_the_table(tmp_path: Path) -> None:
     assert {("id",), ("doc_id",)} <= indexed
 
 
+def test_a_creator_that_lost_the_index_race_keeps_the_winners_index(tmp_path: Path) -> None:
+    """Two workers create the table at once; the second read the list of indexes before
+    the first one's index landed, and LanceDB refuses its own ("already exists"): it
+    looks again and keeps the first one's instead of failing the write."""
+    store = LanceDBStore(str(tmp_path / "v"), dim=8)
+    _write(store, "a", 2, 0)  # the first worker: the table and its indexes
+
+    class LateView:
+        """The second worker's table: its first look at the indexes predates the first's."""
+
+        def __init__(self, table: Any) -> None:
+            self.table, self.looks = table, 0
+
+        def list_indices(self) -> Any:
+            self.looks += 1
+            return [] if self.looks == 1 else self.table.list_indices()
+
+        def create_index(self, *args: Any, **kwargs: Any) -> Any:
+            return self.table.create_index(*args, **kwargs)
+
+    late = LateView(_table(store))
+    LanceDBStore(str(tmp_path / "v"), dim=8)._ensure_scalar_indexes(late)
+    assert late.looks == 2
+    indexed = [tuple(i.columns) for i in _table(store).list_indices()]
+    assert sorted(indexed) == [("doc_id",), ("id",)]
+
+
 def test_defaults_match_the_settings() -> None:
     assert LanceTuning.from_settings(StoreSettings()) == LanceTuning()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -127,41 +126,3 @@ def test_search_sees_its_own_writes_at_once_and_others_within_the_staleness(
     time.sleep(0.6)
     assert mine.search(vectors(2, 2)[1], k=1)[0]["id"] == "b-0001"
 
-
-def test_an_index_another_worker_made_meanwhile_is_kept(tmp_path: Path) -> None:
-    """Two workers creating the table at once: one lists no index, the other builds it,
-    then the first one's create says "already exists". That is the index it wanted."""
-    import lancedb
-
-    store = LanceDBStore(str(tmp_path / "v"), dim=DIM)
-    store.replace_document("seed", chunks("seed", 1), vectors(1, 0))
-    table = lancedb.connect(str(tmp_path / "v")).open_table("chunks")
-    table.drop_index(next(i.name for i in table.list_indices() if i.columns == ["doc_id"]))
-
-    class StaleFirstListing:
-        """The table as the slower worker saw it: its first listing predates the index
-        the other worker made."""
-
-        def __init__(self) -> None:
-            self.listings = 0
-
-        def list_indices(self) -> list[Any]:
-            self.listings += 1
-            if self.listings == 1:
-                other = lancedb.connect(str(tmp_path / "v")).open_table("chunks")
-                from lancedb.index import BTree
-
-                other.create_index("doc_id", config=BTree(), replace=False)  # the other worker
-                return []
-            table.checkout_latest()
-            return list(table.list_indices())
-
-        def create_index(self, column: str, **kwargs: Any) -> None:
-            table.checkout_latest()
-            table.create_index(column, **kwargs)
-
-    stale = StaleFirstListing()
-    store._ensure_scalar_indexes(stale)
-    assert stale.listings == 2
-    table.checkout_latest()
-    assert sorted(tuple(i.columns) for i in table.list_indices()) == [("doc_id",), ("id",)]

@@ -160,6 +160,27 @@ def test_crashed_sweep_restarted_converges(
     assert run_sweep(corpus, "crash", prefix="in/batch 1")["skipped"] == documents
 
 
+@pytest.mark.timeout(300)  # before the fix, this sweep waited forever
+def test_a_batch_is_over_when_its_task_returns_whatever_the_api_heard(
+    corpus: dict[str, Any],
+) -> None:
+    """The Prefect server learns a task run's states from events, which Prefect sends
+    best-effort (a restarted server, or a process whose events go to another server,
+    never hears some). Here it hears none: the sweep still sees each batch end, because
+    it asks the batch's future in this process, not the API."""
+    from prefect.events.clients import NullEventsClient
+    from prefect.events.worker import EventsWorker
+
+    EventsWorker.set_client_override(NullEventsClient)
+    try:
+        first = run_sweep(corpus, "unheard", prefix="in/batch 2")
+    finally:
+        EventsWorker.set_client_override(None)
+    documents = 6  # "in/batch 2/" holds every third document
+    assert first["documents"] == first["processed"] == documents, first
+    audit(corpus, "unheard", documents)
+
+
 def limit(name: str) -> str:
     """A Prefect global concurrency limit of one slot (batches hold it while they run)."""
     from prefect.client.orchestration import get_client

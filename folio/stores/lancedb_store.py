@@ -290,12 +290,11 @@ class LanceDBStore:
                 return
             except Exception as exc:
                 # two workers creating the table at once both build its indexes: the
-                # second commit is preempted ("conflict"), or the other's index landed
-                # between listing and creating ("already exists"); either way the first
-                # one's index serves both, and the next round lists it
-                message = str(exc).lower()
-                if ("conflict" not in message and "already exists" not in message) \
-                        or attempt == 3:
+                # second commit is preempted ("conflict"), or, when the first one's index
+                # landed after the list above was read, refused ("already exists"); the
+                # first one's index serves both, as the next look at the list shows
+                text = str(exc).lower()
+                if not ("conflict" in text or "already exists" in text) or attempt == 3:
                     raise
                 time.sleep(0.05 * (attempt + 1))
 
