@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -46,6 +47,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return LONG_FILES.index(name) if name in LONG_FILES else len(LONG_FILES)
 
     items.sort(key=rank)
+
+
+@pytest.fixture(autouse=True)
+def _prefect_events_sent_while_their_server_is_up() -> Iterator[None]:
+    """After each test, Prefect's event and log workers send what they hold and stop.
+
+    Prefect keeps one events worker per process, bound to the API that was current when
+    it was made: a test that talks to a server of its own (``temporary_settings``) can
+    leave it bound there, every later event in that process fails against the stopped
+    server, and the session harness's final drain waited on them past its timeout. Drained
+    here, while the test's servers are still up, the next event makes a fresh worker for
+    whatever API is current then. Bounded: a worker whose server is gone holds this at
+    most 30 s."""
+    yield
+    worker = sys.modules.get("prefect.events.worker")
+    if worker is not None:
+        worker.EventsWorker.drain_all(timeout=30)
 
 
 pytest_plugins = ["tests.s3_server", "tests.pg_server", "tests.pg_cluster", "tests.prefect_stack"]
