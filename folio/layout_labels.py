@@ -35,7 +35,7 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 
-from folio.models import BBox, Block, Label, Region, TableCell, WordBox
+from folio.models import BBox, Block, Label, Region, TableCell, WordBox, joined_box
 from folio.quality import normalize_words
 from folio.running_heads import BAND
 from folio.table_grid import TableGrid, build_grid, grid_html, lines, words_inside
@@ -350,10 +350,7 @@ def merge_blocks(members: Sequence[Block]) -> Block:
     union of their boxes, their text one line each in the engine's reading order (the
     engine's order, not a guess at rows: multi-line cells make rows a grid question, left
     to a table-structure step), the mean of their confidences."""
-    box = members[0].bbox
-    for member in members[1:]:
-        if box is not None and member.bbox is not None:
-            box = box.union(member.bbox)
+    box = joined_box(members)
     confidences = [m.confidence for m in members if m.confidence is not None]
     return Block(label=members[0].label, bbox=box, content=_lines(members),
                  order=min(m.order for m in members),

@@ -7,6 +7,7 @@ has been applied. ``Block.bbox_norm`` is the same box divided by the page size (
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
@@ -101,6 +102,16 @@ class Block(BaseModel):
     #: a table's grid, when one was found (CPU engines: folio.table_grid); None for every
     #: other block, and for tables kept as text (absent in documents written before)
     cells: list[TableCell] | None = None
+
+
+def joined_box(blocks: Sequence[Block]) -> BBox | None:
+    """The box of several blocks joined into one in the first one's place: the first
+    one's box grown by every later box (None when the first has no box)."""
+    box = blocks[0].bbox
+    for block in blocks[1:]:
+        if box is not None and block.bbox is not None:
+            box = box.union(block.bbox)
+    return box
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from folio.engines.markdown import BLOCK_MARKDOWN_ENGINES, blocks_to_markdown
-from folio.models import Block, Label, PageResult
+from folio.models import Block, Label, PageResult, joined_box
 
 __all__ = ["BAND", "MAX_CHARS", "MERGE_GAP", "NUMBER_BAND", "STACK_GAP", "WINDOW", "candidates",
            "head_blocks", "heads", "mark_running_heads"]
@@ -234,12 +234,8 @@ def _join(pieces: Sequence[Block], sep: str) -> Block:
     joined by ``sep``; the piece itself when there is one."""
     if len(pieces) == 1:
         return pieces[0]
-    box = pieces[0].bbox
-    for piece in pieces[1:]:
-        if box is not None and piece.bbox is not None:
-            box = box.union(piece.bbox)
     return pieces[0].model_copy(update={
-        "bbox": box, "content": sep.join(p.content.strip() for p in pieces),
+        "bbox": joined_box(pieces), "content": sep.join(p.content.strip() for p in pieces),
         "order": min(p.order for p in pieces)})
 
 
