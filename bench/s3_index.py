@@ -30,8 +30,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-import os
-import subprocess
 import sys
 import threading
 import time
@@ -281,43 +279,12 @@ def serve(port: int) -> None:
     server.serve_forever()
 
 
-def _ready(url: str, process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            urllib.request.urlopen(urllib.request.Request(f"{url}/", method="HEAD"), timeout=2)
-        except urllib.error.HTTPError:
-            return True  # it answers (404: no bucket named "")
-        except OSError:
-            time.sleep(0.1)
-        else:
-            return True
-    return False
-
-
 def start_s3_index_server() -> S3Server:
-    """Start this server on a free port (as ``tests.s3_server.start_s3_server``)."""
-    from pydantic import SecretStr
+    """Start this server on a free port (:func:`tests.s3_server.start_s3_server`)."""
+    from tests.s3_server import start_s3_server
 
-    from folio.config import S3Settings
-    from folio.io.s3 import make_client
-    from tests.s3_server import _free_port
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env["PYTHONPATH"] = str(REPO)
-    for _ in range(3):
-        port = _free_port()
-        url = f"http://127.0.0.1:{port}"
-        process = subprocess.Popen([sys.executable, "-m", "bench.s3_index", str(port)],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                   env=env, cwd=REPO)  # fmt: skip
-        if _ready(url, process):
-            settings = S3Settings(endpoint_url=url, region="us-east-1", access_key_id="test",
-                                  secret_access_key=SecretStr("test"))  # fmt: skip
-            return S3Server(url, settings, make_client(settings), process)
-        process.kill()
-        process.wait(timeout=10)
-    raise RuntimeError("s3_index server did not start")
+    return start_s3_server(lambda port: [sys.executable, "-m", "bench.s3_index", str(port)],
+                           probe="/", what="s3_index server")
 
 
 if __name__ == "__main__":

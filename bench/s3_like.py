@@ -24,8 +24,6 @@ objects in minutes rather than hours (the measured code never calls it).
 from __future__ import annotations
 
 import contextvars
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -171,28 +169,11 @@ def serve(port: int) -> None:
 
 
 def start_s3_like_server() -> S3Server:
-    """Start this server on a free port (as ``tests.s3_server.start_s3_server``)."""
-    from pydantic import SecretStr
+    """Start this server on a free port (:func:`tests.s3_server.start_s3_server`)."""
+    from tests.s3_server import start_s3_server
 
-    from folio.config import S3Settings
-    from folio.io.s3 import make_client
-    from tests.s3_server import _free_port, _wait_ready
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env["PYTHONPATH"] = str(REPO)
-    for _ in range(3):
-        port = _free_port()
-        url = f"http://127.0.0.1:{port}"
-        process = subprocess.Popen([sys.executable, "-m", "bench.s3_like", str(port)],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                   env=env, cwd=REPO)  # fmt: skip
-        if _wait_ready(url, process):
-            settings = S3Settings(endpoint_url=url, region="us-east-1", access_key_id="test",
-                                  secret_access_key=SecretStr("test"))  # fmt: skip
-            return S3Server(url, settings, make_client(settings), process)
-        process.kill()
-        process.wait(timeout=10)
-    raise RuntimeError("moto server did not start")
+    return start_s3_server(lambda port: [sys.executable, "-m", "bench.s3_like", str(port)],
+                           probe="/moto-api/", what="s3_like server")
 
 
 if __name__ == "__main__":

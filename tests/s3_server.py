@@ -17,10 +17,12 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +34,7 @@ from folio.io.s3 import make_client
 __all__ = ["S3Server", "s3_bucket", "s3_server", "start_s3_server"]
 
 _STARTUP_S = 30.0
+REPO = Path(__file__).resolve().parent.parent
 
 
 @dataclass
@@ -64,32 +67,40 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _wait_ready(url: str, process: subprocess.Popen[bytes]) -> bool:
+def _wait_ready(url: str, process: subprocess.Popen[bytes], probe: str = "/moto-api/") -> bool:
+    """Whether the server at ``url`` answers ``probe`` (any HTTP status counts: it is up)
+    before :data:`_STARTUP_S` pass or its process exits."""
     deadline = time.monotonic() + _STARTUP_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
             return False
         try:
-            with urllib.request.urlopen(f"{url}/moto-api/", timeout=2):
+            with urllib.request.urlopen(f"{url}{probe}", timeout=2):
                 return True
+        except urllib.error.HTTPError:
+            return True
         except OSError:
             time.sleep(0.1)
     return False
 
 
-def start_s3_server() -> S3Server:
-    """Start ``python -m moto.server`` on a free port and wait until it answers."""
+def _moto(port: int) -> list[str]:
+    return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+
+
+def start_s3_server(command: Callable[[int], list[str]] = _moto, *, probe: str = "/moto-api/",
+                    what: str = "moto server") -> S3Server:
+    """Start ``command(port)`` (``python -m moto.server`` unless given: the benchmarks
+    start their own S3 servers here too) on a free port, from the repository with it on
+    ``PYTHONPATH``, and wait until it answers ``probe``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env["PYTHONPATH"] = str(REPO)
     for _ in range(3):  # a free port can be taken between probing and binding
         port = _free_port()
         url = f"http://127.0.0.1:{port}"
-        process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=env,
-        )
-        if _wait_ready(url, process):
+        process = subprocess.Popen(command(port), stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, env=env, cwd=REPO)
+        if _wait_ready(url, process, probe):
             settings = S3Settings(
                 endpoint_url=url,
                 region="us-east-1",
@@ -99,7 +110,7 @@ def start_s3_server() -> S3Server:
             return S3Server(url, settings, make_client(settings), process)
         process.kill()
         process.wait(timeout=10)
-    raise RuntimeError("moto server did not start")
+    raise RuntimeError(f"{what} did not start")
 
 
 @pytest.fixture(scope="session")
