@@ -11,14 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pypdfium2 as pdfium
-
-from folio.config import RouteSettings
 from folio.engines.base import EngineOutput
 from folio.engines.text_layer import TextLayerEngine
 from folio.models import BBox, Label, PageOutcome, PageResult, Region
-from folio.pdf.pdfium_doc import page_geometry
-from folio.pdf.text_layer import extract
 from folio.pipeline.pages import apply_layout
 from folio.running_heads import mark_running_heads
 from folio.samples import PAGE_H, sentences, write_postscript_pdf
@@ -92,15 +87,8 @@ def _text_box(pdf: Path, first: str, last: str, margin: float = 3.0) -> BBox:
 
 
 def test_a_sideways_heading_is_one_word_read_up_the_page(tmp_path: Path) -> None:
-    pdf = sideways_pdf(tmp_path / "sideways.pdf")
-    doc = pdfium.PdfDocument(str(pdf))
-    try:
-        page = doc[0]
-        geometry = page_geometry(page)
-        layer = extract(page, width_pt=geometry.width_pt, height_pt=geometry.height_pt,
-                        settings=RouteSettings())
-    finally:
-        doc.close()
+    layer = _layer(sideways_pdf(tmp_path / "sideways.pdf")).text_layer
+    assert layer is not None
     words = {w.text: w for w in layer.words}
     for heading in SIDEWAYS[0][1:]:  # whole, in reading order, not in pieces
         box = words[heading]
