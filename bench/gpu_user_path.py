@@ -496,8 +496,8 @@ def phase_serve(args: argparse.Namespace) -> dict[str, Any]:
 @contextmanager
 def _prefect_stack(args: argparse.Namespace, config: Any, deployments: list[str],
                    deployment_env: dict[str, str] | None = None) -> Iterator[dict[str, str]]:
-    """A Prefect server, the pools of folio_prefect.deployments.work_pools --apply, ``deployments`` made
-    by `prefect deploy` from prefect.yaml, and one process worker on the GPU pool; yields
+    """A Prefect server, the pools of folio_prefect.deployments.work_pools --apply,
+    ``deployments`` made by `prefect deploy` from prefect.yaml, and one process worker on the GPU pool; yields
     the environment that reaches that server. Everything stops on exit.
 
     ``deployment_env`` replaces the deployments' environment (their job variables), as a
@@ -606,9 +606,9 @@ def _flow_settings() -> dict[str, Any]:
 def phase_live(args: argparse.Namespace) -> dict[str, Any]:
     """The three ways runs reach a GPU pool, on the GPU: `prefect deploy` of the GPU
     deployments, one worker on the pool, then a person's run from the UI (the document
-    deployment's form parameters), a RAG job's trigger (folio_prefect.deployments.trigger) and a sweep's
-    batch (folio_prefect.tasks.sweep.submit_batch, the batch deployment), one after the other, each on
-    a document of its own. Says, for each run, its state, its engine and profile, its pages
+    deployment's form parameters), a RAG job's trigger (folio_prefect.deployments.trigger)
+    and a sweep's batch (folio_prefect.tasks.sweep.submit_batch, the batch deployment),
+    one after the other, each on a document of its own. Says, for each run, its state, its engine and profile, its pages
     and the shared server it used (one for all three, alive between them)."""
     use_gpu(args)
     work = Path(args.work)

@@ -4,10 +4,10 @@
 
 Starts a Prefect server and an S3 endpoint (moto's server), uploads N distinct
 born-digital PDFs, deploys ``folio-ingest/batch`` on a process work pool, starts two
-workers and two sweeps (``python -m folio_prefect.flows.sweep``) at once, SIGKILLs one worker (with its
-running flow run and page workers: the process group, as a lost machine) and one sweep
-once a share of the documents is done, starts them again, waits for both sweeps, runs a
-third sweep that must find nothing to do, and audits the outputs:
+workers and two sweeps (``python -m folio_prefect.flows.sweep``) at once, SIGKILLs one
+worker (with its running flow run and page workers: the process group, as a lost
+machine) and one sweep once a share of the documents is done, starts them again, waits
+for both sweeps, runs a third sweep that must find nothing to do, and audits the outputs:
 
 - processing count per document, independent of the sweep's own ledger: the output
   bucket is versioned and the pipeline writes a document's done-index entry

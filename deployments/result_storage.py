@@ -10,9 +10,10 @@ boto3 through :func:`folio.io.s3.make_client`, which folio already uses for its 
 ``FOLIO_RESULT_STORAGE``) saves the block and makes it the server's default result
 storage, so every worker on every host writes its results there with no setting of its
 own. A process that reads or writes results must have imported this module (the block
-class is looked up by its slug): :mod:`folio_prefect.flows.ingest` and :mod:`folio_prefect.flows.sweep` do, and
-:func:`folio_prefect.deployments.runs.run_report`; an installed folio also registers it with every
-Prefect process through the ``prefect.collections`` entry point (pyproject.toml).
+class is looked up by its slug): :mod:`folio_prefect.flows.ingest` and
+:mod:`folio_prefect.flows.sweep` do, and :func:`folio_prefect.deployments.runs.run_report`;
+an installed folio also registers it with every Prefect process through the
+``prefect.collections`` entry point (pyproject.toml).
 """
 
 from __future__ import annotations

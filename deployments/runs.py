@@ -1,7 +1,7 @@
 """Starting and following runs of deployments through the Prefect client: the one place
 triggers (:mod:`folio_prefect.deployments.trigger`, ``folio trigger``) and the sweep
-(:mod:`folio_prefect.tasks.sweep`, :mod:`folio_prefect.flows.sweep`) do it, so they agree on idempotency, waiting and
-when a run is dead.
+(:mod:`folio_prefect.tasks.sweep`, :mod:`folio_prefect.flows.sweep`) do it, so they agree
+on idempotency, waiting and when a run is dead.
 
 A run whose process died (worker killed) stays "Running" in Prefect forever; it is
 recognised by its missing heartbeats (``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` on the
@@ -247,7 +247,8 @@ def run_report(run: FlowRun) -> dict[str, Any] | None:
     """The ingest report a completed run returned (None: not completed, or its result
     was not persisted: the deployment needs ``PREFECT_RESULTS_PERSIST_BY_DEFAULT=true``
     and result storage the sweep can read)."""
-    import folio_prefect.deployments.result_storage  # noqa: F401  # Prefect finds the S3 block's class by slug
+    # Prefect finds the S3 block's class by its slug
+    import folio_prefect.deployments.result_storage  # noqa: F401
 
     state = run.state
     if state is None or not state.is_completed():

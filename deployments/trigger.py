@@ -3,8 +3,8 @@ the Prefect half of :mod:`folio.trigger`, which decides what a request, its key 
 events are.
 
 1. :func:`trigger` starts the document deployment with the request's idempotency key
-   (:func:`folio_prefect.deployments.runs.start_run`): a retried trigger returns the run the first call
-   created; :func:`wait_for_result` waits for it and its documents' events.
+   (:func:`folio_prefect.deployments.runs.start_run`): a retried trigger returns the run
+   the first call created; :func:`wait_for_result` waits for it and its documents' events.
 2. :func:`request_ingest` POSTs a ``folio.ingest.requested`` event to ``/api/events``; a
    deployment trigger in ``prefect.yaml`` turns it into a run (templated parameters).
 3. :func:`wait_for_indexed` polls ``/api/events/filter`` for the ``folio.document.indexed``
@@ -78,9 +78,9 @@ def trigger(request: IngestRequest, *, deployment: str = DOCUMENT_DEPLOYMENT) ->
 
 def wait_for_result(flow_run_id: uuid.UUID, *, timeout: float = 3600.0,
                     poll_s: float = 2.0) -> RunResult:
-    """Wait for the run to end (:func:`folio_prefect.deployments.runs.wait_for_run`), then collect its
-    documents' events, which reach the events API a few seconds after the run's final
-    state. State ``TIMEOUT``: still running after ``timeout`` seconds."""
+    """Wait for the run to end (:func:`folio_prefect.deployments.runs.wait_for_run`), then
+    collect its documents' events, which reach the events API a few seconds after the
+    run's final state. State ``TIMEOUT``: still running after ``timeout`` seconds."""
     from prefect.client.orchestration import get_client
 
     flow_run = wait_for_run(flow_run_id, timeout=timeout, poll_s=poll_s)

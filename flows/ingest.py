@@ -27,7 +27,8 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 from prefect.task_runners import ThreadPoolTaskRunner
 
-import folio_prefect.deployments.result_storage  # noqa: F401  # the S3 result block's class, by slug
+# the S3 result block's class, which Prefect looks up by its slug
+import folio_prefect.deployments.result_storage  # noqa: F401
 from folio_prefect.flows.vllm_runner import raise_startup_failure
 from folio.io.sources import SourceRef
 from folio.models import DocumentResult

@@ -40,7 +40,8 @@ from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel
 
-import folio_prefect.deployments.result_storage  # noqa: F401  # the S3 result block's class, by slug
+# the S3 result block's class, which Prefect looks up by its slug
+import folio_prefect.deployments.result_storage  # noqa: F401
 from folio_prefect.deployments.runs import crash_run, is_zombie, read_run, run_report
 from folio.claims import (
     ClaimKeeper,

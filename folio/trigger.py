@@ -2,8 +2,8 @@
 the Prefect-free half of triggers.
 
 Webhooks are Prefect Cloud only, so a RAG job on a self-hosted server has three ways in;
-:mod:`folio_prefect.deployments.trigger` talks to the server for each of them, this module decides what
-is said:
+:mod:`folio_prefect.deployments.trigger` talks to the server for each of them, this
+module decides what is said:
 
 1. Starting the document deployment with an idempotency key derived from the request
    (:attr:`IngestRequest.key`: source, out, settings, revision): a retried trigger

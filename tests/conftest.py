@@ -36,7 +36,7 @@ RecordProperty = Callable[[str, object], None]
 #: collected first, so that pytest-xdist hands them out first (`make test` turns off its
 #: own reordering, which puts the files with the most tests first, so a file with one
 #: long test ran last) and its two workers finish together
-LONG_FILES = ("test_corpus", "test_hosts", "test_trigger", "test_local_server",
+LONG_FILES = ("test_corpus", "test_hosts", "test_faults", "test_trigger", "test_local_server",
               "test_gpu_deployments", "test_flow", "test_ui", "test_cli_errors", "test_sweep")
 
 

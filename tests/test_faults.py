@@ -316,8 +316,8 @@ def test_prefect_server_restarted_mid_sweep(s3_server: Any, tmp_path: Path,
     first document is done the server is stopped, stays down a while, and is started
     again on its database. The sweep rides it out, never hangs: the batch in flight and
     those sent while the server is down wait for it and go on (the outage is far shorter
-    than ``folio_prefect.deployments.runs.OUTAGE_S``). Every document is done once, with all its outputs
-    and vectors, the ledger and the sweep's report say so, and the next sweep has nothing
+    than ``folio_prefect.deployments.runs.OUTAGE_S``). Every document is done once, with all
+    its outputs and vectors, the ledger and the sweep's report say so, and the next sweep has nothing
     left to do.
     """
     import threading

@@ -3,8 +3,8 @@ the Prefect server (its database on PostgreSQL) and S3.
 
 Each "host" has its own working folder (the worker's cwd and folio's ``work_dir``) and its
 own ``PREFECT_HOME``, so Prefect's local result storage is not shared: results live in
-the S3 result-storage block that ``folio_prefect.deployments.work_pools --apply --result-storage`` saves
-as the server's default; claims, the ledger, outputs and vectors are under ``out`` on S3.
+the S3 result-storage block that ``folio_prefect.deployments.work_pools --apply
+--result-storage`` saves as the server's default; claims, the ledger, outputs and vectors are under ``out`` on S3.
 Two sweeps run at once, one from each host, and send their batches to the deployment
 ``folio-ingest/batch``, which both workers serve (one run at a time each, so both work).
 """

@@ -1,5 +1,5 @@
-"""``folio_prefect.deployments.runs.wait_for_run``, the one wait for a run, as its two users need it, on
-a real Prefect API: the trigger gives up at a timeout and leaves the run alone; the sweep
+"""``folio_prefect.deployments.runs.wait_for_run``, the one wait for a run, as its two
+users need it, on a real Prefect API: the trigger gives up at a timeout and leaves the run alone; the sweep
 marks a run that can no longer finish Crashed instead of waiting for it forever. And an
 API that does not answer: ridden out for a while, then a typed error, never a hang."""
 

@@ -134,9 +134,10 @@ def _recognize(engine: OcrEngine, page: PagePrep, attempt: int) -> EngineOutput:
 def apply_layout(output: EngineOutput, engine: str, page: PagePrep, min_cover: float) -> None:
     """Relabel a CPU engine's blocks from the page's layout regions (found in the page
     worker), tables given their grids from the engine's word boxes, captions moved next
-    to their table or figure (:mod:`folio.caption_order`), and rebuild its markdown; other engines' blocks and pages without regions are
-    left as they are, and so are pages the engine found turned on their side: the model
-    saw the render as it lies, where a sideways page of text reads as one big figure."""
+    to their table or figure (:mod:`folio.caption_order`), and rebuild its markdown;
+    other engines' blocks and pages without regions are left as they are, and so are
+    pages the engine found turned on their side: the model saw the render as it lies,
+    where a sideways page of text reads as one big figure."""
     if page.layout is None or engine not in BLOCK_MARKDOWN_ENGINES or output.attempt.rotated:
         return
     blocks, changed = label_blocks(output.blocks, page.layout, min_cover, output.words,
