@@ -103,15 +103,34 @@ def engine_kwargs(argv: list[str]) -> dict[str, Any]:
 # --- configuration ------------------------------------------------------------------------
 
 
+#: the synthetic model each preset's pages go to when ``--model`` is left at its default,
+#: with the ``vllm serve`` options that give it the real checkpoint's form: olmocr2 is
+#: olmOCR 2's own shape (bench/synthetic_qwen25vl.py), the others the Qwen3-VL-8B shape
+#: Chandra is built on (../shared/device/make_synthetic_vlm.py)
+DEFAULT_MODEL = "/tmp/synthetic-vlm"
+MODEL_SHAPES: dict[str, tuple[str, list[str]]] = {
+    "olmocr2": ("/tmp/synthetic-qwen25vl", ["--quantization", "fp8"]),
+}
+EXTRA_SETTINGS["olmocr2 model"] = (
+    {"model": MODEL_SHAPES["olmocr2"][0], "server_args": MODEL_SHAPES["olmocr2"][1]},
+    "olmOCR 2 is allenai/olmOCR-2-7B-1025-FP8, a Qwen2.5-VL-7B with FP8 weights: synthetic "
+    "weights of that shape (bench/synthetic_qwen25vl.py), bfloat16 on disk, made FP8 by vLLM "
+    "as it loads them (the real checkpoint says FP8 in its own config; vLLM may also quantize "
+    "the vision encoder, which the real one keeps in bfloat16)")
+
+
 def _args_for(args: argparse.Namespace, preset: str) -> argparse.Namespace:
-    """The GPU benchmark's argument namespace for one preset."""
-    return argparse.Namespace(**{**vars(args), "preset": preset, "round": 1})
+    """The GPU benchmark's argument namespace for one preset (its model shape's folder)."""
+    model = args.model
+    if model == DEFAULT_MODEL and preset in MODEL_SHAPES:
+        model = MODEL_SHAPES[preset][0]
+    return argparse.Namespace(**{**vars(args), "preset": preset, "round": 1, "model": model})
 
 
 def config_for(args: argparse.Namespace, preset: str) -> Any:
     """What the CLI resolves for ``folio ingest --route ocr --preset P`` with the
     benchmark's settings (servers, pages and pipeline all read it)."""
-    return gup.resolved(_args_for(args, preset), user_options(args))
+    return gup.resolved(_args_for(args, preset), user_options(args, preset))
 
 
 def variant_args(args: argparse.Namespace) -> list[str]:
@@ -122,11 +141,14 @@ def variant_args(args: argparse.Namespace) -> list[str]:
     return extra
 
 
-def user_options(args: argparse.Namespace) -> list[str]:
+def user_options(args: argparse.Namespace, preset: str) -> list[str]:
     """What the benchmark adds to the user's command line beyond bench/gpu_user_path.py's
-    settings: the route and, for a variant, its server options after the benchmark's."""
+    settings: the route and the server options of the preset's model shape and, for a
+    variant, its own, after the benchmark's."""
     out = ["--route", "ocr"]
     extra = variant_args(args)
+    if args.model == DEFAULT_MODEL and preset in MODEL_SHAPES:
+        extra = MODEL_SHAPES[preset][1] + extra
     if extra:
         base = list(gup.SETTINGS["server.extra_args"][0])
         out += ["--set", f"server.extra_args={json.dumps(base + extra)}"]
@@ -213,6 +235,10 @@ def step_offline(args: argparse.Namespace) -> dict[str, Any]:
 
     gup.use_gpu(argparse.Namespace(gpu=args.gpu, work=args.work, owner_pid=None))
     presets = args.presets.split(",")
+    models = {_args_for(args, p).model for p in presets}
+    if len(models) > 1:  # one LLM per process: vLLM does not give a GPU back reliably
+        raise SystemExit(f"--presets {args.presets}: their models differ ({sorted(models)}); "
+                         "run the offline step once per model")
     first = config_for(args, presets[0])
     # the very command line and environment folio starts `vllm serve` with for the first
     # preset (the others differ only in the pixel cap, given with each call below)
@@ -299,7 +325,7 @@ def step_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     key = gup._spec_key(config)
     run = gup.run_cli(pargs, sources, out, report_path, pw / "cli.log",
                       gup.Sampler(args.gpu, lambda: gup._server_url(key)),
-                      extra=tuple(user_options(args)))
+                      extra=tuple(user_options(args, args.preset)))
     seconds = run.report["timing"]["seconds"]
     return {"phase": "pipeline", "preset": args.preset, "variant": args.tag or "default",
             "server_args": variant_args(args), "exit_code": run.code,
@@ -321,18 +347,20 @@ def _save(args: argparse.Namespace, name: str, result: dict[str, Any]) -> None:
 
 
 def seed(work: Path, earlier: Path) -> list[str]:
-    """An earlier run's offline phases (same pages, same machine kind) as this run's
-    yardstick, each marked with the commit it was measured at: one device session cannot
-    hold all three phases of every preset."""
+    """An earlier run's phases (same pages, same machine kind), each marked with the commit
+    it was measured at: one device session cannot hold all three phases of every preset,
+    so a session measures some and keeps the rest. A phase measured again replaces its
+    seeded copy (same file name)."""
     data = json.loads(earlier.read_text())
     phases = work / "phases"
     phases.mkdir(parents=True, exist_ok=True)
     names = []
     for p in data.get("phases", []):
-        if p.get("phase") != "offline":
-            continue
         p.setdefault("measured_at", data.get("commit"))
-        name = f"offline-{p['preset']}"
+        if p.get("phase") == "offline":
+            name = f"offline-{p['preset']}"
+        else:
+            name = f"{p['phase']}-{p['preset']}-{p.get('variant') or 'default'}"
         (phases / f"{name}.json").write_text(json.dumps(p, indent=1))
         names.append(name)
     return names
@@ -385,6 +413,9 @@ def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
         if "pipeline" in got:
             row["pipeline_gpu_utilization"] = got["pipeline"][-1]["queue"].get(
                 "gpu_utilization_mean")
+        # seeded phases say where they were measured; this run's phases, this commit
+        row["measured_at"] = {ph: rs[-1].get("measured_at") or os.environ.get(
+            "FOLIO_BENCH_COMMIT") for ph, rs in got.items()}
         row["missing"] = [ph for ph in ("offline", "served", "pipeline") if ph not in got]
         rows.append(row)
     result = {"gpu": gup._gpu_name(), "commit": os.environ.get("FOLIO_BENCH_COMMIT"),
@@ -416,7 +447,8 @@ def main() -> None:
     ap.add_argument("--presets", default=",".join(PRESETS))
     ap.add_argument("--preset", default="chandra")
     ap.add_argument("--gpu", type=int, default=0)
-    ap.add_argument("--model", default="/tmp/synthetic-vlm")
+    ap.add_argument("--model", default=DEFAULT_MODEL,
+                    help="one model for every preset (default: each preset's model shape)")
     ap.add_argument("--owner-pid", type=int, help="keep the shared server alive while it lives")
     ap.add_argument("--server-args", default="",
                     help='a variant\'s vllm serve options, a JSON list: ["--api-server-count", "4"]')

@@ -4,9 +4,9 @@
 # run one after the other, each with the GPU to itself.
 #
 #   bash bench/engine_limit_device.sh setup            # after staging: install, model, pages
-#   bash bench/engine_limit_device.sh offline          # LLM.chat, every preset of $PRESETS (background)
+#   bash bench/engine_limit_device.sh offline [P,..]   # LLM.chat, those presets (default $PRESETS; background)
 #   bash bench/engine_limit_device.sh offline-wait     # until the offline phase is done
-#   bash bench/engine_limit_device.sh seed             # or: the committed result's offline phases
+#   bash bench/engine_limit_device.sh seed             # the committed result's phases, kept unless re-run
 #   bash bench/engine_limit_device.sh served chandra   # folio's shared server, the same pages
 #   bash bench/engine_limit_device.sh pipeline chandra # folio ingest --route ocr; then its server stops
 #   bash bench/engine_limit_device.sh served chandra api4 '["--api-server-count","4"]'  # a variant
@@ -49,11 +49,16 @@ case "${1:-}" in
     export PYTHONPATH=$PWD:$PYTHONPATH
     gs --version || exit 1
     [ -d /tmp/synthetic-vlm ] || python3 .device-carry/make_synthetic_vlm.py /tmp/synthetic-vlm || exit 1
+    case ",$PRESETS," in *,olmocr2,*)  # olmOCR 2's own shape (Qwen2.5-VL-7B)
+      [ -f /tmp/synthetic-qwen25vl/config.json ] || { python3 .device-carry/make_synthetic_vlm.py \
+        /tmp/synthetic-qwen25vl && python3 bench/synthetic_qwen25vl.py /tmp/synthetic-qwen25vl; } || exit 1 ;;
+    esac
     $E pages --pdfs .corpus-carry --min-pages "$MIN_PAGES" --presets "$PRESETS" || exit 1
     ;;
   offline)
-    # in the background, so the phase may run past one call's 10 minutes
-    setsid nohup $E offline --presets "$PRESETS" > $W/offline.log 2>&1 &
+    # offline [PRESETS]: in the background, so the phase may run past one call's 10 minutes;
+    # one model per offline step (olmocr2 has a model of its own)
+    setsid nohup $E offline --presets "${2:-$PRESETS}" > $W/offline.log 2>&1 &
     echo $! > /tmp/elim-offline.pid
     wait_offline "${WAIT:-540}"
     ;;
@@ -61,8 +66,8 @@ case "${1:-}" in
     wait_offline "${WAIT:-540}"
     ;;
   seed)
-    # the offline phases of bench/results/engine_limit.json (same pages, same machine kind),
-    # marked with the commit they ran at, when this session's time goes to the other phases
+    # the phases of bench/results/engine_limit.json (same pages, same machine kind), marked
+    # with the commit they ran at: a session measures some phases and keeps the others
     $E seed
     ;;
   served)
@@ -106,7 +111,8 @@ case "${1:-}" in
     kill "$(cat /tmp/elim-owner-$2-${3:-default}.pid)"; sleep 15
     ;;
   report)
-    $E report --out "$OUT" --command "bash bench/engine_limit_device.sh setup; offline; served P; pipeline P (each preset); report (see the script)"
+    # REPORT_COMMAND: the session's own sequence of steps, when it is not the plain one
+    $E report --out "$OUT" --command "${REPORT_COMMAND:-bash bench/engine_limit_device.sh setup; offline; served P; pipeline P (each preset); report (see the script)}"
     mkdir -p "$OUT/phases"; cp $W/phases/*.json "$OUT/phases/" 2>/dev/null
     cp $W/offline.log $W/plan.log "$OUT/" 2>/dev/null
     [ "$OUT" = "$W/out" ] || cp $W/out/*.log "$OUT/" 2>/dev/null
