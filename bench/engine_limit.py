@@ -311,7 +311,9 @@ def step_served(args: argparse.Namespace) -> dict[str, Any]:
             t1 = time.monotonic()
     return {"phase": "served", "preset": args.preset, "variant": args.tag or "default",
             "server_args": variant_args(args), **result, "in_flight": config.ocr.in_flight,
-            "queue": {k: v for k, v in sampler.summary(t0, t1).items() if k != "series"}}
+            # the series too (a sample a second): where the GPU went short, beside the
+            # pipeline phase's own timing.queue
+            "queue": sampler.summary(t0, t1)}
 
 
 def step_pipeline(args: argparse.Namespace) -> dict[str, Any]:
@@ -334,7 +336,7 @@ def step_pipeline(args: argparse.Namespace) -> dict[str, Any]:
             "cli_wall_seconds": run.wall_seconds,
             "completion_tokens_per_page": run.tokens // max(run.pages, 1),
             "totals": run.report["totals"],
-            "queue": {k: v for k, v in run.window.items() if k != "series"}}
+            "queue": run.window, "scheduler_queue": run.report["timing"].get("queue")}
 
 
 # --- report -------------------------------------------------------------------------------
@@ -409,10 +411,13 @@ def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
                 row[f"offline_{key}"] = got["offline"][-1][key]
         if "served" in got:
             row["served_prompt_tokens_per_page"] = got["served"][-1].get("prompt_tokens_per_page")
-            row["served_gpu_utilization"] = got["served"][-1]["queue"].get("gpu_utilization_mean")
-        if "pipeline" in got:
-            row["pipeline_gpu_utilization"] = got["pipeline"][-1]["queue"].get(
-                "gpu_utilization_mean")
+        # the GPU's busy share and the requests the server ran on average (of the in-flight
+        # budget the client held): where a phase fell short of the engine
+        for ph in ("served", "pipeline"):
+            if ph in got:
+                queue = got[ph][-1]["queue"]
+                row[f"{ph}_gpu_utilization"] = queue.get("gpu_utilization_mean")
+                row[f"{ph}_running_mean"] = queue.get("running_mean")
         # seeded phases say where they were measured; this run's phases, this commit
         row["measured_at"] = {ph: rs[-1].get("measured_at") or os.environ.get(
             "FOLIO_BENCH_COMMIT") for ph, rs in got.items()}

@@ -74,9 +74,29 @@ class _State:
         self.requests = 0
         self.in_flight = 0
         self.max_in_flight = 0
+        # requests in flight integrated over time (request-seconds), from the first request
+        # to the last answer: busy_s / span_s is the mean number the server held
+        self.busy_s = 0.0
+        self.first_at: float | None = None
+        self.changed_at = 0.0
         self.temperatures: list[float] = []
         self.images = 0
         self.ready_at = 0.0
+
+
+    def count(self, delta: int) -> None:
+        """One request more (1) or fewer (-1) in flight (lock held)."""
+        now = time.monotonic()
+        if self.first_at is None:
+            self.first_at = self.changed_at = now
+        self.busy_s += self.in_flight * (now - self.changed_at)
+        self.changed_at = now
+        self.in_flight += delta
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    @property
+    def span_s(self) -> float:
+        return 0.0 if self.first_at is None else self.changed_at - self.first_at
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -104,7 +124,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self._counted:
             self._counted = False
             with self.server.state.lock:
-                self.server.state.in_flight -= 1
+                self.server.state.count(-1)
 
     def do_GET(self) -> None:
         state, b = self.server.state, self.server.behaviour
@@ -129,6 +149,7 @@ class _Handler(BaseHTTPRequestHandler):
             with state.lock:
                 self._json(200, {"requests": state.requests, "in_flight": state.in_flight,
                                  "max_in_flight": state.max_in_flight, "images": state.images,
+                                 "busy_s": state.busy_s, "span_s": state.span_s,
                                  "temperatures": state.temperatures, "pid": os.getpid()})
         else:
             self._json(404, {"error": {"message": f"no route {self.path}"}})
@@ -142,8 +163,7 @@ class _Handler(BaseHTTPRequestHandler):
         with state.lock:
             state.requests += 1
             number = state.requests
-            state.in_flight += 1
-            state.max_in_flight = max(state.max_in_flight, state.in_flight)
+            state.count(1)
             self._counted = True
             state.temperatures.append(float(body.get("temperature", 1.0)))
             state.images += sum(

@@ -127,7 +127,7 @@ def test_the_scheduler_keeps_every_servers_budget_full(corpus: list[Path], tmp_p
     assert max(peaks) <= config.ocr.in_flight, peaks
     # the page budget is both servers' together, and the run used more than one's
     assert scheduler.limits.ocr_concurrency == 2 * config.ocr.in_flight
-    assert config.ocr.in_flight < scheduler.peak_in_ladder <= 2 * config.ocr.in_flight
+    assert config.ocr.in_flight < scheduler.peak_in_ladder <= scheduler.limits.ocr_threads
 
 
 @contextmanager

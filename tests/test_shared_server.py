@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -334,3 +335,44 @@ def test_engine_resends_through_a_restart_done_by_the_supervisor(
         assert marker.exists(), "the server crashed mid-run"
         assert all(out.blocks for out in outs) and len(outs) == 12
         assert endpoint.generation == 2 and endpoint.restarts == 1
+
+
+def test_threads_beyond_the_slots_wait_without_polling(tmp_path: Path) -> None:
+    """A run keeps more page threads than slots: those beyond the slots sleep on this
+    process's own bound until one frees, instead of scanning every slot file every few
+    milliseconds (with 256 slots, 64 such threads took more than a core of the GIL)."""
+    sem = SlotSemaphore(tmp_path / "slots", 2)
+    scans = 0
+    real_try_all = sem._try_all
+
+    def counted() -> int | None:
+        nonlocal scans
+        scans += 1
+        return real_try_all()
+
+    sem._try_all = counted  # type: ignore[method-assign]
+    assert sem.acquire() and sem.acquire()
+    done: list[int] = []
+    lock = threading.Lock()
+
+    def work(n: int) -> None:
+        with sem:
+            with lock:
+                done.append(n)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(10)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)
+    assert scans == 2 and not done, "the waiting threads scanned the slot files"
+    sem.release()
+    sem.release()
+    for t in threads:
+        t.join(10)
+    assert sorted(done) == list(range(10)) and sem.held == 0
+    # failed tries give their place back: the slots are all usable afterwards
+    assert sem.acquire() and sem.acquire() and not sem.acquire(timeout=0.05)
+    assert not sem.acquire(blocking=False)
+    sem.release()
+    sem.release()
+    assert sem.acquire(blocking=False) and sem.acquire(blocking=False)

@@ -441,6 +441,10 @@ class SlotSemaphore:
         _SEMAPHORE_INSTANCES.add(self)
 
     def _reset(self) -> None:
+        # this process's own bound, waited on without polling: a run keeps more page threads
+        # than slots (pages encoded or parsed outside a slot), and those beyond the slots
+        # must sleep until one frees instead of scanning every slot file every few ms
+        self._gate = threading.Semaphore(self.slots)
         self._lock = threading.Lock()
         self._fds: dict[int, int] = {}
         self._held: set[int] = set()  # held or being tried by a thread of this process
@@ -462,16 +466,20 @@ class SlotSemaphore:
         if not blocking and timeout is not None:
             raise ValueError("can't specify timeout for non-blocking acquire")
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        if not self._gate.acquire(blocking, None if deadline is None else max(0.0, timeout or 0)):
+            return False
         while True:
             slot = self._try_all()
             if slot is not None:
                 return True
             if not blocking:
+                self._gate.release()
                 return False
             pause = random.uniform(0.005, 0.02)
             if deadline is not None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
+                    self._gate.release()
                     return False
                 pause = min(pause, remaining)
             time.sleep(pause)
@@ -492,6 +500,7 @@ class SlotSemaphore:
             # description while it is still locked (that would "succeed")
             fcntl.flock(self._fds[slot], fcntl.LOCK_UN)
             self._held.discard(slot)
+        self._gate.release()
 
     @property
     def held(self) -> int:

@@ -14,10 +14,15 @@ so a GPU stayed a quarter busy. Here three pools work side by side:
   ``limits.pages_per_worker`` pages, taken round-robin across documents, so a 1000-page
   PDF's first pages reach the engine before its last are rendered and the short
   documents beside it are not queued behind it;
-- **OCR** (:func:`ocr_concurrency` threads): the engine ladder, page by page, oldest
+- **OCR** (:func:`ocr_threads` threads): the engine ladder, page by page, oldest
   first (but a page whose document's later pages are done goes first). Only pages that
   need the engine queue for it: a page with a trusted text layer (or a blank or failed
-  one) ends on its render thread as it arrives.
+  one) ends on its render thread as it arrives. A generative engine's requests are
+  bounded by its in-flight budget (:func:`ocr_concurrency`, the engine's own semaphore);
+  the ladder holds a quarter more pages than that, so a page being encoded before its
+  request or parsed after its answer never holds a server slot: on the H200, olmOCR 2's
+  shape at 9 pages/s kept only 138 of 256 requests running at the server while folio's
+  threads held all 256 (bench/results/engine_limit.json).
 
 Admission and render-ahead share one watermark (:attr:`SchedulerLimits.watermark_pages`,
 twice the OCR concurrency): a page batch is rendered only while fewer pages than that are
@@ -76,7 +81,10 @@ Prepare = Callable[[SourceRef], "PreparedDocument | DocumentResult"]
 class SchedulerLimits(BaseModel):
     """How much of each kind of work runs at once (derived from the configuration)."""
 
-    ocr_concurrency: int = Field(ge=1, description="pages in the engine ladder at once")
+    ocr_concurrency: int = Field(ge=1, description="requests at the engine at once (its "
+                                 "in-flight budget; a CPU engine's pages at once)")
+    ocr_threads: int = Field(ge=1, description="pages in the engine ladder at once: the "
+                             "budget and the pages encoded or parsed outside a request")
     render_workers: int = Field(ge=1, description="page-worker children at once")
     render_burst: int = Field(ge=1, description="page-worker children at once while the "
                               "engine is short of pages")
@@ -96,6 +104,7 @@ class SchedulerLimits(BaseModel):
         ocr = ocr_concurrency(config)
         return cls(
             ocr_concurrency=ocr,
+            ocr_threads=ocr_threads(config),
             render_workers=limits.render_workers,
             render_burst=max(limits.render_workers, limits.render_burst_workers),
             prepare_workers=limits.document_concurrency,
@@ -117,6 +126,20 @@ def ocr_concurrency(config: PipelineConfig) -> int:
     if config.ocr.engine in GENERATIVE_ENGINES:
         return max(config.ocr.in_flight, 1) * server_count(config)
     return max(config.limits.page_concurrency, 1)
+
+
+def ocr_threads(config: PipelineConfig) -> int:
+    """Pages in the ladder at once. A generative engine's request slots are taken inside
+    the engine (a semaphore per server, or the dispatcher's per-engine budgets), so the
+    ladder keeps a quarter more pages (at least two): those are encoded and waiting for a
+    slot, or parsing an answer that already gave its slot back. With exactly one thread
+    per slot, a page's client-side time (reading and encoding its image, parsing the
+    answer, and waiting for the GIL while documents are validated and loaded) left a slot
+    empty at the server for as long."""
+    budget = ocr_concurrency(config)
+    if config.ocr.engine in GENERATIVE_ENGINES:
+        return budget + max(2, budget // 4)
+    return budget
 
 
 def server_count(config: PipelineConfig) -> int:
@@ -320,7 +343,7 @@ class PageScheduler:
         lim = self.limits
         for n in range(max(lim.render_workers, lim.render_burst)):
             self._spawn(self._render_loop, f"folio-render-{n}")
-        for n in range(lim.ocr_concurrency):
+        for n in range(lim.ocr_threads):
             self._spawn(self._ocr_loop, f"folio-ocr-{n}")
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
