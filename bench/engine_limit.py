@@ -305,6 +305,8 @@ def step_served(args: argparse.Namespace) -> dict[str, Any]:
                     max_tokens=config.ocr.max_tokens, in_flight=config.ocr.in_flight,
                     max_pixels=config.render.max_pixels)
         asyncio.run(gup.send_raw(endpoint.base_url, model, images[:4], **send))  # warm-up
+        if args.step == "warm":  # the server only, for a pipeline phase of its own
+            return {"phase": "warm", "preset": args.preset}
         with gup.Sampler(args.gpu, endpoint.base_url) as sampler:
             t0 = time.monotonic()
             result = asyncio.run(gup.send_raw(endpoint.base_url, model, images, **send))
@@ -444,8 +446,8 @@ def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("step", choices=["pages", "offline", "seed", "served", "pipeline", "report",
-                                     "smoke"])
+    ap.add_argument("step", choices=["pages", "offline", "seed", "served", "warm", "pipeline",
+                                     "report", "smoke"])
     ap.add_argument("--work", default="/tmp/folio-engine-limit")
     ap.add_argument("--pdfs", default=str(ROOT.parent / "shared" / "corpus"))
     ap.add_argument("--min-pages", type=int, default=1000)
@@ -482,7 +484,10 @@ def main() -> None:
     if args.step == "offline":
         step_offline(args)
         return
-    result = {"served": step_served, "pipeline": step_pipeline}[args.step](args)
+    result = {"served": step_served, "warm": step_served, "pipeline": step_pipeline}[args.step](args)
+    if args.step == "warm":
+        print(json.dumps(result))
+        return
     _save(args, phase_name(args), result)
     print(json.dumps({k: result.get(k) for k in ("phase", "preset", "pages", "seconds",
                                                   "pages_per_s", "prompt_tokens_per_page")}))

@@ -9,6 +9,7 @@
 #   bash bench/engine_limit_device.sh seed             # the committed result's phases, kept unless re-run
 #   bash bench/engine_limit_device.sh served chandra   # folio's shared server, the same pages
 #   bash bench/engine_limit_device.sh pipeline chandra # folio ingest --route ocr; then its server stops
+#                                                      # (without `served` first: its server is started)
 #   bash bench/engine_limit_device.sh served chandra api4 '["--api-server-count","4"]'  # a variant
 #   bash bench/engine_limit_device.sh stop chandra api4       # a variant's server, without its pipeline
 #   bash bench/engine_limit_device.sh plan 'served chandra' 'pipeline chandra' \
@@ -80,8 +81,15 @@ case "${1:-}" in
     tail -2 "$OUT/served-$p-$tag.log"
     ;;
   pipeline)
-    # pipeline P [TAG SERVER_ARGS_JSON]: on the server `served` left; then that server stops
+    # pipeline P [TAG SERVER_ARGS_JSON]: on the server `served` left (else the run starts
+    # one, as a user's first run does); then that server stops
     p=$2 tag=${3:-default} extra=${4:-[]}
+    if ! kill -0 "$(cat /tmp/elim-owner-$p-$tag.pid 2>/dev/null)" 2>/dev/null; then
+      wait_offline 600  # no server from `served`: start it, unmeasured (start-up is not the run's)
+      setsid sleep 1500 & echo $! > /tmp/elim-owner-$p-$tag.pid
+      $E warm --preset "$p" --tag "$tag" --server-args "$extra" \
+        --owner-pid "$(cat /tmp/elim-owner-$p-$tag.pid)" > "$OUT/warm-$p-$tag.log" 2>&1
+    fi
     $E pipeline --preset "$p" --tag "$tag" --server-args "$extra" \
       --owner-pid "$(cat /tmp/elim-owner-$p-$tag.pid)" > "$OUT/pipeline-$p-$tag.log" 2>&1
     tail -2 "$OUT/pipeline-$p-$tag.log"
