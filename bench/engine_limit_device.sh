@@ -90,8 +90,23 @@ case "${1:-}" in
       $E warm --preset "$p" --tag "$tag" --server-args "$extra" \
         --owner-pid "$(cat /tmp/elim-owner-$p-$tag.pid)" > "$OUT/warm-$p-$tag.log" 2>&1
     fi
+    # beside it: the host's CPU per kind of process (bench/host_cpu.py: cores a GPU's pages
+    # take, and whether folio crowds the server's front end) and, with py-spy's wheel in
+    # .device-carry/wheels, the flow process's GIL (--gil: samples with the GIL held; over
+    # 20 a second of the run, the share of the run it was held)
+    python3 bench/host_cpu.py --out "$OUT/host-cpu-$p-$tag.json" --seconds 590 & hc=$!
     $E pipeline --preset "$p" --tag "$tag" --server-args "$extra" \
-      --owner-pid "$(cat /tmp/elim-owner-$p-$tag.pid)" > "$OUT/pipeline-$p-$tag.log" 2>&1
+      --owner-pid "$(cat /tmp/elim-owner-$p-$tag.pid)" > "$OUT/pipeline-$p-$tag.log" 2>&1 & run=$!
+    whl=$(ls .device-carry/wheels/py_spy-*.whl 2>/dev/null | head -1) spy=""
+    if [ -n "$whl" ]; then
+      [ -x /tmp/pyspy/spy ] || { rm -rf /tmp/pyspy && python3 -m zipfile -e "$whl" /tmp/pyspy \
+        && cp "$(ls /tmp/pyspy/*.data/scripts/py-spy)" /tmp/pyspy/spy && chmod +x /tmp/pyspy/spy; }
+      for _ in $(seq 240); do cli=$(pgrep -f -- "-m folio_prefect.flows.cli ingest" | head -1); [ -n "$cli" ] && break; sleep 0.25; done
+      [ -n "${cli:-}" ] && /tmp/pyspy/spy record --pid "$cli" --rate 20 --gil --nonblocking --format raw \
+        -o "$OUT/gil-$p-$tag.txt" > "$OUT/pyspy-$p-$tag.log" 2>&1 &
+    fi
+    wait $run
+    kill $hc; wait $hc
     tail -2 "$OUT/pipeline-$p-$tag.log"
     kill "$(cat /tmp/elim-owner-$p-$tag.pid)"; sleep 15  # its server stops: the GPU comes free
     ;;
