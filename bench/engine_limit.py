@@ -347,6 +347,9 @@ def step_pipeline(args: argparse.Namespace) -> dict[str, Any]:
 def _save(args: argparse.Namespace, name: str, result: dict[str, Any]) -> None:
     phases = Path(args.work) / "phases"
     phases.mkdir(parents=True, exist_ok=True)
+    for seeded in phases.glob(f"{name}-run*.json"):  # an earlier session's repeats of it
+        if "measured_at" in json.loads(seeded.read_text()):
+            seeded.unlink()
     (phases / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
 
 
@@ -365,6 +368,10 @@ def seed(work: Path, earlier: Path) -> list[str]:
             name = f"offline-{p['preset']}"
         else:
             name = f"{p['phase']}-{p['preset']}-{p.get('variant') or 'default'}"
+        base, n = name, 1
+        while name in names:  # repeated runs of one phase all count (the report's median)
+            n += 1
+            name = f"{base}-run{n}"
         (phases / f"{name}.json").write_text(json.dumps(p, indent=1))
         names.append(name)
     return names
