@@ -51,8 +51,9 @@ from folio.claims import (
     report_lines,
 )
 from folio.claims.plan import plan_sweep
+from folio.cli import run_mapped
 from folio.config import S3Settings
-from folio.io.s3 import ObjectRef
+from folio.io.s3 import ObjectRef, parse_s3_uri
 from folio.run_config import resolve_config
 from folio.vocabulary import EngineName, RouteMode
 from folio_prefect.tasks.sweep import find_batch_run, send_batch
@@ -379,17 +380,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-wait", action="store_true", help="do not wait for other sweeps' work")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a PipelineConfig override (JSON values allowed)")
+    ap.add_argument("--verbose", action="store_true", help="the traceback of an internal error")
     args = ap.parse_args(argv)
     settings = dict(_setting(s) for s in args.set) or None
-    summary = sweep(
-        prefix=args.prefix, out=args.out, batch_size=args.batch_size,
-        max_in_flight=args.max_in_flight, document_deployment=args.deployment,
-        engine=args.engine, route=args.route, settings=settings, lease_s=args.lease_s,
-        inline=args.inline, wait_for_others=not args.no_wait,
-        zombie_after_s=args.zombie_after_s, poll_s=args.poll_s,
-    )
-    sys.stdout.write(json.dumps(summary) + "\n")
-    return 0
+
+    def run() -> int:
+        # bad input is told before Prefect starts (a flow's failure is logged with its
+        # traceback): the prefix to list, and the settings every batch will run with
+        parse_s3_uri(args.prefix)
+        resolve_config(engine=args.engine, route=args.route, reprocess=False, settings=settings)
+        summary = sweep(
+            prefix=args.prefix, out=args.out, batch_size=args.batch_size,
+            max_in_flight=args.max_in_flight, document_deployment=args.deployment,
+            engine=args.engine, route=args.route, settings=settings, lease_s=args.lease_s,
+            inline=args.inline, wait_for_others=not args.no_wait,
+            zombie_after_s=args.zombie_after_s, poll_s=args.poll_s,
+        )
+        sys.stdout.write(json.dumps(summary) + "\n")
+        return 0
+
+    # the README's exit codes and a one-line reason, as `folio ingest` ends
+    return run_mapped(run, verbose=args.verbose, prog="folio sweep")
 
 
 def _setting(text: str) -> tuple[str, Any]:

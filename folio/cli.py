@@ -294,9 +294,6 @@ def main(argv: Sequence[str] | None = None,
     ``trigger``, from the Prefect layer) to search and samples."""
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    from folio.errors import BadInputError, ConfigError, FolioError, NothingToDoError
-
-    verbose = getattr(args, "verbose", False)
     known: dict[str, Command] = {"search": cmd_search, "samples": cmd_samples,
                                  **(commands or {})}
     command = known.get(args.command)
@@ -304,8 +301,17 @@ def main(argv: Sequence[str] | None = None,
         print(f"folio: `{args.command}` runs on Prefect: start it as `folio {args.command}` "
               f"or `python -m folio_prefect.flows.cli {args.command}`", file=sys.stderr)
         return EXIT_USAGE
+    return run_mapped(lambda: command(args), verbose=getattr(args, "verbose", False))
+
+
+def run_mapped(run: Callable[[], int], *, verbose: bool = False, prog: str = "folio") -> int:
+    """``run()``'s exit code, or the README's exit code for the error it raised, with a
+    one-line message on stderr (the traceback only with ``verbose``): every entry point
+    a person starts ends the same way, bad input told apart from an outage."""
+    from folio.errors import BadInputError, ConfigError, FolioError, NothingToDoError
+
     try:
-        return command(args)
+        return run()
     except NothingToDoError as err:
         code, message = EXIT_NOTHING, str(err)
     except (ConfigError, BadInputError) as err:
@@ -313,7 +319,7 @@ def main(argv: Sequence[str] | None = None,
     except FolioError as err:  # transient: storage, endpoints, timeouts
         code, message = EXIT_UNREACHABLE, f"{err} (try again later)"
     except KeyboardInterrupt:
-        print("folio: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return 130
     except Exception as err:
         if verbose:
@@ -324,7 +330,7 @@ def main(argv: Sequence[str] | None = None,
         import traceback
 
         traceback.print_exc()
-    print(f"folio: {message}", file=sys.stderr)
+    print(f"{prog}: {message}", file=sys.stderr)
     return code
 
 

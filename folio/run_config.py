@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, Field, model_validator
 
 from folio.config import PipelineConfig
+from folio.errors import ConfigError
 from folio.vocabulary import SERVED_ENGINES, EngineName, RouteMode
 
 #: keys that hold secrets: read from the worker's environment, never request settings
@@ -122,8 +123,41 @@ def resolve_config(
     _merge(layered, ["route", "mode"], route)
     layered["reprocess"] = reprocess
     for key, value in overrides.items():
+        check_setting(key, value)
         _merge(layered, key.split("."), value)
     return PipelineConfig.model_validate(layered)
+
+
+def check_setting(key: str, value: Any = None, model: type[BaseModel] = PipelineConfig,
+                  prefix: str = "") -> None:
+    """Raise :class:`ConfigError` unless ``key`` (dotted, ``ocr.in_flight``) names a
+    setting: pydantic drops unknown keys, so a misspelt ``--set`` would otherwise run
+    with the default and say nothing. A dict given for a group is checked key by key."""
+    parts = key.split(".")
+    for depth, part in enumerate(parts):
+        fields = model.model_fields
+        if part not in fields:
+            where = prefix + ".".join(parts[:depth]) or "the configuration"
+            raise ConfigError(f"unknown setting {prefix + key!r}: {where.rstrip('.')} has no "
+                              f"{part!r} (it has: {', '.join(sorted(fields))})")
+        group = _model_of(fields[part].annotation)
+        if group is None:
+            return  # a value (a dict or list value is the field's own business)
+        model = group
+    if isinstance(value, dict):
+        for sub, sub_value in value.items():
+            check_setting(str(sub), sub_value, model, f"{prefix}{key}.")
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The settings group a field holds (``Optional[Group]`` included), else None."""
+    import typing
+
+    candidates = [annotation, *typing.get_args(annotation)]
+    for c in candidates:
+        if isinstance(c, type) and issubclass(c, BaseModel):
+            return c
+    return None
 
 
 def served_defaults(profile_name: str, preset_name: str,

@@ -122,3 +122,18 @@ def test_without_a_terminal_each_document_prints_a_line(tmp_path: Path) -> None:
         assert doc["chunks"] > 0
         assert written["chunks"] == index["chunks"] == doc["chunks"] == store.count(doc["doc_id"])
         assert written["vector_table"] == index["vector_table"] == doc["vector_table"] != ""
+
+
+@pytest.mark.parametrize("args, says", [
+    (["./pdfs", "s3://out/x"], "not an s3:// URI: './pdfs'"),
+    (["s3://in/pdfs", "s3://out/x", "--set", "ocr.no_such_setting=1"], "no_such_setting"),
+])
+def test_a_sweep_with_bad_input_is_one_line_exit_2(args: list[str], says: str) -> None:
+    """`python -m folio_prefect.flows.sweep` ends like `folio ingest`: the README's exit
+    code and one line, before any Prefect server or S3 request."""
+    proc = subprocess.run([sys.executable, "-m", "folio_prefect.flows.sweep", *args],
+                          capture_output=True, text=True, timeout=120)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert lines[0].startswith("folio sweep: ") and says in lines[0], lines[0]

@@ -4,10 +4,13 @@ their settings with folio.run_config.resolve_config, in the same layers."""
 from __future__ import annotations
 
 import argparse
+import re
+from typing import Any
 
 import pytest
 
 from folio import cli
+from folio.errors import ConfigError
 from folio.gpu.profiles import load_profile
 from folio.presets import get_preset
 from folio.run_config import resolve_config
@@ -106,3 +109,18 @@ def test_one_request_model_for_flows_cli_and_triggers() -> None:
         IngestRequest.model_validate({"source": "a.pdf", "sources": ["b.pdf"]})
     with pytest.raises(ValueError, match="one source"):
         _ = IngestRequest(sources=["a.pdf", "b.pdf"]).source
+
+
+@pytest.mark.parametrize("settings, says", [
+    ({"ocr.in_flght": 4}, "unknown setting 'ocr.in_flght': ocr has no 'in_flght'"),
+    ({"ocr": {"presett": "olmocr2"}}, "unknown setting 'ocr.presett'"),
+    ({"no_group.x": 1}, "the configuration has no 'no_group'"),
+])
+def test_a_misspelt_setting_is_an_error_not_a_default(settings: dict[str, Any], says: str) -> None:
+    """pydantic drops unknown keys: without the check, a typo ran with the default."""
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        resolve_config(engine="tesseract", route="auto", settings=settings)
+    # real ones pass, values of dict- and list-typed settings included
+    config = resolve_config(engine="tesseract", route="auto", settings={
+        "ocr": {"in_flight": 3}, "server.extra_args": ["--x"], "s3.endpoint_url": "http://s3"})
+    assert config.ocr.in_flight == 3 and config.server.extra_args == ["--x"]
