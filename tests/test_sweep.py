@@ -45,7 +45,10 @@ def corpus(s3_server: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str
 def run_sweep(corpus: dict[str, Any], out: str, prefix: str = "in", **kw: Any) -> dict[str, Any]:
     from folio_prefect.flows.sweep import sweep
 
-    options: dict[str, Any] = {"batch_size": 3, "max_in_flight": 2, "lease_s": 5.0,
+    # a lease that outlasts a renewal delayed by a loaded host (load average 16 on two
+    # cores let two 5 s leases lapse and another sweep take them over); the crash test
+    # passes its own short one
+    options: dict[str, Any] = {"batch_size": 3, "max_in_flight": 2, "lease_s": 15.0,
                                "poll_s": 0.2, "inline": True}
     options.update(kw)
     bucket = corpus["bucket"]
