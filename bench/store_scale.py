@@ -311,14 +311,16 @@ def pgvector_store(args: argparse.Namespace) -> Iterator[tuple[Any, ...]]:
                     "index_build_s": round(time.perf_counter() - loaded, 1), "ann_index": True}
 
         def exact(queries: list[tuple[str, Any]]) -> list[list[str]]:
-            """Top 10 by a sequential scan (the HNSW index switched off)."""
+            """Top 10 by a sequential scan of both tables (the HNSW index switched off)."""
             out = []
             with psycopg.connect(dsn, autocommit=True) as conn:
                 conn.execute("SET enable_indexscan = off")
                 for _, q in queries:
                     text = "[" + ",".join(map(repr, q.tolist())) + "]"
-                    found = conn.execute("SELECT id FROM chunks ORDER BY vector <=> %s::vector "
-                                         "LIMIT 10", (text,)).fetchall()  # fmt: skip
+                    found = conn.execute("SELECT id FROM (SELECT id, vector FROM chunks UNION ALL "
+                                         "SELECT id, vector FROM chunks_delta) AS rows "
+                                         "ORDER BY vector <=> %s::vector LIMIT 10",
+                                         (text,)).fetchall()  # fmt: skip
                     out.append([row[0] for row in found])
             return out
 
