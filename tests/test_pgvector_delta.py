@@ -16,8 +16,7 @@ import pytest
 from psycopg import sql
 
 from folio.config import S3Settings, StoreSettings
-from folio.stores import open_store
-from folio.stores import pgvector_store
+from folio.stores import open_store, pgvector_store
 from folio.stores.base import DocumentVectors
 from folio.stores.pgvector_store import PgVectorStore
 from tests.store_data import DIM, chunks, vectors
