@@ -439,7 +439,7 @@ SETTINGS = {
         "value": "folio's defaults: LanceTuning() (maintain_every_writes 20 on the background "
                  "upkeep thread, keep_versions 600 s, ann_index_min_rows 10000, "
                  "ann_rows_per_partition 4096, ann_nprobes 20, ann_refine_factor 0, "
-                 "search_staleness_s 1); pgvector HNSW m 16, ef_construction 64, hnsw_ef_search "
+                 "search_staleness_s 1, prewarm_index on); pgvector HNSW m 16, ef_construction 64, hnsw_ef_search "
                  "100, writes into the side table chunks_delta, upkeep moving them into the HNSW "
                  "table every 20 writes or 10000 rows (maintain_every_writes, maintain_every_rows)",
         "why": "what a user gets; search_other_settings holds the same searches at other nprobes / ef_search"},
