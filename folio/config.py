@@ -210,11 +210,17 @@ class StoreSettings(BaseModel):
     maintain_every_writes: int = Field(
         20, ge=0, description="LanceDB: compact fragments, fold new rows into the indexes "
         "and drop old versions after this many writes of one store object; every write adds "
-        "a fragment and a version, and a table of many is slow to write and search. It runs on "
-        "a background thread of the store, never inside a write. 0: never")
+        "a fragment and a version, and a table of many is slow to write and search. "
+        "pgvector: move the rows writes put in the side table into the HNSW table. It runs "
+        "on a background thread of the store, never inside a write. 0: never")
+    maintain_every_rows: int = Field(
+        10_000, ge=0, description="pgvector: also move them once one store object has "
+        "written this many rows since it last asked: searches scan the side table exactly, "
+        "so it must stay small. 0: by writes only")
     maintain_retry_s: float = Field(
-        30.0, gt=0, description="LanceDB: wait before a failed maintenance (say, a conflict "
-        "with another worker's compaction) is tried again; doubles up to 10 minutes")
+        30.0, gt=0, description="LanceDB and pgvector: wait before a failed maintenance (say, "
+        "a conflict with another worker's compaction) is tried again; doubles up to 10 "
+        "minutes")
     keep_versions_s: float = Field(
         600.0, ge=0, description="LanceDB: versions younger than this survive maintenance, "
         "so a reader or writer in another process still on one does not lose its files")
@@ -237,6 +243,12 @@ class StoreSettings(BaseModel):
         100, ge=1, le=1000, description="pgvector: HNSW candidates a search looks at (its "
         "hnsw.ef_search); pgvector's default 40 found the query's own chunk first in 64% of "
         "searches at 100k rows; more is better recall and slower search")
+    prewarm_index: bool = Field(
+        True, description="LanceDB: load the whole ANN index into memory when a process "
+        "first searches and after each maintenance, instead of partition by partition as "
+        "queries touch them (each an S3 read of ~1.5 MB: a cold search at 1M rows took "
+        "0.5-0.9 s). Costs about 384 bytes a row of memory; turn off for an index larger "
+        "than LanceDB's index cache")
     search_staleness_s: float = Field(
         1.0, ge=0, description="LanceDB: a search sees other workers' writes at most this "
         "late (its own at once); looking for a new table version before every search is an "

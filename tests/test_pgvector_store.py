@@ -40,7 +40,8 @@ def table(pg_dsn: str) -> Iterator[str]:
     name = f"t_{uuid.uuid4().hex[:12]}"
     yield name
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(name)))
+        for dropped in (name, f"{name}_delta"):
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(dropped)))
 
 
 @pytest.fixture()

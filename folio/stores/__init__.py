@@ -71,5 +71,13 @@ def open_store(
             raise ConfigError(
                 "store.kind 'pgvector' needs psycopg: pip install 'folio[server]'"
             ) from None
-        return PgVectorStore(dsn, dim=dim, table=settings.table, ef_search=settings.hnsw_ef_search)
+        return PgVectorStore(
+            dsn,
+            dim=dim,
+            table=settings.table,
+            ef_search=settings.hnsw_ef_search,
+            maintain_every_writes=settings.maintain_every_writes,
+            maintain_every_rows=settings.maintain_every_rows,
+            maintain_retry_s=settings.maintain_retry_s,
+        )
     raise ConfigError(f"unknown store.kind {settings.kind!r}")

@@ -176,6 +176,7 @@ class LanceTuning:
     ann_nprobes: int = 20
     ann_refine_factor: int = 0
     search_staleness_s: float = 1.0
+    prewarm_index: bool = True
 
     @classmethod
     def from_settings(cls, settings: StoreSettings) -> LanceTuning:
@@ -188,6 +189,7 @@ class LanceTuning:
             ann_nprobes=settings.ann_nprobes,
             ann_refine_factor=settings.ann_refine_factor,
             search_staleness_s=settings.search_staleness_s,
+            prewarm_index=settings.prewarm_index,
         )
 
 
@@ -403,6 +405,8 @@ class LanceDBStore:
                     f"lancedb maintain {self.uri}: {self._describe(exc)}"
                 ) from None
             self._search_stale = True  # searches use the new index and fragments at once
+        if self._search_table is not None:  # this process searches: load the new index now
+            self._prewarm(self._searcher())
 
     def wait_maintained(self, timeout: float | None = None) -> bool:
         """Wait until maintenance that writes asked for has run; False on ``timeout``."""
@@ -475,10 +479,38 @@ class LanceDBStore:
                 db = lancedb.connect(self.uri, storage_options=self._options or None,
                                      read_consistency_interval=timedelta(seconds=staleness))
                 self._search_table, self._search_stale = db.open_table(self._table_name), False
-            elif self._search_stale:
-                self._search_table.checkout_latest()
-                self._search_stale = False
-            return self._search_table
+                opened = True
+            else:
+                opened = False
+                if self._search_stale:
+                    self._search_table.checkout_latest()
+                    self._search_stale = False
+            searcher = self._search_table
+        if opened:
+            self._prewarm(searcher)
+        return searcher
+
+    def _prewarm(self, table: Any) -> None:
+        """Load the ANN index's partitions into this process's index cache (when the
+        search handle opens, and after each maintenance of this object).
+
+        Why: a search reads ``ann_nprobes`` partitions, and each one not yet cached is a
+        ranged GET of ~1.5 MB at 4096 rows per partition; on the local S3 server at 1M rows
+        a search with a cold cache took 0.5-0.9 s and 35-50 requests (14-23 MB), the same
+        searches with their partitions cached 3-4 requests for the row columns. Loading
+        the whole index once costs what ~12 cold searches do (244 partitions at 1M rows,
+        about 384 bytes a row in memory). ``prewarm_index=False`` leaves the cache to fill
+        query by query (for an index larger than the cache)."""
+        if not self.tuning.prewarm_index:
+            return
+        found = self._vector_index(table)
+        if found is None:
+            return
+        try:
+            table.prewarm_index(found[0])
+        except Exception as exc:  # a hint: searches work without it, only slower at first
+            log.warning("lancedb prewarm of %s on %s failed: %s", found[0], self.uri,
+                        self._describe(exc))
 
     def search(self, vector: npt.NDArray[np.float32], k: int = 5) -> list[dict[str, Any]]:
         """Nearest chunks by cosine similarity, best first (``score`` = 1 - distance)."""
