@@ -244,8 +244,8 @@ class StoreSettings(BaseModel):
         "hnsw.ef_search); pgvector's default 40 found the query's own chunk first in 64% of "
         "searches at 100k rows; more is better recall and slower search")
     prewarm_index: bool = Field(
-        True, description="LanceDB: load the whole ANN index into memory when a process "
-        "first searches and after each maintenance, instead of partition by partition as "
+        True, description="LanceDB: load the whole ANN index into memory, beside a "
+        "process's first search and after each maintenance, instead of partition by partition as "
         "queries touch them (each an S3 read of ~1.5 MB: a cold search at 1M rows took "
         "0.5-0.9 s). Costs about 384 bytes a row of memory; turn off for an index larger "
         "than LanceDB's index cache")

@@ -219,6 +219,7 @@ class LanceDBStore:
         self._table: Any = None
         self._search_table: Any = None  # see _searcher
         self._search_stale = False
+        self._prewarm_thread: threading.Thread | None = None
         self.tuning = tuning or LanceTuning()
         self._writes = 0  # writes of this object since it last asked for maintenance
         self._maintain_lock = threading.Lock()  # one maintenance at a time in this object
@@ -486,13 +487,26 @@ class LanceDBStore:
                     self._search_table.checkout_latest()
                     self._search_stale = False
             searcher = self._search_table
-        if opened:
-            self._prewarm(searcher)
+        if opened and self.tuning.prewarm_index:
+            # beside the searches, not before the first: a one-shot search (`folio search`)
+            # would otherwise wait for the whole index, about twelve cold searches at 1M rows
+            self._prewarm_thread = threading.Thread(
+                target=self._prewarm, args=(searcher,), name="folio-lancedb-prewarm",
+                daemon=True)
+            self._prewarm_thread.start()
         return searcher
 
+    def wait_prewarmed(self, timeout: float | None = None) -> bool:
+        """Wait for the index load the first search started; False on ``timeout``."""
+        thread = self._prewarm_thread
+        if thread is not None:
+            thread.join(timeout)
+        return thread is None or not thread.is_alive()
+
     def _prewarm(self, table: Any) -> None:
-        """Load the ANN index's partitions into this process's index cache (when the
-        search handle opens, and after each maintenance of this object).
+        """Load the ANN index's partitions into this process's index cache (in the
+        background when the search handle opens, and after each maintenance of this
+        object, on the upkeep thread).
 
         Why: a search reads ``ann_nprobes`` partitions, and each one not yet cached is a
         ranged GET of ~1.5 MB at 4096 rows per partition; on the local S3 server at 1M rows
