@@ -20,7 +20,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -151,10 +151,7 @@ def check_setting(key: str, value: Any = None, model: type[BaseModel] = Pipeline
 
 def _model_of(annotation: Any) -> type[BaseModel] | None:
     """The settings group a field holds (``Optional[Group]`` included), else None."""
-    import typing
-
-    candidates = [annotation, *typing.get_args(annotation)]
-    for c in candidates:
+    for c in (annotation, *get_args(annotation)):
         if isinstance(c, type) and issubclass(c, BaseModel):
             return c
     return None

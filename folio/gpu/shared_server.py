@@ -466,8 +466,8 @@ class SlotSemaphore:
         if not blocking and timeout is not None:
             raise ValueError("can't specify timeout for non-blocking acquire")
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
-        if not self._gate.acquire(blocking, None if deadline is None else max(0.0, timeout or 0)):
-            return False
+        if not self._gate.acquire(blocking, timeout if deadline is not None else None):
+            return False  # this process's threads hold every slot
         while True:
             slot = self._try_all()
             if slot is not None:
