@@ -1,9 +1,9 @@
 """PostgreSQL + pgvector: the server-grade store, for many writers on many machines.
 
 Same contract as :class:`~folio.stores.lancedb_store.LanceDBStore`: a batch of documents
-is replaced in one transaction (upsert on the deterministic chunk id, delete the batch's
-documents' rows that are not in the new set), so readers never see a half-replaced
-document. A transaction-scoped advisory lock on (table, doc_id) per document serialises
+is replaced in one transaction (the batch's documents' rows, and any row holding one of
+the new deterministic chunk ids, deleted; the new rows copied in), so readers never see a
+half-replaced document. A transaction-scoped advisory lock on (table, doc_id) per document serialises
 two writers of the same document; without it, each writer's delete could miss the
 other's uncommitted new ids and both sets would survive. A batch takes its locks in
 ascending key order, so two batches sharing documents wait instead of deadlocking.
