@@ -40,6 +40,13 @@ def test_missing_source_is_one_line_exit_2(tmp_path: Path) -> None:
     assert not (tmp_path / "o").exists()
 
 
+def test_an_empty_source_is_an_error_not_the_current_folder(tmp_path: Path) -> None:
+    proc = folio("ingest", "", "--out", str(tmp_path / "o"), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "an empty input" in one_line(proc)
+    assert not (tmp_path / "o").exists()
+
+
 def test_folder_without_pdfs_is_an_error_exit_5(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     proc = folio("ingest", str(tmp_path / "empty"), "--out", str(tmp_path / "o"))

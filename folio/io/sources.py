@@ -98,6 +98,8 @@ def _iter_s3(uri: str, settings: S3Settings) -> Iterator[SourceRef]:
 
 
 def _iter_one(uri: str, settings: S3Settings) -> Iterator[SourceRef]:
+    if not uri.strip():  # Path("") is the current folder: a stray "" would ingest it
+        raise ConfigError("an empty input: give a PDF, a folder or s3://bucket/prefix")
     scheme, sep, _ = uri.partition("://")
     if not sep or scheme.lower() == "file":
         return _iter_local(uri)
