@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["pg_dsn"]
+__all__ = ["pg_dsn", "pg_table"]
 
 ENV_DSN = "FOLIO_TEST_PG_DSN"
 
@@ -60,3 +60,19 @@ def pg_dsn() -> Iterator[str]:
     finally:
         server.cleanup()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture()
+def pg_table(pg_dsn: str) -> Iterator[str]:
+    """A fresh table name, dropped afterwards with the side table a PgVectorStore gives it
+    (the server is shared by the session)."""
+    import uuid
+
+    import psycopg
+    from psycopg import sql
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    yield name
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for dropped in (name, f"{name}_delta"):
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(dropped)))

@@ -7,7 +7,6 @@ while writers replace the documents being moved."""
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterator
 
 import numpy as np
@@ -23,12 +22,8 @@ from tests.store_data import DIM, chunks, vectors
 
 
 @pytest.fixture()
-def table(pg_dsn: str) -> Iterator[str]:
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        for dropped in (name, f"{name}_delta"):
-            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(dropped)))
+def table(pg_table: str) -> str:
+    return pg_table
 
 
 @pytest.fixture()

@@ -35,13 +35,8 @@ def _table_exists(dsn: str, table: str) -> bool:
 
 
 @pytest.fixture()
-def table(pg_dsn: str) -> Iterator[str]:
-    """A fresh table name, dropped afterwards (the server is shared by the session)."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        for dropped in (name, f"{name}_delta"):
-            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(dropped)))
+def table(pg_table: str) -> str:
+    return pg_table
 
 
 @pytest.fixture()
