@@ -119,11 +119,17 @@ EXTRA_SETTINGS["olmocr2 model"] = (
     "the vision encoder, which the real one keeps in bfloat16)")
 
 
+def _shape(args: argparse.Namespace, preset: str) -> tuple[str, list[str]]:
+    """The model folder and its server options for ``preset``: its own shape unless
+    ``--model`` names one model for every preset."""
+    if args.model == DEFAULT_MODEL and preset in MODEL_SHAPES:
+        return MODEL_SHAPES[preset]
+    return args.model, []
+
+
 def _args_for(args: argparse.Namespace, preset: str) -> argparse.Namespace:
     """The GPU benchmark's argument namespace for one preset (its model shape's folder)."""
-    model = args.model
-    if model == DEFAULT_MODEL and preset in MODEL_SHAPES:
-        model = MODEL_SHAPES[preset][0]
+    model = _shape(args, preset)[0]
     return argparse.Namespace(**{**vars(args), "preset": preset, "round": 1, "model": model})
 
 
@@ -146,9 +152,7 @@ def user_options(args: argparse.Namespace, preset: str) -> list[str]:
     settings: the route and the server options of the preset's model shape and, for a
     variant, its own, after the benchmark's."""
     out = ["--route", "ocr"]
-    extra = variant_args(args)
-    if args.model == DEFAULT_MODEL and preset in MODEL_SHAPES:
-        extra = MODEL_SHAPES[preset][1] + extra
+    extra = _shape(args, preset)[1] + variant_args(args)
     if extra:
         base = list(gup.SETTINGS["server.extra_args"][0])
         out += ["--set", f"server.extra_args={json.dumps(base + extra)}"]
