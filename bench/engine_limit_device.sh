@@ -50,9 +50,11 @@ case "${1:-}" in
     export PYTHONPATH=$PWD:$PYTHONPATH
     gs --version || exit 1
     [ -d /tmp/synthetic-vlm ] || python3 .device-carry/make_synthetic_vlm.py /tmp/synthetic-vlm || exit 1
+    python3 bench/synthetic_text_vocab.py /tmp/synthetic-vlm || exit 1  # answers that read like text
     case ",$PRESETS," in *,olmocr2,*)  # olmOCR 2's own shape (Qwen2.5-VL-7B)
       [ -f /tmp/synthetic-qwen25vl/config.json ] || { python3 .device-carry/make_synthetic_vlm.py \
-        /tmp/synthetic-qwen25vl && python3 bench/synthetic_qwen25vl.py /tmp/synthetic-qwen25vl; } || exit 1 ;;
+        /tmp/synthetic-qwen25vl && python3 bench/synthetic_qwen25vl.py /tmp/synthetic-qwen25vl; } || exit 1
+      python3 bench/synthetic_text_vocab.py /tmp/synthetic-qwen25vl || exit 1 ;;
     esac
     $E pages --pdfs .corpus-carry --min-pages "$MIN_PAGES" --presets "$PRESETS" || exit 1
     ;;

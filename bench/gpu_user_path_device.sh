@@ -49,6 +49,7 @@ case "${1:-}" in
     export PYTHONPATH=$PWD:$PYTHONPATH
     gs --version || exit 1
     [ -d /tmp/synthetic-vlm ] || python3 .device-carry/make_synthetic_vlm.py /tmp/synthetic-vlm || exit 1
+    python3 bench/synthetic_text_vocab.py /tmp/synthetic-vlm || exit 1  # answers that read like text
     # the shared servers' owner: alive past this command, so they serve the next ones
     [ -f /tmp/gub-owner.pid ] || { setsid sleep 2400 & echo $! > /tmp/gub-owner.pid; }
     $B corpus --pdfs .corpus-carry --min-pages "$MIN_PAGES" --min-docs 150 || exit 1
@@ -122,6 +123,7 @@ case "${1:-}" in
     export PYTHONPATH=$PWD:$PYTHONPATH
     gs --version || exit 1
     [ -d /tmp/synthetic-vlm ] || python3 .device-carry/make_synthetic_vlm.py /tmp/synthetic-vlm || exit 1
+    python3 bench/synthetic_text_vocab.py /tmp/synthetic-vlm || exit 1  # answers that read like text
     $B corpus --pdfs .corpus-carry --min-pages "$MIN_PAGES" --min-docs 150 || exit 1
     ;;
   multi)
