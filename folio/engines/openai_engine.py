@@ -298,11 +298,12 @@ class OpenAIEngine:
         aside and the request goes to another without spending a retry (bounded: every
         server, each through its restarts); 5xx and timeouts retry with backoff."""
         failures = moves = 0
+        content = _encode(body)
         while True:
             try:
                 with dispatch.lease(self.restart_wait_s) as slot:
                     try:
-                        return self._post(body, slot.endpoint)
+                        return self._post(body, content, slot.endpoint)
                     except _Retryable as exc:
                         error, failed = exc, slot
             except NoEngineError as exc:
@@ -325,11 +326,12 @@ class OpenAIEngine:
             return self._complete_spread(self._dispatch, body, record, started)
         failures = 0
         resubmits = 0
+        content = _encode(body)
         while True:
             generation = getattr(self.endpoint, "generation", None)
             try:
                 with self._semaphore:
-                    return self._post(body)
+                    return self._post(body, content)
             except _Retryable as exc:
                 error = exc
             if error.connection and generation is not None and resubmits <= self._max_resubmits():
@@ -349,14 +351,18 @@ class OpenAIEngine:
     def _max_resubmits(self) -> int:
         return int(getattr(self.endpoint, "max_restarts", 0)) + 1
 
-    def _post(self, body: dict[str, Any], endpoint: Endpoint | None = None) -> _Reply:
+    def _post(self, body: dict[str, Any], content: bytes,
+              endpoint: Endpoint | None = None) -> _Reply:
+        """``content`` is ``body`` encoded, once per page before a slot is taken: a page's
+        JSON (its image in base64) costs milliseconds of GIL that a slot would wait on."""
         url = f"{(endpoint or self.endpoint).base_url}/chat/completions"
         try:
             if body.get("stream"):
-                with self._client.stream("POST", url, json=body) as response:
+                with self._client.stream("POST", url, content=content,
+                                         headers=_JSON_HEADERS) as response:
                     self._check_status(response, streamed=True)
                     return _read_stream(response.iter_lines())
-            response = self._client.post(url, json=body)
+            response = self._client.post(url, content=content, headers=_JSON_HEADERS)
             self._check_status(response, streamed=False)
             return _read_json(response.json())
         except httpx.TimeoutException as exc:
@@ -394,6 +400,14 @@ class OpenAIEngine:
         if not data:
             raise ConfigError(f"{self.endpoint.base_url} serves no model")
         return str(data[0]["id"])
+
+
+_JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+def _encode(body: dict[str, Any]) -> bytes:
+    """A request body as httpx's ``json=`` would send it (compact, no NaN)."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 def _read_json(payload: dict[str, Any]) -> _Reply:
