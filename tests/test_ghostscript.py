@@ -68,6 +68,44 @@ def test_compress_keeps_text_layer(tmp_path: Path, pdfs: dict[str, Path]) -> Non
     assert _pages(dst) == 2
 
 
+@pytest.mark.parametrize("rotation", [90, 180, 270])
+def test_compress_keeps_each_page_in_its_frame(
+    tmp_path: Path, pdfs: dict[str, Path], rotation: int
+) -> None:
+    """A page turned with /Rotate keeps its size and its text where the original shows
+    it: Ghostscript's default would turn it back so its text reads upright, and the
+    original's text layer would then fall outside the rendered page."""
+    import pypdfium2 as pdfium
+
+    from folio.pdf.pdfium_doc import page_geometry
+
+    src = tmp_path / "turned.pdf"
+    doc = pdfium.PdfDocument(pdfs["report"])
+    for page in doc:
+        page.set_rotation(rotation)
+    doc.save(src)
+    doc.close()
+    dst = tmp_path / "small.pdf"
+    ghostscript.compress(src, dst, image_dpi=150, timeout_s=60)
+
+    def frame(path: Path) -> tuple[tuple[float, float], tuple[float, float, float, float]]:
+        pdf = open_pdf(path)
+        try:
+            page = pdf[0]
+            geometry = page_geometry(page)
+            text = page.get_textpage()
+            first = text.get_charbox(0)  # the first glyph, mapped onto the shown page
+            text.close()
+            box = geometry.to_top_left(*first)
+            return (geometry.width_pt, geometry.height_pt), (box.x0, box.y0, box.x1, box.y1)
+        finally:
+            pdf.close()
+
+    (size_before, box_before), (size_after, box_after) = frame(src), frame(dst)
+    assert size_after == pytest.approx(size_before, abs=1)
+    assert box_after == pytest.approx(box_before, abs=2)
+
+
 def test_compress_leaves_images_below_threshold_alone(
     tmp_path: Path, pdfs: dict[str, Path]
 ) -> None:

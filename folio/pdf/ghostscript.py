@@ -26,7 +26,12 @@ from folio.models import CompressionInfo
 log = logging.getLogger(__name__)
 
 GS_BINARY = "gs"
-_BASE_ARGS = ("-dSAFER", "-dBATCH", "-dNOPAUSE", "-dQUIET", "-sDEVICE=pdfwrite")
+#: -dAutoRotatePages=/None: pdfwrite otherwise turns each page so that most of its text
+#: reads upright, which moves a /Rotate page into another frame than the original's: the
+#: text layer (read from the original) and every box folio reports would no longer match
+#: the page as rendered, nor the page as the user's viewer shows it
+_BASE_ARGS = ("-dSAFER", "-dBATCH", "-dNOPAUSE", "-dQUIET", "-sDEVICE=pdfwrite",
+              "-dAutoRotatePages=/None")
 _PASSWORD_FLAG = "-sPDFPassword="
 #: gs says these on stdout/stderr; the first two can come with exit status 0
 _PASSWORD_MARKERS = ("requires a password", "Password did not work", "Cannot decrypt")

@@ -185,6 +185,13 @@ def _prepare_page(doc: pdfium.PdfDocument, index: int, page_count: int, job: Wor
                 text_page = text_doc[index]
             except pdfium.PdfiumError:  # the copy's own layer, then
                 text_page = None
+            if text_page is not None and not _same_frame(page, text_page):
+                # the copy turned or resized the page: the original's boxes would not fit
+                # the page rendered from the copy, so the copy's own layer it is
+                log.warning("page %d: the compressed copy's page frame differs from the "
+                            "original's; reading the copy's text layer", index)
+                text_page.close()
+                text_page = None
         return _measure_and_render(page, index, job, text_page)
     except FolioError as exc:
         return PagePrep(index=index, error=exc.reason)
@@ -208,6 +215,12 @@ def _prepare_page(doc: pdfium.PdfDocument, index: int, page_count: int, job: Wor
         page.close()
         if text_page is not None:
             text_page.close()
+
+
+def _same_frame(a: pdfium.PdfPage, b: pdfium.PdfPage) -> bool:
+    """Whether two pages show the same size after /Rotate (within a point)."""
+    ga, gb = page_geometry(a), page_geometry(b)
+    return abs(ga.width_pt - gb.width_pt) <= 1 and abs(ga.height_pt - gb.height_pt) <= 1
 
 
 def _for_ocr(page: pdfium.PdfPage, plan: RenderPlan, image: Image.Image, width_pt: float,
