@@ -431,6 +431,13 @@ def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
                 queue = got[ph][-1]["queue"]
                 row[f"{ph}_gpu_utilization"] = queue.get("gpu_utilization_mean")
                 row[f"{ph}_running_mean"] = queue.get("running_mean")
+        if "pipeline" in got:
+            # the requests folio had sent and not yet had answered (its scheduler's
+            # timeline), beside the server's running: the gap is in between
+            sent = [q["at_server"] for q in got["pipeline"][-1].get("scheduler_queue") or []
+                    if q.get("at_server") is not None and q.get("in_ladder", 0) > 0]
+            if sent:
+                row["pipeline_at_server_mean"] = round(statistics.mean(sent), 1)
         # seeded phases say where they were measured; this run's phases, this commit
         row["measured_at"] = {ph: rs[-1].get("measured_at") or os.environ.get(
             "FOLIO_BENCH_COMMIT") for ph, rs in got.items()}

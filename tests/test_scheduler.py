@@ -155,6 +155,10 @@ def test_a_page_being_parsed_does_not_hold_a_server_slot(
     assert finished[0][1].pages_ok == 16
     assert mean_in_flight >= 3.0, f"the server held {mean_in_flight:.2f} of 4 on average"
     assert scheduler.limits.ocr_threads > scheduler.limits.ocr_concurrency == 4
+    # the run's timeline counts the requests at the server: never over the budget, and
+    # the budget while pages wait (what a GPU run compares with the server's own count)
+    at_server = [s.at_server for s in scheduler.timeline if s.at_server is not None]
+    assert at_server and max(at_server) == 4, at_server
 
 
 def test_prepared_image_bytes_stay_under_the_cap(corpus: dict[str, Path], tmp_path: Path) -> None:

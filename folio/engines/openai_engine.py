@@ -172,6 +172,8 @@ class OpenAIEngine:
                                 max_keepalive_connections=connections),
         )
         self._model_lock = threading.Lock()
+        self._open_lock = threading.Lock()
+        self._open = 0  # requests sent and not yet answered (see requests_open)
 
     @classmethod
     def from_config(cls, config: PipelineConfig, *, endpoint: Endpoint | None = None) -> OpenAIEngine:
@@ -356,6 +358,8 @@ class OpenAIEngine:
         """``content`` is ``body`` encoded, once per page before a slot is taken: a page's
         JSON (its image in base64) costs milliseconds of GIL that a slot would wait on."""
         url = f"{(endpoint or self.endpoint).base_url}/chat/completions"
+        with self._open_lock:
+            self._open += 1
         try:
             if body.get("stream"):
                 with self._client.stream("POST", url, content=content,
@@ -374,6 +378,16 @@ class OpenAIEngine:
             raise _Retryable(f"transport: {type(exc).__name__}: {exc}") from exc
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise _Retryable(f"malformed response: {type(exc).__name__}: {exc}") from exc
+        finally:
+            with self._open_lock:
+                self._open -= 1
+
+    @property
+    def requests_open(self) -> int:
+        """Requests of this engine at a server now: sent and not yet answered. Against the
+        server's own count of requests running, the difference is what sits in between
+        (the HTTP path, the server's front end), not in the engine's batch."""
+        return self._open
 
     def _check_status(self, response: httpx.Response, *, streamed: bool) -> None:
         code = response.status_code

@@ -151,7 +151,8 @@ class QueueSample(BaseModel):
     """What stood in front of the engine ``t`` seconds after the scheduler started:
     pages rendered and waiting for a ladder slot, pages in the ladder (at the engine),
     pages being rendered, documents being prepared and admitted. A GPU run whose engine
-    went short shows it here: ``in_ladder`` under the budget while ``ready`` is 0."""
+    went short shows it here: ``in_ladder`` under the budget while ``ready`` is 0.
+    ``at_server``: requests sent and not yet answered (generative engines; None else)."""
 
     t: float
     ready: int
@@ -159,6 +160,7 @@ class QueueSample(BaseModel):
     rendering: int
     preparing: int
     documents: int
+    at_server: int | None = None
 
 
 @dataclass
@@ -296,7 +298,8 @@ class PageScheduler:
             return
         self.timeline.append(QueueSample(
             t=at, ready=len(self._ready), in_ladder=self._in_ladder, rendering=self._rendering,
-            preparing=self._preparing, documents=len(self._docs)))
+            preparing=self._preparing, documents=len(self._docs),
+            at_server=self.services.requests_open()))
 
     # --- admission -------------------------------------------------------------------------
     def _near_pages(self) -> int:

@@ -50,6 +50,13 @@ class Services:
                 self._engines[name] = build_engine(name, self.config)
             return self._engines[name]
 
+    def requests_open(self) -> int | None:
+        """Requests the run's engines have at their servers now (None: no engine counts
+        them, as the CPU engines do not)."""
+        counts = [getattr(e, "requests_open", None) for e in list(self._engines.values())]
+        known = [c for c in counts if isinstance(c, int)]
+        return sum(known) if known else None
+
     def embedder(self) -> Embedder:
         with self._lock:
             if self._embedder is None:
