@@ -147,20 +147,32 @@ def variant_args(args: argparse.Namespace) -> list[str]:
     return extra
 
 
+def variant_settings(args: argparse.Namespace) -> list[str]:
+    """A pipeline variant's own folio settings (``--folio-set``, a JSON list of
+    ``key=value``, as the user's ``--set``): ``["limits.ocr_extra_pages=0"]``."""
+    sets = json.loads(getattr(args, "folio_set", None) or "[]")
+    if not isinstance(sets, list) or not all(isinstance(a, str) and "=" in a for a in sets):
+        raise SystemExit(f"--folio-set: a JSON list of key=value strings, not {sets!r}")
+    return sets
+
+
 def user_options(args: argparse.Namespace, preset: str) -> list[str]:
     """What the benchmark adds to the user's command line beyond bench/gpu_user_path.py's
     settings: the route and the server options of the preset's model shape and, for a
-    variant, its own, after the benchmark's."""
+    variant, its own server options (after the benchmark's) and folio settings."""
     out = ["--route", "ocr"]
     extra = _shape(args, preset)[1] + variant_args(args)
     if extra:
         base = list(gup.SETTINGS["server.extra_args"][0])
         out += ["--set", f"server.extra_args={json.dumps(base + extra)}"]
+    for setting in variant_settings(args):
+        out += ["--set", setting]
     return out
 
 
 def phase_name(args: argparse.Namespace) -> str:
-    tag = getattr(args, "tag", None) or ("default" if not variant_args(args) else "variant")
+    tag = getattr(args, "tag", None) or (
+        "default" if not variant_args(args) and not variant_settings(args) else "variant")
     return f"{args.step}-{args.preset}-{tag}"
 
 
@@ -336,7 +348,8 @@ def step_pipeline(args: argparse.Namespace) -> dict[str, Any]:
                       extra=tuple(user_options(args, args.preset)))
     seconds = run.report["timing"]["seconds"]
     return {"phase": "pipeline", "preset": args.preset, "variant": args.tag or "default",
-            "server_args": variant_args(args), "exit_code": run.code,
+            "server_args": variant_args(args), "folio_settings": variant_settings(args),
+            "exit_code": run.code,
             "documents": run.report["totals"]["documents"], "pages": run.pages,
             "seconds": seconds, "pages_per_s": round(run.pages / seconds, 3),
             "cli_wall_seconds": run.wall_seconds,
@@ -407,6 +420,7 @@ def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
         row: dict[str, Any] = {
             "preset": preset, "variant": variant,
             "server_args": served[-1].get("server_args", []),
+            "folio_settings": (got.get("pipeline") or [{}])[-1].get("folio_settings", []),
             "pages": max(r["pages"] for rs in got.values() for r in rs),
             # seeded offline phases may come from an earlier page set: each phase's own count
             "pages_by_phase": {ph: rs[-1]["pages"] for ph, rs in got.items()},
@@ -477,6 +491,9 @@ def main() -> None:
     ap.add_argument("--owner-pid", type=int, help="keep the shared server alive while it lives")
     ap.add_argument("--server-args", default="",
                     help='a variant\'s vllm serve options, a JSON list: ["--api-server-count", "4"]')
+    ap.add_argument("--folio-set", default="",
+                    help='a pipeline variant\'s folio settings, a JSON list: '
+                         '["limits.ocr_extra_pages=0"]')
     ap.add_argument("--tag", default="", help="the variant's name in the results")
     ap.add_argument("--fake", action="store_true", help="the fake server instead of vLLM")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))

@@ -12,6 +12,8 @@
 #                                                      # (without `served` first: its server is started)
 #   bash bench/engine_limit_device.sh served chandra api4 '["--api-server-count","4"]'  # a variant
 #   bash bench/engine_limit_device.sh stop chandra api4       # a variant's server, without its pipeline
+#   bash bench/engine_limit_device.sh pipeline olmocr2 x0 '[]' '["limits.ocr_extra_pages=0"]'
+#                                                      # a variant of folio's own settings
 #   bash bench/engine_limit_device.sh plan 'served chandra' 'pipeline chandra' \
 #        "served chandra api4 '[\"--api-server-count\",\"4\"]'"   # steps in the background,
 #   bash bench/engine_limit_device.sh plan-wait        # so no step is cut at a call's end
@@ -83,9 +85,9 @@ case "${1:-}" in
     tail -2 "$OUT/served-$p-$tag.log"
     ;;
   pipeline)
-    # pipeline P [TAG SERVER_ARGS_JSON]: on the server `served` left (else the run starts
-    # one, as a user's first run does); then that server stops
-    p=$2 tag=${3:-default} extra=${4:-[]}
+    # pipeline P [TAG SERVER_ARGS_JSON [FOLIO_SETTINGS_JSON]]: on the server `served` left
+    # (else the run starts one, as a user's first run does); then that server stops
+    p=$2 tag=${3:-default} extra=${4:-[]} sets=${5:-[]}
     if ! kill -0 "$(cat /tmp/elim-owner-$p-$tag.pid 2>/dev/null)" 2>/dev/null; then
       wait_offline 600  # no server from `served`: start it, unmeasured (start-up is not the run's)
       setsid sleep 1500 & echo $! > /tmp/elim-owner-$p-$tag.pid
@@ -97,7 +99,7 @@ case "${1:-}" in
     # .device-carry/wheels, the flow process's GIL (--gil: samples with the GIL held; over
     # 20 a second of the run, the share of the run it was held)
     python3 bench/host_cpu.py --out "$OUT/host-cpu-$p-$tag.json" --seconds 590 & hc=$!
-    $E pipeline --preset "$p" --tag "$tag" --server-args "$extra" \
+    $E pipeline --preset "$p" --tag "$tag" --server-args "$extra" --folio-set "$sets" \
       --owner-pid "$(cat /tmp/elim-owner-$p-$tag.pid)" > "$OUT/pipeline-$p-$tag.log" 2>&1 & run=$!
     whl=$(ls .device-carry/wheels/py_spy-*.whl 2>/dev/null | head -1) spy=""
     if [ -n "$whl" ]; then

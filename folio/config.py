@@ -284,6 +284,10 @@ class LimitSettings(BaseModel):
         "pages (none waiting, fewer in flight than its budget); 0: render_workers. A served "
         "engine's CPU is otherwise idle then, at the start of a run above all")
     pages_per_worker: int = Field(16, ge=1, description="pages in one page-worker batch")
+    ocr_extra_pages: int | None = Field(
+        None, ge=0, description="pages in a GPU engine's ladder beyond its in-flight budget, "
+        "being encoded or parsed outside a request slot (None: a quarter of the budget, at "
+        "least two; 0: one page per slot)")
     prepared_image_mb: int = Field(
         512, ge=1, description="rendered page images waiting for OCR, in MiB; rendering "
         "pauses above it")

@@ -4,9 +4,13 @@ comes back as the keyword argument ``LLM(...)`` takes, with its type."""
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
+
 import pytest
 
-from bench.engine_limit import engine_kwargs
+from bench.engine_limit import DEFAULT_MODEL, config_for, engine_kwargs, user_options
+from folio.errors import ConfigError
 from folio.gpu.profiles import load_profile, vllm_args
 from folio.presets import get_preset
 
@@ -33,3 +37,22 @@ def test_server_options_become_engine_arguments(name: str) -> None:
 def test_a_stray_value_is_refused() -> None:
     with pytest.raises(ValueError, match="not an option"):
         engine_kwargs(["serve", "--max-num-seqs", "8"])
+
+
+def _variant(tmp_path: Path, folio_set: str) -> argparse.Namespace:
+    return argparse.Namespace(step="pipeline", preset="olmocr2", tag="x0", model=DEFAULT_MODEL,
+                              server_args="", folio_set=folio_set, work=str(tmp_path),
+                              fake=True)
+
+
+def test_a_pipeline_variant_sets_folio_settings_as_a_user_does(tmp_path: Path) -> None:
+    """``--folio-set`` reaches the run as the user's ``--set`` would: the resolved
+    configuration carries it, and a misspelt key is refused (not measured as the default)."""
+    args = _variant(tmp_path, '["limits.ocr_extra_pages=0"]')
+    assert user_options(args, "olmocr2")[-2:] == ["--set", "limits.ocr_extra_pages=0"]
+    assert config_for(args, "olmocr2").limits.ocr_extra_pages == 0
+    assert config_for(_variant(tmp_path, ""), "olmocr2").limits.ocr_extra_pages is None
+    with pytest.raises(ConfigError, match="ocr_extra_page"):
+        config_for(_variant(tmp_path, '["limits.ocr_extra_page=0"]'), "olmocr2")
+    with pytest.raises(SystemExit, match="key=value"):
+        user_options(_variant(tmp_path, '["limits"]'), "olmocr2")

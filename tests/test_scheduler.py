@@ -253,6 +253,10 @@ def test_limits_follow_the_configuration() -> None:
     limits = SchedulerLimits.from_config(gpu)
     assert limits.ocr_concurrency == 64 and limits.render_workers == limits.render_burst == 6
     assert limits.ocr_threads == 64 + 16  # pages encoded or parsed outside a request
+    for extra in (0, 5):
+        set_extra = gpu.model_copy(update={"limits": gpu.limits.model_copy(
+            update={"ocr_extra_pages": extra})})
+        assert SchedulerLimits.from_config(set_extra).ocr_threads == 64 + extra
     assert limits.image_budget_bytes == 8 * 1024 * 1024 and limits.watermark_pages >= 128
     cpu = SchedulerLimits.from_config(PipelineConfig())
     assert cpu.ocr_concurrency == cpu.ocr_threads == PipelineConfig().limits.page_concurrency

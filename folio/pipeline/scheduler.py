@@ -135,11 +135,12 @@ def ocr_threads(config: PipelineConfig) -> int:
     slot, or parsing an answer that already gave its slot back. With exactly one thread
     per slot, a page's client-side time (reading and encoding its image, parsing the
     answer, and waiting for the GIL while documents are validated and loaded) left a slot
-    empty at the server for as long."""
+    empty at the server for as long. ``limits.ocr_extra_pages`` sets the extra pages."""
     budget = ocr_concurrency(config)
-    if config.ocr.engine in GENERATIVE_ENGINES:
-        return budget + max(2, budget // 4)
-    return budget
+    if config.ocr.engine not in GENERATIVE_ENGINES:
+        return budget
+    extra = config.limits.ocr_extra_pages
+    return budget + (max(2, budget // 4) if extra is None else extra)
 
 
 def server_count(config: PipelineConfig) -> int:
