@@ -14,6 +14,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -304,10 +305,31 @@ def main(argv: Sequence[str] | None = None,
     return run_mapped(lambda: command(args), verbose=getattr(args, "verbose", False))
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``docker stop``, a pod evicted, ``kill``), turned into the same orderly
+    stop as Ctrl-C: the run's ``finally`` blocks close what it opened, and the process
+    ends with one line and 143 instead of dying mid-write with no word."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def run_mapped(run: Callable[[], int], *, verbose: bool = False, prog: str = "folio") -> int:
     """``run()``'s exit code, or the README's exit code for the error it raised, with a
     one-line message on stderr (the traceback only with ``verbose``): every entry point
     a person starts ends the same way, bad input told apart from an outage."""
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _mapped(run, verbose=verbose, prog=prog)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _mapped(run: Callable[[], int], *, verbose: bool, prog: str) -> int:
     from folio.errors import BadInputError, ConfigError, FolioError, NothingToDoError
 
     try:
@@ -318,9 +340,12 @@ def run_mapped(run: Callable[[], int], *, verbose: bool = False, prog: str = "fo
         code, message = EXIT_USAGE, str(err)
     except FolioError as err:  # transient: storage, endpoints, timeouts
         code, message = EXIT_UNREACHABLE, f"{err} (try again later)"
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:
+        # documents done so far stay done; the rest are not marked, so a rerun resumes
+        how = "stopped by SIGTERM" if isinstance(err, Terminated) else "interrupted"
+        print(f"{prog}: {how}; a rerun resumes with the documents not yet done",
+              file=sys.stderr)
+        return 143 if isinstance(err, Terminated) else 130
     except Exception as err:
         if verbose:
             raise

@@ -104,6 +104,13 @@ class OrchestratorUnavailableError(TransientError):
     code = "orchestrator-unavailable"
 
 
+class RunStoppedError(TransientError):
+    """The run was stopped (Ctrl-C, SIGTERM, a cancelled flow run) while this work was
+    still under way: nothing of it counts as done, and a rerun does it."""
+
+    code = "cancelled"
+
+
 class WorkerCrashedError(TransientError):
     """A page worker process died (signal, memory limit) before finishing."""
 

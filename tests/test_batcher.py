@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from folio.errors import RunStoppedError
+from folio.models import DocumentResult
 from folio.pipeline.batcher import Batcher
+from folio.pipeline.outcome import quarantine
 
 
 def test_items_arriving_while_a_flush_runs_share_the_next_one() -> None:
@@ -58,5 +62,22 @@ def test_a_failing_flush_fails_every_item_of_its_batch_and_the_next_batch_runs()
         batcher.submit(13)
     assert batcher.submit(14) == 14
     batcher.close()
-    with pytest.raises(RuntimeError, match="closed"):
+    with pytest.raises(RunStoppedError, match="stopped"):
         batcher.submit(15)
+
+
+def test_a_document_still_loading_when_the_run_stops_is_cancelled_not_a_bug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Ctrl-C closes the batchers while loader threads still hand documents in: each ends
+    as a retryable "cancelled" outcome, with no traceback on the user's screen."""
+    batcher: Batcher[int, int] = Batcher(lambda items: items, name="vector-writes")
+    batcher.close()
+    doc = DocumentResult(doc_id="d", source="s3://b/a.pdf", sha256="0" * 64, page_count=1)
+    with caplog.at_level(logging.DEBUG):
+        try:
+            batcher.submit(1)
+        except Exception as exc:  # what load_document's caller does with it
+            quarantine(doc, exc)
+    assert doc.reason.startswith("cancelled: ") and doc.retryable
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,8 @@ import pytest
 
 from folio.samples import report_pages, write_text_pdf
 from tests.s3_server import S3Server
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def folio(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None
@@ -144,3 +147,37 @@ def test_a_sweep_with_bad_input_is_one_line_exit_2(args: list[str], says: str) -
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert lines[0].startswith("folio sweep: ") and says in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(("sig", "code", "words"), [
+    (signal.SIGTERM, 143, "stopped by SIGTERM"), (signal.SIGINT, 130, "interrupted")])
+def test_a_stopped_run_cleans_up_and_says_so_in_one_line(
+    tmp_path: Path, sig: signal.Signals, code: int, words: str
+) -> None:
+    """SIGTERM (docker stop, an evicted pod) ends a run as Ctrl-C does: its cleanup runs
+    (here a ``finally`` that writes a file; in a run, closing the stores), then one line
+    and the conventional exit code, no traceback. Python's default would have ended the
+    process on SIGTERM at once, cleanup skipped."""
+    marker = tmp_path / "closed"
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from folio.cli import run_mapped\n"
+        "def run():\n"
+        "    try:\n"
+        "        print('ready', flush=True)\n"
+        "        time.sleep(60)\n"
+        "        return 0\n"
+        "    finally:\n"
+        f"        Path({str(marker)!r}).write_text('closed')\n"
+        "sys.exit(run_mapped(run))\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == code, err
+    assert marker.read_text() == "closed"
+    assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

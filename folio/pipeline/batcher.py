@@ -19,6 +19,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from folio.errors import RunStoppedError
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -51,11 +53,13 @@ class Batcher(Generic[T, R]):
         self.batch_sizes: list[int] = []
 
     def submit(self, item: T) -> R:
-        """``item``'s result once its batch is flushed; raises what the flush raised."""
+        """``item``'s result once its batch is flushed; raises what the flush raised, and
+        :class:`RunStoppedError` once the run is closing (a document still loading when
+        the run was stopped is retried by the next run, not reported as a bug)."""
         entry: _Entry[T, R] = _Entry(item)
         with self._cond:
             if self._closed:
-                raise RuntimeError(f"{self.name} batcher is closed")
+                raise RunStoppedError(f"the run stopped before {self.name} took this document")
             self._pending.append(entry)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=f"folio-{self.name}",
