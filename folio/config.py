@@ -33,6 +33,11 @@ class RenderSettings(BaseModel):
         14400.0, description="pages longer than this (200 inches, PDF's own limit) are rejected"
     )
     image_format: Literal["png", "jpeg", "ppm"] = "png"
+    grid_px: int = Field(
+        0, ge=0, description="round both sides of a render to a multiple of this, as a "
+        "vision model's processor resizes every image to its patch grid (28 px for "
+        "Qwen2.5-VL, 32 for Qwen3-VL): the page is then rendered at the size the model "
+        "sees and its server does not resample it again; 0 leaves the size alone")
     ocr_line_px: float = Field(
         24.0, gt=0, description="a CPU OCR engine (tesseract) gets pages whose text lines are "
         "about this tall in pixels, ascender to descender (an x-height of about 12 px): "

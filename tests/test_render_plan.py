@@ -116,3 +116,35 @@ def test_absurd_pages_are_rejected(size: tuple[float, float]) -> None:
 def test_page_at_the_size_limit_is_accepted() -> None:
     result = plan(14400, 14400)
     assert result.pixels <= RenderSettings().max_pixels
+
+
+@pytest.mark.parametrize(("grid", "longest"), [(28, 1288), (32, 1600), (28, 2048)])
+@pytest.mark.parametrize("page", [LETTER, (792.0, 612.0), (595.0, 842.0), (300.0, 2000.0)])
+def test_on_a_model_grid_both_sides_are_whole_cells_within_the_caps(
+    grid: int, longest: int, page: tuple[float, float]
+) -> None:
+    """The render is the size the model's processor would resize it to: whole grid cells,
+    within a cell of the plain plan on each side, never over the pixel cap."""
+    cap = longest * longest
+    plain = plan(*page, longest_side_px=longest, max_pixels=cap)
+    snapped = plan(*page, longest_side_px=longest, max_pixels=cap, grid_px=grid)
+    assert snapped.width_px % grid == 0 and snapped.height_px % grid == 0
+    assert abs(snapped.width_px - plain.width_px) <= grid
+    assert abs(snapped.height_px - plain.height_px) <= grid
+    assert snapped.width_px * snapped.height_px <= cap
+    assert "grid" in snapped.reason and snapped.dpi == plain.dpi
+
+
+def test_a_tiny_page_still_gets_one_grid_cell() -> None:
+    result = plan(2.0, 2.0, longest_side_px=10, min_dpi=1, grid_px=28)
+    assert (result.width_px, result.height_px) == (28, 28)
+
+
+def test_a_preset_keeps_the_grid_the_user_set() -> None:
+    from folio.presets import get_preset
+
+    settings = get_preset("olmocr2").render_settings(RenderSettings(grid_px=28))
+    assert settings.grid_px == 28 and settings.longest_side_px == 1288
+    snapped = plan_page(*LETTER, min_font_pt=None, native_dpi=None, settings=settings)
+    # letter at 1288 px is 995 px wide; the processor's nearest multiple of 28 is 1008
+    assert (snapped.width_px, snapped.height_px) == (1008, 1288)

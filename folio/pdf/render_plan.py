@@ -84,7 +84,25 @@ def plan_page(
         reasons.append(cap_reason)
 
     width_px, height_px = _pixel_size(dpi, width_pt, height_pt, settings.max_pixels)
+    if settings.grid_px > 1:
+        width_px, height_px = _on_grid(width_px, height_px, settings.grid_px, settings.max_pixels)
+        reasons.append(f"on the model's {settings.grid_px}px grid -> {width_px}x{height_px}px")
     return RenderPlan(dpi=dpi, width_px=width_px, height_px=height_px, reason="; ".join(reasons))
+
+
+def _on_grid(width_px: int, height_px: int, grid: int, max_pixels: int) -> tuple[int, int]:
+    """Each side rounded to the nearest multiple of ``grid`` (at least one cell), as
+    Qwen-VL processors round an image before cutting it into patches; then, while over
+    ``max_pixels``, the longer side one cell shorter (never past MAX_SIDE_PX)."""
+    cap = MAX_SIDE_PX // grid * grid
+    width = min(max(grid, round(width_px / grid) * grid), cap)
+    height = min(max(grid, round(height_px / grid) * grid), cap)
+    while width * height > max_pixels and max(width, height) > grid:
+        if width >= height:
+            width -= grid
+        else:
+            height -= grid
+    return width, height
 
 
 def _check_page_size(width_pt: float, height_pt: float, max_page_pt: float) -> None:
