@@ -30,6 +30,7 @@ from typing import Any, NoReturn
 
 import httpx
 
+from folio.answer_gate import answer_work
 from folio.config import PipelineConfig
 from folio.engines.base import EngineOutput
 from folio.engines.dispatch import Dispatcher, NoEngineError
@@ -236,10 +237,11 @@ class OpenAIEngine:
             record.error = problem
             raise EngineBadOutputError(problem, attempt=record)
         try:
-            blocks, markdown = self.preset.parse(
-                reply.text, width_pt=page.width_pt or image_px[0] * 0.75,
-                height_pt=page.height_pt or image_px[1] * 0.75, image_px=image_px,
-            )
+            with answer_work():  # a wave of answers must not crowd out the next requests
+                blocks, markdown = self.preset.parse(
+                    reply.text, width_pt=page.width_pt or image_px[0] * 0.75,
+                    height_pt=page.height_pt or image_px[1] * 0.75, image_px=image_px,
+                )
         except Exception as exc:  # parsers are total; a bug here is still one page's problem
             record.error = f"parse: {type(exc).__name__}: {exc}"
             raise EngineBadOutputError(record.error, attempt=record) from exc

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from pathlib import Path
 
+from folio.answer_gate import answer_work
 from folio.caption_order import captions_beside
 from folio.config import ValidationSettings
 from folio.engines.base import GENERATIVE_ENGINES, EngineOutput, OcrEngine
@@ -69,10 +71,13 @@ def _process_page(page: PagePrep, services: Services) -> PageResult:
             continue  # the same input gives the same bad output: go to the fallbacks
         try:
             output = _recognize(engine, page, attempt)
-            output.blocks = clip_blocks(output.blocks, page.width_pt, page.height_pt)
-            apply_layout(output, name, page, config.layout.min_cover)
-            problem = page_problem(output, page, config.validation,
-                                   generative=name in GENERATIVE_ENGINES)
+            generative = name in GENERATIVE_ENGINES
+            with answer_work() if generative else nullcontext():
+                output.blocks = clip_blocks(output.blocks, page.width_pt, page.height_pt)
+                apply_layout(output, name, page, config.layout.min_cover)
+                problem = page_problem(output, page, config.validation, generative=generative)
+                kept = (_keep_layer(output, page, services)
+                        if route.kind == "ocr" and name == primary and not problem else None)
             if problem:
                 output.attempt.error = problem
                 result.attempts.append(output.attempt)
@@ -86,11 +91,9 @@ def _process_page(page: PagePrep, services: Services) -> PageResult:
             errors.append(err.reason)
             last_transient = isinstance(err, TransientError)
             continue
-        if route.kind == "ocr" and name == primary:
-            kept = _keep_layer(output, page, services)
-            if kept is not None:
-                result.attempts.append(output.attempt)
-                output, name = kept, "text-layer"
+        if kept is not None:  # the text layer beat the OCR (checked above, in the gate)
+            result.attempts.append(output.attempt)
+            output, name = kept, "text-layer"
         result.attempts.append(output.attempt)
         result.engine, result.model = name, output.attempt.model
         result.prompt_format = output.prompt_format
