@@ -34,7 +34,9 @@ def kind(cmdline: str, comm: str) -> str:
         return "ghostscript"
     if "py-spy" in cmdline or "host_cpu" in cmdline:
         return "measurement"
-    if "vllm" in cmdline:
+    # vLLM names its processes (setproctitle): with --api-server-count N the API servers
+    # are multiprocessing children whose command line does not say vllm, but their name does
+    if "vllm" in cmdline or "VLLM::" in comm or "APIServer" in comm or "APIServer" in cmdline:
         return "vllm-front-end"
     if "prefect" in cmdline:
         return "prefect-server-and-worker"
