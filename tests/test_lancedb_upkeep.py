@@ -96,6 +96,23 @@ def test_upkeep_runs_one_at_a_time_and_coalesces_requests() -> None:
     assert upkeep.close(5)
 
 
+def test_upkeep_counts_writes_and_rows_and_asks_when_either_is_due() -> None:
+    runs: list[int] = []
+    upkeep = Upkeep(lambda: runs.append(1), name="test", every_writes=3, every_rows=100)
+    upkeep.wrote(rows=10)
+    upkeep.wrote(rows=10)
+    assert upkeep.wait_idle(5) and runs == []  # 2 writes, 20 rows: not yet
+    upkeep.wrote(rows=10)
+    assert upkeep.wait_idle(5) and len(runs) == 1  # the third write
+    upkeep.wrote(rows=150)
+    assert upkeep.wait_idle(5) and len(runs) == 2  # one write, over the rows
+    never = Upkeep(lambda: runs.append(1), name="off")
+    for _ in range(5):
+        never.wrote(rows=1000)
+    assert never.wait_idle(5) and len(runs) == 2  # 0 and 0: only explicit requests
+    upkeep.close()
+
+
 def test_upkeep_retries_a_failed_run_until_it_succeeds(caplog: pytest.LogCaptureFixture) -> None:
     outcomes = iter([RuntimeError("boom"), RuntimeError("boom again"), None])
 

@@ -221,7 +221,6 @@ class LanceDBStore:
         self._search_stale = False
         self._prewarm_thread: threading.Thread | None = None
         self.tuning = tuning or LanceTuning()
-        self._writes = 0  # writes of this object since it last asked for maintenance
         self._maintain_lock = threading.Lock()  # one maintenance at a time in this object
         self.upkeep = self._new_upkeep()
 
@@ -353,15 +352,9 @@ class LanceDBStore:
             raise StorageError(
                 f"lancedb write {batch_label(batch)} to {self.uri}: {self._describe(exc)}"
             ) from None
-        every = self.tuning.maintain_every_writes
         with self._lock:
             self._search_stale = True
-            self._writes += 1
-            due = bool(every) and self._writes >= every
-            if due:
-                self._writes = 0
-        if due:
-            self.upkeep.request()  # the write is committed: upkeep never delays or fails it
+        self.upkeep.wrote()
 
     @staticmethod
     def _upsert(table: Any, rows: pa.Table) -> None:
@@ -423,7 +416,8 @@ class LanceDBStore:
 
     def _new_upkeep(self) -> Upkeep:
         return Upkeep(self.maintain, name=f"lancedb upkeep {self.uri}",
-                      retry_s=self.tuning.maintain_retry_s)
+                      retry_s=self.tuning.maintain_retry_s,
+                      every_writes=self.tuning.maintain_every_writes)
 
     def _ensure_vector_index(self, table: Any) -> None:
         """Build the ANN index past the row threshold, and train it again once the table

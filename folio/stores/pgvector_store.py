@@ -185,8 +185,6 @@ class PgVectorStore:
         self.maintain_every_writes = maintain_every_writes
         self.maintain_every_rows = maintain_every_rows
         self._maintain_retry_s = maintain_retry_s
-        self._writes = 0  # writes and rows of this object since it last asked for upkeep
-        self._rows_written = 0
         self._maintain_lock = threading.Lock()  # one move at a time in this object
         self.upkeep = self._new_upkeep()
 
@@ -214,7 +212,8 @@ class PgVectorStore:
 
     def _new_upkeep(self) -> Upkeep:
         return Upkeep(self.maintain, name=f"pgvector upkeep {self._table_name}",
-                      retry_s=self._maintain_retry_s)
+                      retry_s=self._maintain_retry_s, every_writes=self.maintain_every_writes,
+                      every_rows=self.maintain_every_rows)
 
     @property
     def delta_table(self) -> str:
@@ -428,16 +427,7 @@ class PgVectorStore:
 
         if self._run(f"write {batch_label(batch)}", work, create=bool(rows)) is None:
             return  # no table and nothing to write
-        with self._lock:
-            self._writes += 1
-            self._rows_written += len(rows)
-            due = (bool(self.maintain_every_writes) and self._writes >= self.maintain_every_writes
-                   ) or (bool(self.maintain_every_rows)
-                         and self._rows_written >= self.maintain_every_rows)  # fmt: skip
-            if due:
-                self._writes = self._rows_written = 0
-        if due:
-            self.upkeep.request()  # the write is committed: upkeep never delays or fails it
+        self.upkeep.wrote(rows=len(rows))
 
     def search(self, vector: npt.NDArray[np.float32], k: int = 5) -> list[dict[str, Any]]:
         """Nearest chunks by cosine similarity, best first (``score`` = 1 - distance), with

@@ -7,6 +7,8 @@ A write now only asks for upkeep; this thread does it.
 
 Guarantees:
 
+- a store reports each committed write (:meth:`wrote`) and a run is asked for every
+  ``every_writes`` writes or ``every_rows`` rows, whichever comes first;
 - one run at a time per :class:`Upkeep` (one thread), and a caller's own call to the job
   is serialised with it by the job's lock (see ``LanceDBStore.maintain``);
 - requests made while a run is going coalesce into one further run, so the work queued
@@ -36,6 +38,7 @@ class Upkeep:
     Example:
         >>> upkeep = Upkeep(store.maintain, name="lancedb upkeep")  # doctest: +SKIP
         >>> upkeep.request()  # returns at once  # doctest: +SKIP
+        >>> upkeep.wrote(rows=500)  # a committed write; asks for a run when due  # doctest: +SKIP
         >>> upkeep.wait_idle(timeout=60)  # doctest: +SKIP
     """
 
@@ -46,8 +49,13 @@ class Upkeep:
         name: str,
         retry_s: float = 30.0,
         max_retry_s: float = 600.0,
+        every_writes: int = 0,
+        every_rows: int = 0,
     ) -> None:
         self._job = job
+        self._every_writes = every_writes  # 0: not by writes
+        self._every_rows = every_rows  # 0: not by rows
+        self._writes = self._rows = 0  # since the last request made by wrote()
         self._name = name
         self._retry_s = retry_s
         self._max_retry_s = max_retry_s
@@ -58,6 +66,20 @@ class Upkeep:
         self._thread: threading.Thread | None = None
         self.runs = 0  # finished runs, failed or not (for tests and reports)
         self.failures = 0
+
+    def wrote(self, rows: int = 0) -> None:
+        """Count one committed write of ``rows`` rows; ask for a run once ``every_writes``
+        writes or ``every_rows`` rows have come since the last time it asked (the write is
+        committed before: upkeep never delays or fails it)."""
+        with self._cond:
+            self._writes += 1
+            self._rows += rows
+            due = (bool(self._every_writes) and self._writes >= self._every_writes) or (
+                bool(self._every_rows) and self._rows >= self._every_rows)
+            if due:
+                self._writes = self._rows = 0
+        if due:
+            self.request()
 
     def request(self) -> None:
         """Ask for a run; returns at once (the thread starts on the first request)."""
