@@ -143,7 +143,11 @@ def main() -> None:
         "what": "folio's flow process, core-seconds a page (median of the repeats) over the "
                 "flow's own time, by the text the OCR model answers",
         "pages": pages, "pdfs": args.pdfs, "cpus": os.cpu_count(), "results": rows,
-        "settings": {"ocr.max_tokens": TOKENS, "ocr.ignore_eos": True, "ocr.max_attempts": 1,
+        "settings": {"route": "ocr", "engine": "vllm", "preset": "olmocr2",
+                     "route_why": "every page to the model, as the GPU benchmark's pipeline "
+                                  "phase does (bench/engine_limit.py); olmocr2, its fastest "
+                                  "preset, where the host was fullest",
+                     "ocr.max_tokens": TOKENS, "ocr.ignore_eos": True, "ocr.max_attempts": 1,
                      "why": "the GPU benchmark's settings for synthetic weights; the server "
                             "is tests/openai_fake.py answering the same text to every page "
                             "after 0.05 s",
