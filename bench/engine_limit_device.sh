@@ -14,6 +14,9 @@
 #   bash bench/engine_limit_device.sh stop chandra api4       # a variant's server, without its pipeline
 #   bash bench/engine_limit_device.sh pipeline olmocr2 x0 '[]' '["limits.ocr_extra_pages=0"]'
 #                                                      # a variant of folio's own settings
+#   bash bench/engine_limit_device.sh pipeline olmocr2 default '[]' '[]' keep
+#                                                      # its server stays for the next
+#                                                      # folio-settings variant (no restart)
 #   bash bench/engine_limit_device.sh plan 'served chandra' 'pipeline chandra' \
 #        "served chandra api4 '[\"--api-server-count\",\"4\"]'"   # steps in the background,
 #   bash bench/engine_limit_device.sh plan-wait        # so no step is cut at a call's end
@@ -87,7 +90,14 @@ case "${1:-}" in
   pipeline)
     # pipeline P [TAG SERVER_ARGS_JSON [FOLIO_SETTINGS_JSON]]: on the server `served` left
     # (else the run starts one, as a user's first run does); then that server stops
-    p=$2 tag=${3:-default} extra=${4:-[]} sets=${5:-[]}
+    p=$2 tag=${3:-default} extra=${4:-[]} sets=${5:-[]} keep=${6:-}
+    # a variant of folio's own settings alone (no server options) is served by the
+    # default's server when a `keep` step left it running: same command, same key
+    if [ "$extra" = "[]" ] && [ "$tag" != default ] \
+        && ! kill -0 "$(cat /tmp/elim-owner-$p-$tag.pid 2>/dev/null)" 2>/dev/null \
+        && kill -0 "$(cat /tmp/elim-owner-$p-default.pid 2>/dev/null)" 2>/dev/null; then
+      cp /tmp/elim-owner-$p-default.pid /tmp/elim-owner-$p-$tag.pid
+    fi
     if ! kill -0 "$(cat /tmp/elim-owner-$p-$tag.pid 2>/dev/null)" 2>/dev/null; then
       wait_offline 600  # no server from `served`: start it, unmeasured (start-up is not the run's)
       setsid sleep 1500 & echo $! > /tmp/elim-owner-$p-$tag.pid
@@ -112,7 +122,8 @@ case "${1:-}" in
     wait $run
     kill $hc; wait $hc
     tail -2 "$OUT/pipeline-$p-$tag.log"
-    kill "$(cat /tmp/elim-owner-$p-$tag.pid)"; sleep 15  # its server stops: the GPU comes free
+    # its server stops, the GPU comes free (`keep`: the next folio-settings variant uses it)
+    [ "$keep" = keep ] || { kill "$(cat /tmp/elim-owner-$p-$tag.pid)"; sleep 15; }
     ;;
   plan)
     # the steps given (one argument each, split like a shell line) one after the other in
