@@ -253,7 +253,9 @@ class StoreSettings(BaseModel):
         "process's first search and after each maintenance, instead of partition by partition as "
         "queries touch them (each an S3 read of ~1.5 MB: a cold search at 1M rows took "
         "0.5-0.9 s). Costs about 384 bytes a row of memory; turn off for an index larger "
-        "than LanceDB's index cache")
+        "than LanceDB's index cache. A process that writes loads the id and doc_id indexes "
+        "the same way (beside its first write, after each maintenance: about 50 bytes a "
+        "row), so that a write reads no index pages, however large the table")
     search_staleness_s: float = Field(
         1.0, ge=0, description="LanceDB: a search sees other workers' writes at most this "
         "late (its own at once); looking for a new table version before every search is an "
