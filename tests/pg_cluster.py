@@ -7,7 +7,8 @@ PostgreSQL migrations run ``CREATE EXTENSION pg_trgm`` (trigram indexes for name
 so a Prefect server on it fails at startup. As root, PostgreSQL runs as the ``postgres``
 user (it refuses to run as root).
 
-Use from a test module: ``pytest_plugins`` in conftest.py lists it.
+One cluster a test session (a pytest-xdist worker's session); each Prefect server gets its
+own database in it. Use from a test module: ``pytest_plugins`` in conftest.py lists it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["prefect_pg_url"]
+__all__ = ["PgCluster", "pg_cluster", "prefect_pg_url"]
 
 
 def _bindir() -> Path | None:
@@ -43,13 +44,31 @@ def _as_owner(args: list[str]) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *args] if os.geteuid() == 0 else args
 
 
+class PgCluster:
+    """A running cluster; :meth:`database` makes an empty database and gives its URL."""
+
+    def __init__(self, bindir: Path, sock: Path) -> None:
+        self.bindir, self.sock = bindir, sock
+
+    def database(self) -> str:
+        """A SQLAlchemy URL (asyncpg, unix socket) of a new empty database, for
+        ``PREFECT_API_DATABASE_CONNECTION_URL``. One per Prefect server: two servers on one
+        database would share their pools, and each one's workers would run the other's
+        flow runs."""
+        name = f"prefect_{uuid.uuid4().hex[:8]}"
+        subprocess.run([str(self.bindir / "psql"), "-h", str(self.sock), "-U", "postgres",
+                        "-c", f"CREATE DATABASE {name}"], check=True, capture_output=True)
+        return f"postgresql+asyncpg://postgres@/{name}?host={self.sock}"
+
+
 @pytest.fixture(scope="session")
-def prefect_pg_url() -> Iterator[str]:
-    """A SQLAlchemy URL (asyncpg, unix socket) of an empty database for a Prefect server,
-    for ``PREFECT_API_DATABASE_CONNECTION_URL``."""
+def pg_cluster() -> Iterator[PgCluster | None]:
+    """The session's cluster, or None where this machine has no PostgreSQL with pg_trgm
+    (or it does not start): callers decide whether that skips them."""
     bindir = _bindir()
     if bindir is None or not _has_trgm(bindir):
-        pytest.skip("no PostgreSQL with pg_trgm here: apt-get install postgresql postgresql-contrib")
+        yield None
+        return
     root = Path(tempfile.mkdtemp(prefix="folio-pgc-"))
     root.chmod(0o755)  # the postgres user reaches its data and socket through it
     data, sock = root / "data", root / "sock"
@@ -64,15 +83,23 @@ def prefect_pg_url() -> Iterator[str]:
         subprocess.run(_as_owner([*ctl, "-l", str(data / "log"), "-w", "-o",
                                   f"-c listen_addresses='' -c unix_socket_directories={sock}",
                                   "start"]), check=True, capture_output=True)
-    except subprocess.CalledProcessError as exc:
+    except subprocess.CalledProcessError:
         shutil.rmtree(root, ignore_errors=True)
-        pytest.skip(f"PostgreSQL did not start: {exc.stderr[-500:]!r}")
-    name = f"prefect_{uuid.uuid4().hex[:8]}"
+        yield None
+        return
     try:
-        subprocess.run([str(bindir / "psql"), "-h", str(sock), "-U", "postgres", "-c",
-                        f"CREATE DATABASE {name}"], check=True, capture_output=True)
-        yield f"postgresql+asyncpg://postgres@/{name}?host={sock}"
+        yield PgCluster(bindir, sock)
     finally:
         subprocess.run(_as_owner([*ctl, "-m", "fast", "-w", "stop"]), capture_output=True,
                        check=False)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def prefect_pg_url(pg_cluster: PgCluster | None) -> str:
+    """An empty database of the session's cluster for a Prefect server (skips without
+    PostgreSQL)."""
+    if pg_cluster is None:
+        pytest.skip("no PostgreSQL with pg_trgm here (or it did not start): "
+                    "apt-get install postgresql postgresql-contrib")
+    return pg_cluster.database()

@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from folio_prefect.deployments.work_pools import CONTROL_POOL
+from tests.pg_cluster import PgCluster
 
 __all__ = ["PrefectStack", "prefect_stack", "prefect_stack_server"]
 
@@ -150,12 +151,20 @@ def start_prefect_stack(home: Path, deployments: tuple[str, ...] = ("document",)
 
 
 @pytest.fixture(scope="session")
-def prefect_stack_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectStack]:
-    """One server + deployments + worker for the session."""
+def prefect_stack_server(tmp_path_factory: pytest.TempPathFactory, pg_cluster: PgCluster | None,
+                         ) -> Iterator[PrefectStack]:
+    """One server + deployments + worker for the session.
+
+    The server's database is PostgreSQL where this machine has it (as production guidance
+    says, docs/hosts.md): on SQLite, a loaded 2-core CI machine running two test processes
+    had the server answer "database is locked" to a worker's heartbeat and a run started
+    from the UI never ran. SQLite stays the fallback, and the demo's default."""
     if not shutil.which("gs"):
         pytest.skip("ghostscript absent: the document flow cannot run")
+    server_env = ({"PREFECT_API_DATABASE_CONNECTION_URL": pg_cluster.database()}
+                  if pg_cluster is not None else None)
     stack = start_prefect_stack(tmp_path_factory.mktemp("prefect-home"),
-                                deployments=("document", "sweep-example"))
+                                deployments=("document", "sweep-example"), server_env=server_env)
     try:
         yield stack
     finally:
