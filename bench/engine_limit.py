@@ -320,9 +320,9 @@ def step_served(args: argparse.Namespace) -> dict[str, Any]:
         send = dict(prompt=preset.prompt, image_first=preset.image_first,
                     max_tokens=config.ocr.max_tokens, in_flight=config.ocr.in_flight,
                     max_pixels=config.render.max_pixels)
-        asyncio.run(gup.send_raw(endpoint.base_url, model, images[:4], **send))  # warm-up
+        warm = asyncio.run(gup.send_raw(endpoint.base_url, model, images[:4], **send))
         if args.step == "warm":  # the server only, for a pipeline phase of its own
-            return {"phase": "warm", "preset": args.preset}
+            return {"phase": "warm", "preset": args.preset, "answers": warm["answers"]}
         with gup.Sampler(args.gpu, endpoint.base_url) as sampler:
             t0 = time.monotonic()
             result = asyncio.run(gup.send_raw(endpoint.base_url, model, images, **send))
@@ -354,7 +354,7 @@ def step_pipeline(args: argparse.Namespace) -> dict[str, Any]:
             "seconds": seconds, "pages_per_s": round(run.pages / seconds, 3),
             "cli_wall_seconds": run.wall_seconds,
             "completion_tokens_per_page": run.tokens // max(run.pages, 1),
-            "totals": run.report["totals"],
+            "totals": run.report["totals"], "attempt_errors": gup.attempt_errors(out),
             "queue": run.window, "scheduler_queue": run.report["timing"].get("queue")}
 
 
@@ -525,7 +525,8 @@ def main() -> None:
         return
     _save(args, phase_name(args), result)
     print(json.dumps({k: result.get(k) for k in ("phase", "preset", "pages", "seconds",
-                                                  "pages_per_s", "prompt_tokens_per_page")}))
+                                                  "pages_per_s", "prompt_tokens_per_page",
+                                                  "attempt_errors")}))
 
 
 def smoke(args: argparse.Namespace) -> None:

@@ -65,6 +65,12 @@ SETTINGS: dict[str, tuple[Any, str]] = {
     "ocr.ignore_eos": (True, "synthetic weights emit noise: generate a fixed token count"),
     "ocr.max_tokens": (768, "the fixed token count (real OCR pages: 500-1500 tokens)"),
     "ocr.max_attempts": (1, "noise would fail the output checks and be retried: one attempt"),
+    "validation.max_repeat_ratio": (1.0, "random weights decode greedily into loops, which "
+                                   "folio's loop check refuses (on the H200 at 774392a, 866 "
+                                   "of 1062 pages went to the fallback engine; each phase's "
+                                   "answers.repeat_ratio shows the loops): the check still "
+                                   "runs on every page, in the ladder and in the validation "
+                                   "suite, and refuses none"),
     "server.load_format": ("dummy", "random weights (no model weights can be downloaded)"),
     "server.extra_args": (["--no-enable-prefix-caching", "--mm-processor-cache-gb", "0"],
                           "caches off: the phase run second would be served the first one's "
@@ -208,6 +214,7 @@ async def send_raw(base_url: str | list[str], model: str, images: list[Path], *,
     urls = [encode_image(p, max_pixels)[0] for p in images]
     sem = asyncio.Semaphore(in_flight * len(bases))
     tokens = {"prompt": 0, "completion": 0}
+    answers: list[str] = []
 
     async def one(url: str) -> None:
         image = {"type": "image_url", "image_url": {"url": url}}
@@ -222,6 +229,8 @@ async def send_raw(base_url: str | list[str], model: str, images: list[Path], *,
                     extra_body={"ignore_eos": True}, messages=messages)
             finally:
                 outstanding[k] -= 1
+        if len(answers) < 8 and r.choices:
+            answers.append(r.choices[0].message.content or "")
         if r.usage:
             tokens["prompt"] += r.usage.prompt_tokens
             tokens["completion"] += r.usage.completion_tokens
@@ -234,7 +243,19 @@ async def send_raw(base_url: str | list[str], model: str, images: list[Path], *,
     return {"pages": len(urls), "seconds": round(seconds, 2),
             "pages_per_s": round(len(urls) / seconds, 3),
             "prompt_tokens_per_page": tokens["prompt"] // max(1, len(urls)),
-            "completion_tokens_per_page": tokens["completion"] // max(1, len(urls))}
+            "completion_tokens_per_page": tokens["completion"] // max(1, len(urls)),
+            "answers": answer_sample(answers)}
+
+
+def answer_sample(answers: list[str]) -> dict[str, Any]:
+    """What a few of the model's answers look like to folio's checks: their length, their
+    repeat ratio (the loop check refuses a page above ``validation.max_repeat_ratio``) and
+    the start of the first, so a phase says whether synthetic answers pass as text."""
+    from folio.quality import repeat_ratio
+
+    return {"n": len(answers), "chars": [len(a) for a in answers],
+            "repeat_ratio": [round(repeat_ratio(a), 3) for a in answers],
+            "head": answers[0][:300] if answers else ""}
 
 
 # --- sampling ---------------------------------------------------------------------------------
@@ -377,6 +398,23 @@ def ocr_pages_in(out: Path) -> tuple[int, int]:
     return pages, tokens
 
 
+def attempt_errors(out: Path, top: int = 8) -> dict[str, int]:
+    """Why engine attempts failed, counted over the outputs (numbers made ``N`` so one
+    reason counts once): a phase whose pages went to the fallback says which check refused
+    the model's answers."""
+    import re
+    from collections import Counter
+
+    reasons: Counter[str] = Counter()
+    for path in out.rglob("document.json"):
+        for page in json.loads(path.read_text()).get("pages", []):
+            for attempt in page.get("attempts", []):
+                if attempt.get("error"):
+                    reason = re.sub(r"\d+(\.\d+)?", "N", str(attempt["error"]))[:120]
+                    reasons[f"{attempt.get('engine')}: {reason}"] += 1
+    return dict(reasons.most_common(top))
+
+
 def phase_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     """`folio ingest` in a process of its own, as a user starts it: in this process, after
     Prefect had been imported here, the CLI's settings (Prefect's logs off, folio's local
@@ -402,7 +440,8 @@ def phase_pipeline(args: argparse.Namespace) -> dict[str, Any]:
             "pages_per_s": round(pages / seconds, 3), "all_pages_per_s": round(
                 report["totals"]["pages"] / seconds, 3),
             "completion_tokens_per_page": tokens // max(pages, 1),
-            "timing": timing, "totals": report["totals"], "queue": window,
+            "timing": timing, "totals": report["totals"], "attempt_errors": attempt_errors(out),
+            "queue": window,
             "server": state.model_dump() if state else None,
             "config": report.get("config")}
 
