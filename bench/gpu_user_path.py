@@ -81,12 +81,13 @@ SETTINGS: dict[str, tuple[Any, str]] = {
 #: what the benchmark sets around folio, not in it, and why (in every result too)
 ENVIRONMENT: dict[str, str] = {
     "synthetic tokenizer": "bench/synthetic_text_vocab.py gives the synthetic model's tokens "
-                           "the text of prose (about 4.4 characters a token), so folio parses, "
-                           "checks, chunks and embeds as much text a page as an OCR model's "
-                           "answer has; phases measured before it (their measured_at, up to "
-                           "46e8b1e) got about 12,500 characters of <|filler_N|> marks a page, "
-                           "which cost folio's flow process 1.75x the CPU a page "
-                           "(bench/results/output_text_cost.json)",
+                           "texts of prose (about 4.6 characters a token), so folio parses, "
+                           "checks, chunks and embeds about as much text a page as an OCR "
+                           "model's answer has; phases measured before it (their measured_at, "
+                           "up to 46e8b1e) got about 12,500 characters of <|filler_N|> marks "
+                           "a page (1.75x the flow's CPU a page, "
+                           "bench/results/output_text_cost.json), and the phases at 774392a "
+                           "and 1dabbb9 8,448 (marked tokens, whose marks vLLM kept)",
     "CUDA_VISIBLE_DEVICES": "the phase's GPU: with two, pipeline and raw engine run at once on "
                             "different GPUs; with one, one after the other on one server",
     "FOLIO_SERVER__STATE_DIR": "one shared-server state folder per GPU, so each phase's runs "

@@ -9,14 +9,24 @@ and embeds every character of it, so the benchmark's pipeline phase spent 1.75x 
 CPU a page of prose-like text (bench/output_text_cost.py measures both) on the same cores
 as vLLM's front end.
 
-Here each of those tokens gets the text of a token of prose instead: mostly a space and a
-word (common English words by their frequency, else pronounceable pseudo-words), some a
-word's ending, a comma or a full stop, about one in sixty a paragraph's end. A mark made
-of the token's id keeps the texts distinct in the vocabulary, and the decoder removes it.
-Drawn uniformly, as random weights draw them, the tokens average about 4.5 characters.
-The token ids, the special tokens and the byte tokens are untouched, and with no merges
-the tokenizer still encodes a prompt one byte a token: prompt lengths, and so the GPU's
-work, stay what they were.
+Here each of those tokens gets the text of a token of prose instead: a space and a word
+(common English words, pronounceable pseudo-words), a word's ending, a comma or a full
+stop, a paragraph's end; where that text is taken already (a vocabulary holds each text
+once), a short run of letters, so the tokens average about 4.5 characters. The token ids,
+the special tokens and the byte tokens are untouched, and with no merges the tokenizer
+still encodes a prompt one byte a token: prompt lengths, and so the GPU's work, stay what
+they were.
+
+Why every text is unique, with no mark to tell twins apart: an earlier version named twins
+``the~123~`` and had the tokenizer's decoder remove the mark (a ``Replace`` step). vLLM
+does not use that decoder (transformers builds a Qwen2 tokenizer's decoder itself, from the
+class), so on the H200 at 1dabbb9 every answer kept its marks: 8,448 characters for 768
+tokens, 11 a token.
+
+What the model answers is another matter: random weights decoded greedily fall into a loop
+of a few tokens (`` as Brer as Brer ...``, repeat ratio 0.997), which folio's loop check
+refuses; the benchmarks set ``validation.max_repeat_ratio`` to 1.0 and say why
+(bench/gpu_user_path.py SETTINGS).
 
     python3 .device-carry/make_synthetic_vlm.py /tmp/synthetic-vlm
     python3 bench/synthetic_text_vocab.py /tmp/synthetic-vlm
@@ -46,9 +56,6 @@ _ONSETS = ["", "b", "c", "d", "f", "g", "h", "l", "m", "n", "p", "r", "s", "t", 
 _VOWELS = ["a", "e", "i", "o", "u", "a", "e", "i", "o", "ea", "ou", "ai", "io"]
 _CODAS = ["", "", "n", "r", "s", "t", "l", "nd", "st", "ng", "m", "ct"]
 _ENDINGS = ["s", "ed", "ing", "er", "ly", "tion", "al", "ment", "es", "ity", "ive", "ous"]
-#: a mark that keeps each token's text distinct in the vocabulary (many tokens share a
-#: word, as real prose repeats them); the tokenizer's decoder removes it
-MARK = r"~[0-9]+~"
 
 
 def _syllable(rng: random.Random) -> str:
@@ -78,10 +85,29 @@ def piece(rng: random.Random) -> str:
 
 
 def sample_text(tokens: int, seed: int = 0) -> str:
-    """What a random-weight model answers in ``tokens`` tokens of a rewritten vocabulary:
-    its tokens are drawn about uniformly, so their texts are :func:`piece` draws."""
+    """Prose-like text of ``tokens`` tokens drawn as :func:`piece` draws them: what an OCR
+    model's answer of that length is like, for a test server to answer with."""
     rng = random.Random(seed)
     return "".join(piece(rng) for _ in range(tokens)).lstrip()
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def unique_piece(rng: random.Random, used: set[str]) -> str:
+    """A token's text that ``used`` does not hold yet: a :func:`piece` draw if it is free
+    and short, else a run of 3-4 letters after a space, capitalized or not, or 3 letters
+    that continue a word; about 4.5 characters on average, as prose's tokens are."""
+    text = piece(rng)
+    if text not in used and len(text) <= 5:  # long pseudo-words would lift the average
+        return text
+    while True:
+        roll = rng.random()
+        letters = "".join(rng.choice(_LETTERS) for _ in range(3 if roll < 0.45 else 4))
+        text = (letters if roll < 0.15 else " " + letters.capitalize() if roll < 0.3
+                else " " + letters)
+        if text not in used:
+            return text
 
 
 def byte_level(text: str) -> str:
@@ -100,14 +126,20 @@ def rewrite(folder: Path, seed: int = 0) -> int:
     rng = random.Random(seed)
     renamed = 0
     out: dict[str, int] = {}
+    taken = {token for token in vocab if not FILLER.fullmatch(token)}  # bytes, specials
+    used: set[str] = set()
     for token, i in vocab.items():
         if FILLER.fullmatch(token):
-            token = f"{byte_level(piece(rng))}~{i}~"
+            while True:
+                text = unique_piece(rng, used)
+                used.add(text)
+                token = byte_level(text)
+                if token not in taken:  # a one-letter piece is a byte token's own text
+                    break
+            taken.add(token)
             renamed += 1
         out[token] = i
     data["model"]["vocab"] = out
-    data["decoder"] = {"type": "Sequence", "decoders": [
-        data["decoder"], {"type": "Replace", "pattern": {"Regex": MARK}, "content": ""}]}
     path.write_text(json.dumps(data, ensure_ascii=False))
     return renamed
 

@@ -53,8 +53,13 @@ def test_random_answers_read_like_text_and_prompts_encode_the_same(tmp_path: Pat
     for answer in answers:
         assert "~" not in answer and "filler" not in answer
         words = answer.split()
-        assert sum(w.strip(".,") in {"the", "of", "and"} for w in words) > len(words) / 20
-        assert "\n\n" in answer  # paragraphs, as pages have them
+        assert len(words) > 768 / 2 and all(w.strip(".,").isalpha() for w in words if w.strip(".,"))
+    # what the server shows: no step of the file's decoder is needed to read the answers
+    # (vLLM does not run it): each token's own text, byte-level, is already the answer's
+    pieces = [after.id_to_token(i) for i in ids[:2000]]
+    assert len(set(pieces)) == len(pieces)
+    raw = "".join(pieces).replace("\u0120", " ").replace("\u010a", "\n")
+    assert raw == after.decode(ids[:2000])
 
 
 def test_rewrite_is_idempotent_and_keeps_the_other_settings(tmp_path: Path) -> None:
@@ -65,7 +70,7 @@ def test_rewrite_is_idempotent_and_keeps_the_other_settings(tmp_path: Path) -> N
     assert path.read_text() == first
     data = json.loads(first)
     assert data["pre_tokenizer"]["type"] == "ByteLevel"
-    assert [d["type"] for d in data["decoder"]["decoders"]] == ["ByteLevel", "Replace"]
+    assert data["decoder"]["type"] == "ByteLevel"  # untouched
 
 
 def test_sample_text_has_the_tokenizer_s_distribution() -> None:
