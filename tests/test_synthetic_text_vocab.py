@@ -56,7 +56,7 @@ def test_random_answers_read_like_text_and_prompts_encode_the_same(tmp_path: Pat
         assert len(words) > 768 / 2 and all(w.strip(".,").isalpha() for w in words if w.strip(".,"))
     # what the server shows: no step of the file's decoder is needed to read the answers
     # (vLLM does not run it): each token's own text, byte-level, is already the answer's
-    pieces = [after.id_to_token(i) for i in ids[:2000]]
+    pieces = [str(after.id_to_token(i)) for i in ids[:2000]]
     assert len(set(pieces)) == len(pieces)
     raw = "".join(pieces).replace("\u0120", " ").replace("\u010a", "\n")
     assert raw == after.decode(ids[:2000])
