@@ -201,3 +201,31 @@ def test_threads_share_one_semaphore_per_endpoint() -> None:
     for t in threads:
         t.join()
     assert len(sems) == 1
+
+
+def test_a_request_body_with_its_image_spliced_in_is_the_json_encoder_s() -> None:
+    """The page image goes into the body as bytes, not through json.dumps (milliseconds of
+    GIL a request); the bytes sent must be exactly what the encoder would have made."""
+    import base64
+    import json
+    import os
+
+    from folio.engines.openai_engine import _IMAGE_SLOT, _encode
+
+    def reference(body: dict[str, Any]) -> bytes:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"),
+                          allow_nan=False).encode()
+
+    url = "data:image/png;base64," + base64.b64encode(os.urandom(30_000)).decode()
+    prompt = 'One page — café, "quoted", a back\\slash, a line\nbreak, \u2028'
+    for content in ([{"type": "image_url", "image_url": {"url": url}},
+                     {"type": "text", "text": prompt}],
+                    [{"type": "text", "text": prompt},
+                     {"type": "image_url", "image_url": {"url": url, "detail": "high"}}],
+                    [{"type": "image_url", "image_url": {"url": "https://example.org/p.png"}}],
+                    [{"type": "image_url", "image_url": {"url": url}},
+                     {"type": "text", "text": f"a prompt that names {_IMAGE_SLOT}"}]):
+        body = {"model": "m", "messages": [{"role": "user", "content": content}],
+                "max_tokens": 768, "temperature": 0.0, "ignore_eos": True}
+        assert _encode(body) == reference(body)
+        assert json.loads(_encode(body)) == body

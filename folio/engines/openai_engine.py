@@ -422,8 +422,45 @@ _JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 def _encode(body: dict[str, Any]) -> bytes:
-    """A request body as httpx's ``json=`` would send it (compact, no NaN)."""
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    """A request body as httpx's ``json=`` would send it (compact, no NaN), its base64
+    images spliced in as bytes rather than run through the JSON encoder.
+
+    Why: a page's image is a data URL of 1-2 MB, and ``json.dumps`` spent about 8 ms of
+    GIL on it per request (it scans every character for escapes), a tenth of the flow
+    process's GIL samples on the H200 at 7 pages/s. Base64 needs no escaping, so the
+    bytes are the same; other URLs (and anything unexpected) go through the encoder."""
+    images: list[str] = []
+    original = body
+
+    def swap(part: Any) -> Any:
+        url = part.get("image_url", {}).get("url") if isinstance(part, dict) else None
+        if (isinstance(url, str) and url.startswith("data:") and ";base64," in url[:64]
+                and url.isascii() and '"' not in url and "\\" not in url):
+            images.append(url)
+            return {**part, "image_url": {**part["image_url"], "url": _IMAGE_SLOT}}
+        return part
+
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        body = {**body, "messages": [
+            {**m, "content": [swap(c) for c in m["content"]]}
+            if isinstance(m, dict) and isinstance(m.get("content"), list) else m
+            for m in messages]}
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    if not images:
+        return text
+    pieces = text.split(_IMAGE_SLOT.encode())
+    if len(pieces) != len(images) + 1:  # the slot's text elsewhere in the body: no splice
+        return json.dumps(original, ensure_ascii=False, separators=(",", ":"),
+                          allow_nan=False).encode()
+    out = [pieces[0]]
+    for url, piece in zip(images, pieces[1:], strict=True):
+        out += [url.encode("ascii"), piece]
+    return b"".join(out)
+
+
+#: where :func:`_encode` puts a page's image while the rest of the body is JSON-encoded
+_IMAGE_SLOT = "folio-image-slot-7f3c9e1d5b2a4c60"
 
 
 def _read_json(payload: dict[str, Any]) -> _Reply:
