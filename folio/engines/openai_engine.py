@@ -433,11 +433,12 @@ def _encode(body: dict[str, Any]) -> bytes:
     original = body
 
     def swap(part: Any) -> Any:
-        url = part.get("image_url", {}).get("url") if isinstance(part, dict) else None
+        image = part.get("image_url") if isinstance(part, dict) else None
+        url = image.get("url") if isinstance(image, dict) else None
         if (isinstance(url, str) and url.startswith("data:") and ";base64," in url[:64]
                 and url.isascii() and '"' not in url and "\\" not in url):
             images.append(url)
-            return {**part, "image_url": {**part["image_url"], "url": _IMAGE_SLOT}}
+            return {**part, "image_url": {**image, "url": _IMAGE_SLOT}}
         return part
 
     messages = body.get("messages")
