@@ -434,7 +434,9 @@ def _encode(body: dict[str, Any]) -> bytes:
 
     def swap(part: Any) -> Any:
         image = part.get("image_url") if isinstance(part, dict) else None
-        url = image.get("url") if isinstance(image, dict) else None
+        if not isinstance(image, dict):
+            return part
+        url = image.get("url")
         if (isinstance(url, str) and url.startswith("data:") and ";base64," in url[:64]
                 and url.isascii() and '"' not in url and "\\" not in url):
             images.append(url)
