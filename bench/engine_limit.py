@@ -354,7 +354,7 @@ def step_pipeline(args: argparse.Namespace) -> dict[str, Any]:
             "seconds": seconds, "pages_per_s": round(run.pages / seconds, 3),
             "cli_wall_seconds": run.wall_seconds,
             "completion_tokens_per_page": run.tokens // max(run.pages, 1),
-            "totals": run.report["totals"], "attempt_errors": gup.attempt_errors(out),
+            "totals": run.report["totals"], "attempt_errors": run.attempt_errors,
             "queue": run.window, "scheduler_queue": run.report["timing"].get("queue")}
 
 

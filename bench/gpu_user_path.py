@@ -387,33 +387,28 @@ def resolved(args: argparse.Namespace, extra: tuple[str, ...] | list[str] = ()) 
                           reprocess=options.reprocess, settings=cli._settings(options))
 
 
-def ocr_pages_in(out: Path) -> tuple[int, int]:
-    """(pages with a completed engine attempt, completion tokens) from the outputs."""
-    pages = tokens = 0
-    for path in out.rglob("document.json"):
-        for page in json.loads(path.read_text()).get("pages", []):
-            done = [a for a in page.get("attempts", []) if a.get("completion_tokens")]
-            if done:
-                pages += 1
-                tokens += sum(a["completion_tokens"] for a in done)
-    return pages, tokens
-
-
-def attempt_errors(out: Path, top: int = 8) -> dict[str, int]:
-    """Why engine attempts failed, counted over the outputs (numbers made ``N`` so one
-    reason counts once): a phase whose pages went to the fallback says which check refused
-    the model's answers."""
+def ocr_pages_in(out: Path, top: int = 8) -> tuple[int, int, dict[str, int]]:
+    """From the outputs, in one pass: pages with a completed engine attempt, their
+    completion tokens, and why attempts failed (the ``top`` reasons, numbers made ``N`` so
+    one reason counts once: a phase whose pages went to the fallback says which check
+    refused the model's answers)."""
     import re
     from collections import Counter
 
+    pages = tokens = 0
     reasons: Counter[str] = Counter()
     for path in out.rglob("document.json"):
         for page in json.loads(path.read_text()).get("pages", []):
-            for attempt in page.get("attempts", []):
+            attempts = page.get("attempts", [])
+            done = [a for a in attempts if a.get("completion_tokens")]
+            if done:
+                pages += 1
+                tokens += sum(a["completion_tokens"] for a in done)
+            for attempt in attempts:
                 if attempt.get("error"):
                     reason = re.sub(r"\d+(\.\d+)?", "N", str(attempt["error"]))[:120]
                     reasons[f"{attempt.get('engine')}: {reason}"] += 1
-    return dict(reasons.most_common(top))
+    return pages, tokens, dict(reasons.most_common(top))
 
 
 def phase_pipeline(args: argparse.Namespace) -> dict[str, Any]:
@@ -441,7 +436,7 @@ def phase_pipeline(args: argparse.Namespace) -> dict[str, Any]:
             "pages_per_s": round(pages / seconds, 3), "all_pages_per_s": round(
                 report["totals"]["pages"] / seconds, 3),
             "completion_tokens_per_page": tokens // max(pages, 1),
-            "timing": timing, "totals": report["totals"], "attempt_errors": attempt_errors(out),
+            "timing": timing, "totals": report["totals"], "attempt_errors": run.attempt_errors,
             "queue": window,
             "server": state.model_dump() if state else None,
             "config": report.get("config")}
@@ -456,6 +451,7 @@ class CliRun:
     report: dict[str, Any]
     pages: int
     tokens: int
+    attempt_errors: dict[str, int]
     wall_seconds: float
     window: dict[str, Any]
 
@@ -480,8 +476,8 @@ def run_cli(args: argparse.Namespace, sources: Path, out: Path, report_path: Pat
     report = json.loads(report_path.read_text())
     timing = report["timing"]
     flow_start = t0 + (timing["started_unix"] - wall0)
-    pages, tokens = ocr_pages_in(out)
-    return CliRun(code=code, report=report, pages=pages, tokens=tokens,
+    pages, tokens, errors = ocr_pages_in(out)
+    return CliRun(code=code, report=report, pages=pages, tokens=tokens, attempt_errors=errors,
                   wall_seconds=round(t1 - t0, 2),
                   window=sampler.summary(flow_start, flow_start + timing["seconds"]))
 
@@ -631,7 +627,7 @@ def phase_deployment(args: argparse.Namespace) -> dict[str, Any]:
             t1 = time.monotonic()
         pool = env["FOLIO_BENCH_POOL"]
     info = json.loads(run.stdout.strip().splitlines()[-1])
-    pages, tokens = ocr_pages_in(out)
+    pages, tokens, _ = ocr_pages_in(out)
     run_seconds = (info["end"] - info["start"]) if info["end"] and info["start"] else t1 - t0
     start_mono = t0 + ((info["start"] or wall0) - wall0)
     timing = (json.loads(report_path.read_text()).get("timing")
