@@ -51,6 +51,12 @@ class S3Server:
         self.client.create_bucket(Bucket=bucket)
         return bucket
 
+    def __enter__(self) -> S3Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
@@ -115,11 +121,8 @@ def start_s3_server(command: Callable[[int], list[str]] = _moto, *, probe: str =
 
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[S3Server]:
-    server = start_s3_server()
-    try:
+    with start_s3_server() as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture()

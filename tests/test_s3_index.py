@@ -19,11 +19,8 @@ ODD = ["in/a b.pdf", "in/a+b.pdf", "in/é/ü.pdf", "in/x&y<z>.pdf", "in/~t.pdf",
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[Any]:
-    started = start_s3_index_server()
-    try:
+    with start_s3_index_server() as started:
         yield started
-    finally:
-        started.stop()
 
 
 def test_listing_pages_in_key_order_with_odd_names(server: Any) -> None:

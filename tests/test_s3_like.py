@@ -15,11 +15,8 @@ from tests.s3_server import S3Server
 
 @pytest.fixture(scope="module")
 def s3_like() -> Iterator[S3Server]:
-    server = start_s3_like_server()
-    try:
+    with start_s3_like_server() as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_ranged_reads_give_the_bytes_and_headers_of_the_range(s3_like: S3Server) -> None:
