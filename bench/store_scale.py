@@ -655,9 +655,10 @@ SETTINGS = {
                          "from a 180 MB data file took 700 ms of 710 (the ANN search 3 ms), and "
                          "seconds at 1M rows; S3 serves ranges in time independent of object "
                          "size. And moto spends about 3.5 ms of Python on each request, one "
-                         "request at a time in its process: a 1M-row search's 17 reads, sent "
-                         "at once within 9 ms, came back 3.5 ms apart (60 of the search's 74 "
-                         "ms, the server's request log); S3 serves them side by side"},
+                         "request at a time in its process: a 1M-row search's ~18 reads, sent "
+                         "over 13 ms, waited 25 ms each at the server and ended 54 ms after "
+                         "the first was sent (78 ms p50 a search, 34 with the fast path; "
+                         "bench/results/search_requests.json); S3 serves them side by side"},
     "object_store timeouts": {"value": "timeout 600s, connect_timeout 60s (defaults 30s, 5s)",
                               "why": "a part of the 1.4 GB bulk-load upload timed out at load "
                                      "average 17 and the add failed (two runs); measured writes "
