@@ -94,19 +94,20 @@ def sample_text(tokens: int, seed: int = 0) -> str:
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
-def unique_piece(rng: random.Random, used: set[str]) -> str:
-    """A token's text that ``used`` does not hold yet: a :func:`piece` draw if it is free
-    and short, else a run of 3-4 letters after a space, capitalized or not, or 3 letters
-    that continue a word; about 4.5 characters on average, as prose's tokens are."""
+def unique_piece(rng: random.Random, taken: set[str]) -> str:
+    """A token's text whose byte-level form ``taken`` does not hold yet (the vocabulary so
+    far, byte tokens included): a :func:`piece` draw if it is free and short, else a run of
+    3-4 letters after a space, capitalized or not, or 3 letters that continue a word;
+    about 4.5 characters on average, as prose's tokens are."""
     text = piece(rng)
-    if text not in used and len(text) <= 5:  # long pseudo-words would lift the average
+    if byte_level(text) not in taken and len(text) <= 5:  # long pseudo-words lift the average
         return text
     while True:
         roll = rng.random()
         letters = "".join(rng.choice(_LETTERS) for _ in range(3 if roll < 0.45 else 4))
         text = (letters if roll < 0.15 else " " + letters.capitalize() if roll < 0.3
                 else " " + letters)
-        if text not in used:
+        if byte_level(text) not in taken:
             return text
 
 
@@ -127,15 +128,9 @@ def rewrite(folder: Path, seed: int = 0) -> int:
     renamed = 0
     out: dict[str, int] = {}
     taken = {token for token in vocab if not FILLER.fullmatch(token)}  # bytes, specials
-    used: set[str] = set()
     for token, i in vocab.items():
         if FILLER.fullmatch(token):
-            while True:
-                text = unique_piece(rng, used)
-                used.add(text)
-                token = byte_level(text)
-                if token not in taken:  # a one-letter piece is a byte token's own text
-                    break
+            token = byte_level(unique_piece(rng, taken))
             taken.add(token)
             renamed += 1
         out[token] = i
