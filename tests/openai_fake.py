@@ -62,6 +62,9 @@ class Behaviour:
     die_on: int | None = None  # os._exit at this request number (process mode)
     die_marker: str | None = None  # ... unless this file exists (then it is created)
     prompt_tokens: int = 1330
+    # in-process only: every request waits for this event (at most a minute) before its
+    # delay, so a test decides when the engine lets go of the pages it holds
+    hold: threading.Event | None = None
 
     def text(self) -> str:
         path = OUTPUTS / self.output
@@ -184,6 +187,8 @@ class _Handler(BaseHTTPRequestHandler):
                 Path(b.die_marker).write_text(str(os.getpid()))
             time.sleep(0.05)  # let other requests arrive and be in flight
             os._exit(17)
+        if b.hold is not None:
+            b.hold.wait(timeout=60.0)
         if b.delay_s:
             slots = self.server.slots  # type: ignore[attr-defined]
             if slots is None:

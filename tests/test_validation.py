@@ -127,7 +127,9 @@ def test_frames() -> None:
                                         "height"]
 
 
-def test_thousand_pages_are_fast(record_property: RecordProperty) -> None:
+def test_thousand_pages_in_one_pass(record_property: RecordProperty) -> None:
+    """A thousand pages validate in one suite run and the one failing block is found on
+    its page (the time is recorded, not asserted: speed targets live in bench/)."""
     pages = [page(i) for i in range(1000)]
     pages[500].blocks[0].label = "Banner"
     started = time.perf_counter()
@@ -137,7 +139,6 @@ def test_thousand_pages_are_fast(record_property: RecordProperty) -> None:
     print(f"\nvalidation of 1000 pages / 2000 blocks: {seconds:.2f} s")
     assert report.failures == {500: ["label-known"]}
     assert report.pages == 1000 and report.blocks == 2000
-    assert seconds < 10
 
 
 def test_data_docs(tmp_path: Path) -> None:
