@@ -424,25 +424,41 @@ def test_preparation_widens_while_the_engine_is_short_of_pages(tmp_path: Path) -
     assert scheduler.peak_preparing == scheduler.limits.prepare_burst == 4
 
 
-def test_a_slow_caller_does_not_hold_back_admission(tmp_path: Path) -> None:
+def test_a_slow_caller_does_not_hold_back_admission(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The flow takes a while with every document it is handed (it submits a task);
     new documents are still admitted meanwhile, so the engine is not left waiting on
-    the caller's loop: every page is done long before the caller has seen them all."""
+    the caller's loop. Here the caller does not come back from the first document until
+    every page of all six has ended (a minute at most): with admission in its loop, the
+    other five would never start."""
     sources = one_page_pdfs(tmp_path / "pdfs", seed=60, count=6)
+    pages_done: list[str] = []
+    lock = threading.Lock()
+    all_done = threading.Event()
+    page_done = Services.page_done
+
+    def record(self: Services, doc: DocumentResult, page: Any) -> None:
+        page_done(self, doc, page)
+        with lock:
+            pages_done.append(doc.source)
+            if len(pages_done) == len(sources):
+                all_done.set()
+
+    monkeypatch.setattr(Services, "page_done", record)
     with FakeServer(delay_s=0.05) as fake:
         config = gpu_config(tmp_path, fake.url, document_concurrency=1)
         services = Services(config, str(tmp_path / "out"))
         scheduler = PageScheduler(services, prepare=lambda ref: start_document(ref, services))
-        started = time.monotonic()
+        seen: list[bool] = []  # whether every page had ended when the caller took each one
         try:
             for _ in scheduler.run(discover([str(p) for p in sources], config.s3)):
-                time.sleep(1.0)  # a slow consumer
+                if not seen:
+                    all_done.wait(timeout=60.0)  # a caller busy with its first document
+                seen.append(all_done.is_set())
         finally:
             services.close()
-    assert scheduler.last_page_at is not None
-    # the caller took >= 6 s; with admission in its loop (one document per second of
-    # sleep) the last page would end about 6-8 s in
-    assert scheduler.last_page_at - started < 5.0
+    assert len(seen) == 6 and all(seen), (seen, pages_done)
 
 
 def test_rendering_widens_only_while_the_engine_is_short_of_pages(
