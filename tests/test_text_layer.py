@@ -266,3 +266,88 @@ def test_earlier_ocr_layers_are_not_trusted_by_default(
     assert layer.trusted == (mode == "plain"), layer.why
     if hidden:
         assert layer.score == 0.75 and layer.why.startswith("hidden text layer")
+
+
+# --- score_text against a per-character reference --------------------------------------------
+
+def _reference_score(text: str, page_area_pt2: float, errors: int = 0) -> tuple[float, str]:
+    """score_text as it was first written, one Python step per character: the judgement
+    now counts distinct characters instead, and must not change."""
+    import statistics
+    import unicodedata
+
+    from folio.pdf.text_layer import _FILLERS, _is_latin_letter, _is_unspaced
+
+    def clamp(v: float) -> float:
+        return min(1.0, max(0.0, v))
+
+    glyphs = [c for c in text if not c.isspace()]
+    if not glyphs:
+        return 0.0, "no text"
+    bad = min(len(glyphs), sum(1 for c in glyphs if c == "\ufffd" or unicodedata.category(c)
+                                in ("Co", "Cn", "Cs", "Cc")) + errors)
+    factors = [(clamp(1.0 - 10.0 * bad / len(glyphs)),
+                f"{bad / len(glyphs):.1%} unmapped/replacement/control chars")]
+    counted = [c for c in glyphs if c not in _FILLERS] or glyphs
+    share = sum(1 for c in counted if unicodedata.category(c)[0] in "LMN") / len(counted)
+    factors.append((clamp((share - 0.4) / 0.3), f"only {share:.0%} letters/digits"))
+    expected = max(20.0, page_area_pt2 / 4800.0)
+    factors.append((clamp(len(glyphs) / expected),
+                    f"only {len(glyphs)} chars where a text page has {expected:.0f}+ "
+                    "(scan or figure?)"))
+    latin_glyphs = [c for c in glyphs if _is_latin_letter(c)]
+    if len(latin_glyphs) >= 2:
+        share = sum(1 for c in latin_glyphs if 0x80 <= ord(c) < 0x250) / len(latin_glyphs)
+        factors.append((clamp((0.5 - share) / 0.25),
+                        f"{share:.0%} accented Latin letters (mojibake?)"))
+    words = []
+    for token in text.split():
+        letters = "".join(c for c in token if c.isalpha())
+        if letters and not any(_is_unspaced(c) for c in letters):
+            words.append(letters)
+    if len(words) >= 5:
+        mean = statistics.fmean(len(w) for w in words)
+        factors.append((min(clamp(mean - 1.5), clamp((25.0 - mean) / 10.0)),
+                        f"implausible mean word length {mean:.1f}"))
+    latin = [w.lower() for w in words if len(w) >= 2 and all(map(_is_latin_letter, w))]
+    if len(latin) >= 5:
+        share = sum(1 for w in latin if any(unicodedata.normalize("NFD", c)[0] in "aeiouy"
+                                             for c in w)) / len(latin)
+        factors.append((clamp((share - 0.5) / 0.3), f"only {share:.0%} of words have vowels"))
+    issues = sorted((f for f in factors if f[0] < 1.0), key=lambda f: f[0])
+    if not issues:
+        return 1.0, f"good: {len(glyphs)} chars"
+    return max(0.0, round(issues[0][0], 3)), "; ".join(why for _, why in issues)
+
+
+_ALPHABETS = [
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789", ".,;:!?()[]%$#&*+/",
+    ".·…_-‐–—", " \t\n\r\x0b\x0c\u00a0\u2003\x1c", "àáâãäåæçèéêëìíîïðñòóôõöøùúûüýþÿÀÉÎÕÜ",
+    "ĀăĘĞİıŁŒŠŽƒǅɐ", "ḀḃẞỆỳ", "αβγδεζηθΣσςΩ", "абвгдежзийклмнопЖЩЫ", "的一是在不了有和人这",
+    "กขคงจฉชซ", "ひらがなカタカナ", "\u0301\u0308\u0327", "\x00\x01\x07\x1b\x7f\x9f",
+    "\ufffd\ue000\uf8ff\u0378\U000e0001", "²³½ⅧⅫ①", "ﬁﬂ",
+]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_score_text_counts_as_the_per_character_reference(seed: int) -> None:
+    """Random texts over many scripts, controls, marks and unassigned code points, in words
+    of random length, judge exactly as the per-character reference does."""
+    import random
+
+    rng = random.Random(seed)
+    pools = rng.sample(_ALPHABETS, rng.randint(1, 6))
+    words = ["".join(rng.choice(rng.choice(pools)) for _ in range(rng.randint(1, 12)))
+             for _ in range(rng.randint(0, 400))]
+    text = "".join(w + rng.choice([" ", " ", "\n", "  ", ""]) for w in words)
+    area = rng.choice([0.0, 612 * 792, 300.0 * 200])
+    errors = rng.choice([0, 0, 3])
+    assert score_text(text, page_area_pt2=area, chars_with_unicode_errors=errors) == \
+        _reference_score(text, area, errors)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (Path(__file__).parent / "data"
+                                                         / "model_outputs").iterdir()))
+def test_score_text_on_recorded_answers_is_the_reference(name: str) -> None:
+    text = (Path(__file__).parent / "data" / "model_outputs" / name).read_text(errors="replace")
+    assert score_text(text, page_area_pt2=612 * 792) == _reference_score(text, 612 * 792)

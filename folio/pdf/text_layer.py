@@ -12,6 +12,7 @@ import math
 import re
 import statistics
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -61,19 +62,24 @@ def score_text(
         >>> score_text("!#$%& ()*+ ,-./:; " * 40, page_area_pt2=612 * 792)[0]
         0.0
     """
-    glyphs = [c for c in text if not c.isspace()]
-    if not glyphs:
+    # every signal below judges each distinct character once and weighs it by its count:
+    # a page is thousands of characters of a hundred kinds, and this runs on every OCR
+    # answer too, on the GPU flow's busiest thread (per-character Python held its GIL)
+    counts = Counter(text)
+    glyphs = {c: n for c, n in counts.items() if not c.isspace()}
+    n_glyphs = sum(glyphs.values())
+    if not n_glyphs:
         return 0.0, "no text"
     factors = [
-        _bad_char_factor(glyphs, chars_with_unicode_errors),
-        _alnum_factor(glyphs),
-        _density_factor(len(glyphs), page_area_pt2),
+        _bad_char_factor(glyphs, n_glyphs, chars_with_unicode_errors),
+        _alnum_factor(glyphs, n_glyphs),
+        _density_factor(n_glyphs, page_area_pt2),
         _mojibake_factor(glyphs),
-        *_word_factors(text),
+        *_word_factors(text, counts.keys()),
     ]
     issues = sorted((f for f in factors if f[0] < 1.0), key=lambda f: f[0])
     if not issues:
-        return 1.0, f"good: {len(glyphs)} chars"
+        return 1.0, f"good: {n_glyphs} chars"
     score = max(0.0, round(issues[0][0], 3))
     return score, "; ".join(why for _, why in issues)
 
@@ -88,18 +94,20 @@ def _is_bad(char: str) -> bool:
     return unicodedata.category(char) in ("Co", "Cn", "Cs", "Cc")
 
 
-def _bad_char_factor(glyphs: list[str], unicode_errors: int) -> tuple[float, str]:
-    bad = min(len(glyphs), sum(map(_is_bad, glyphs)) + unicode_errors)
-    share = bad / len(glyphs)
+def _bad_char_factor(glyphs: dict[str, int], n_glyphs: int, unicode_errors: int
+                     ) -> tuple[float, str]:
+    bad = min(n_glyphs, sum(n for c, n in glyphs.items() if _is_bad(c)) + unicode_errors)
+    share = bad / n_glyphs
     return _clamp(1.0 - 10.0 * share), f"{share:.1%} unmapped/replacement/control chars"
 
 
-def _alnum_factor(glyphs: list[str]) -> tuple[float, str]:
+def _alnum_factor(glyphs: dict[str, int], n_glyphs: int) -> tuple[float, str]:
     """Letters and digits among glyphs, leader dots and rules aside (a table of contents
     is mostly ". . . ." and still a trustworthy text layer)."""
-    counted = [c for c in glyphs if c not in _FILLERS] or glyphs
-    alnum = sum(1 for c in counted if unicodedata.category(c)[0] in "LMN")
-    share = alnum / len(counted)
+    counted = {c: n for c, n in glyphs.items() if c not in _FILLERS} or glyphs
+    total = n_glyphs if counted is glyphs else sum(counted.values())
+    alnum = sum(n for c, n in counted.items() if unicodedata.category(c)[0] in "LMN")
+    share = alnum / total
     return _clamp((share - 0.4) / 0.3), f"only {share:.0%} letters/digits"
 
 
@@ -118,12 +126,13 @@ def _is_latin_letter(char: str) -> bool:
     return char.isalpha() and (code < 0x250 or 0x1E00 <= code <= 0x1EFF)
 
 
-def _mojibake_factor(glyphs: list[str]) -> tuple[float, str]:
+def _mojibake_factor(glyphs: dict[str, int]) -> tuple[float, str]:
     """Text decoded with the wrong code page ("Ã©", "ÿþ") is mostly Latin-1 letters."""
-    latin = [c for c in glyphs if _is_latin_letter(c)]
-    if len(latin) < 2:
+    latin = {c: n for c, n in glyphs.items() if _is_latin_letter(c)}
+    total = sum(latin.values())
+    if total < 2:
         return 1.0, ""
-    share = sum(1 for c in latin if 0x80 <= ord(c) < 0x250) / len(latin)
+    share = sum(n for c, n in latin.items() if 0x80 <= ord(c) < 0x250) / total
     return _clamp((0.5 - share) / 0.25), f"{share:.0%} accented Latin letters (mojibake?)"
 
 
@@ -132,27 +141,35 @@ def _is_unspaced(char: str) -> bool:
     return any(low <= code <= high for low, high in _UNSPACED_RANGES)
 
 
-def _word_factors(text: str) -> list[tuple[float, str]]:
-    """Word length (spaced scripts) and vowels (Latin): letter-spaced or consonant soup."""
+def _has_vowel(char: str) -> bool:
+    """Whether ``char`` lower-cased holds a vowel, accents aside ("É" does)."""
+    return any(unicodedata.normalize("NFD", c)[0] in _VOWELS for c in char.lower())
+
+
+def _word_factors(text: str, chars: Iterable[str]) -> list[tuple[float, str]]:
+    """Word length (spaced scripts) and vowels (Latin): letter-spaced or consonant soup.
+    ``chars``: the distinct characters of ``text``, each classified once, so a word is
+    judged with C-speed string and set operations."""
+    chars = list(chars)
+    not_letters = {ord(c): None for c in chars if not c.isalpha()}
+    unspaced = {c for c in chars if _is_unspaced(c)}
+    latin_letters = {c for c in chars if _is_latin_letter(c)}
+    vowels = {c for c in latin_letters if _has_vowel(c)}
     words = []
     for token in text.split():
-        letters = "".join(c for c in token if c.isalpha())
-        if letters and not any(_is_unspaced(c) for c in letters):
+        letters = token.translate(not_letters)
+        if letters and unspaced.isdisjoint(letters):
             words.append(letters)
     factors: list[tuple[float, str]] = []
     if len(words) >= 5:
         mean = statistics.fmean(len(w) for w in words)
         length = min(_clamp(mean - 1.5), _clamp((25.0 - mean) / 10.0))
         factors.append((length, f"implausible mean word length {mean:.1f}"))
-    latin = [w.lower() for w in words if len(w) >= 2 and all(map(_is_latin_letter, w))]
+    latin = [w for w in words if len(w) >= 2 and latin_letters.issuperset(w)]
     if len(latin) >= 5:
-        share = sum(1 for w in latin if _has_vowel(w)) / len(latin)
+        share = sum(1 for w in latin if not vowels.isdisjoint(w)) / len(latin)
         factors.append((_clamp((share - 0.5) / 0.3), f"only {share:.0%} of words have vowels"))
     return factors
-
-
-def _has_vowel(word: str) -> bool:
-    return any(unicodedata.normalize("NFD", c)[0] in _VOWELS for c in word)
 
 
 # --- extraction ---------------------------------------------------------------------------
