@@ -16,6 +16,7 @@ from folio.engines.openai_engine import (
     EngineBadOutputError,
     EngineDownError,
     OpenAIEngine,
+    client_count,
     encode_image,
 )
 from folio.errors import BadOutputError, ConfigError, EngineUnavailableError
@@ -122,6 +123,26 @@ def test_in_flight_bound_holds_under_32_concurrent_calls(fake: FakeServer, page:
         outs = list(pool.map(lambda i: engines[i % 2].recognize(page, 0), range(32)))
     assert len(outs) == 32 and all(o.blocks for o in outs)
     assert fake.state.max_in_flight == 4
+
+
+@pytest.mark.parametrize("fake", [{"delay_s": 0.1}], indirect=True)
+def test_a_large_budget_spreads_its_connections_over_several_clients(
+    fake: FakeServer, page: PagePrep
+) -> None:
+    """httpcore walks a client's every connection on each request, so a budget of
+    hundreds is split over clients of about 32 connections; the in-flight bound is still
+    the engine's one semaphore, and every request is answered."""
+    assert client_count(20) == 1 and client_count(32) == 1 and client_count(260) == 9
+    eng = engine(fake, in_flight=60)  # 64 connections: two clients
+    try:
+        with ThreadPoolExecutor(75) as pool:
+            outs = list(pool.map(lambda _: eng.recognize(page, 0), range(150)))
+        pools = [client._transport._pool for client in eng._clients]  # type: ignore[attr-defined]
+        assert len(pools) == 2 and all(p.connections for p in pools), "both clients were used"
+    finally:
+        eng.close()
+    assert len(outs) == 150 and all(o.blocks for o in outs)
+    assert fake.state.requests == 150 and 30 < fake.state.max_in_flight <= 60
 
 
 @pytest.mark.parametrize("fake", [{"output": "olmocr2_page.md", "midstream_error_on": {1}}], indirect=True)

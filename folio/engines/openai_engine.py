@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import io
+import itertools
 import json
 import logging
 import random
@@ -67,6 +68,19 @@ class EngineTimeoutError(TimeoutExpired):
     def __init__(self, message: str, *, attempt: Attempt) -> None:
         super().__init__(message)
         self.attempt = attempt
+
+
+#: connections one ``httpx.Client`` holds at most before the engine opens another: httpcore's
+#: pool walks every connection it holds on each request's start and end (polling the
+#: idle ones' sockets), so its GIL cost a request grows with the connections, and a GPU
+#: run keeps hundreds open (bench/http_pool.py measures it)
+CONNECTIONS_PER_CLIENT = 32
+
+
+def client_count(connections: int) -> int:
+    """HTTP clients for ``connections`` requests at once, each holding about
+    :data:`CONNECTIONS_PER_CLIENT` of them."""
+    return max(1, -(-connections // CONNECTIONS_PER_CLIENT))
 
 
 _SEMAPHORES: dict[str, threading.BoundedSemaphore] = {}
@@ -139,6 +153,7 @@ class OpenAIEngine:
         ignore_eos: bool = False,
         restart_wait_s: float = 900.0,
         extra_body: dict[str, Any] | None = None,
+        clients: int | None = None,
     ) -> None:
         members = list(endpoints) or ([endpoint] if endpoint is not None else [])
         if not members or (endpoint is not None and endpoints):
@@ -166,12 +181,18 @@ class OpenAIEngine:
             else endpoint_semaphore(self.endpoint.base_url, self.endpoint.in_flight))
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         connections = sum(e.in_flight for e in members) + 4
-        self._client = httpx.Client(
-            headers=headers,
-            timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
-            limits=httpx.Limits(max_connections=connections,
-                                max_keepalive_connections=connections),
-        )
+        # requests take the clients in turn; each may open every connection (the semaphore,
+        # not the pool, bounds what is in flight), so none queues while another has room
+        self._clients = [
+            httpx.Client(
+                headers=headers,
+                timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
+                limits=httpx.Limits(max_connections=connections,
+                                    max_keepalive_connections=connections),
+            )
+            for _ in range(clients or client_count(connections))
+        ]
+        self._turn = itertools.count()  # next() on a count is atomic under the GIL
         self._model_lock = threading.Lock()
         self._open_lock = threading.Lock()
         self._open = 0  # requests sent and not yet answered (see requests_open)
@@ -263,7 +284,8 @@ class OpenAIEngine:
     def close(self) -> None:
         if self._dispatch is not None:
             self._dispatch.close()
-        self._client.close()
+        for client in self._clients:
+            client.close()
 
     # --- protocol ------------------------------------------------------------------------
     def _body(self, data_url: str, temperature: float) -> dict[str, Any]:
@@ -360,15 +382,16 @@ class OpenAIEngine:
         """``content`` is ``body`` encoded, once per page before a slot is taken: a page's
         JSON (its image in base64) costs milliseconds of GIL that a slot would wait on."""
         url = f"{(endpoint or self.endpoint).base_url}/chat/completions"
+        client = self._clients[next(self._turn) % len(self._clients)]
         with self._open_lock:
             self._open += 1
         try:
             if body.get("stream"):
-                with self._client.stream("POST", url, content=content,
+                with client.stream("POST", url, content=content,
                                          headers=_JSON_HEADERS) as response:
                     self._check_status(response, streamed=True)
                     return _read_stream(response.iter_lines())
-            response = self._client.post(url, content=content, headers=_JSON_HEADERS)
+            response = client.post(url, content=content, headers=_JSON_HEADERS)
             self._check_status(response, streamed=False)
             return _read_json(response.json())
         except httpx.TimeoutException as exc:
@@ -411,7 +434,7 @@ class OpenAIEngine:
         name = self.endpoint.served_model_name
         if name:
             return name
-        response = self._client.get(f"{self.endpoint.base_url}/models")
+        response = self._clients[0].get(f"{self.endpoint.base_url}/models")
         data = response.json().get("data") or []
         if not data:
             raise ConfigError(f"{self.endpoint.base_url} serves no model")
