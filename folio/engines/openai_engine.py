@@ -388,7 +388,7 @@ class OpenAIEngine:
         try:
             if body.get("stream"):
                 with client.stream("POST", url, content=content,
-                                         headers=_JSON_HEADERS) as response:
+                                   headers=_JSON_HEADERS) as response:
                     self._check_status(response, streamed=True)
                     return _read_stream(response.iter_lines())
             response = client.post(url, content=content, headers=_JSON_HEADERS)
