@@ -37,6 +37,7 @@ from folio.pipeline.stage_clock import StageClock
 from folio.report import build_report, markdown_summary
 from folio.run_checks import check_layout_model
 from folio.run_config import IngestRequest, resolve_config
+from folio.validation import in_child as validation_in_child
 from folio.validation import preload as preload_validation
 from folio.vocabulary import EngineName, RouteMode
 from folio_prefect.tasks.discover import discover_sources
@@ -169,7 +170,8 @@ def ingest_documents(refs: list[SourceRef], services: Services
         prep = prepare_document(ref, services)
         if isinstance(prep, PreparedDocument):
             if services.config.validation.enabled:  # GX loads while the pages are OCR'd
-                preload_validation()  # (once; a rerun with nothing to do never loads it)
+                # (once; a rerun with nothing to do never loads it)
+                preload_validation(validation_in_child(services.config))
             bar = PageProgress(prep.result.source, prep.result.page_count)
             progress_bars[prep.result.source] = bar.__enter__()
         return prep

@@ -153,10 +153,16 @@ class ValidationSettings(BaseModel):
     data_docs_keep: int = Field(
         50, ge=1, description="documents kept in the Data Docs site (oldest pruned first)"
     )
+    child_process: bool | None = Field(
+        None, description="run the suite in a child process of the flow, off the flow's "
+        "GIL (None: when the OCR engine is a GPU model's, whose pages the flow's threads "
+        "must keep sending; its import and runs were a quarter of the GPU flow's GIL)"
+    )
 
-    #: where Data Docs go and how many are kept never change a page's outcome
+    #: where Data Docs go, how many are kept and which process runs GX never change a
+    #: page's outcome
     OPERATIONAL: ClassVar[frozenset[str]] = frozenset({"data_docs", "data_docs_dir",
-                                                       "data_docs_keep"})
+                                                       "data_docs_keep", "child_process"})
 
 
 class ChunkSettings(BaseModel):

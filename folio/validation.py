@@ -36,6 +36,8 @@ from folio.quality import mean_confidence, repeat_ratio, text_chars
 if TYPE_CHECKING:
     import pandas as pd
 
+    from folio.config import PipelineConfig
+
 #: boxes may overshoot the page by this much (rounding); the pipeline already clipped
 #: overshoots of up to 2% of the page, so anything beyond is really off the page
 BBOX_TOLERANCE_PT = 1.0
@@ -196,11 +198,24 @@ def _box(bbox: Any) -> tuple[float, float, float, float]:
 # --- running GX --------------------------------------------------------------------------------
 
 
+def in_child(config: PipelineConfig) -> bool:
+    """Whether GX runs in a child process for this run (``validation.child_process``;
+    by default when the OCR engine is a GPU model's)."""
+    chosen = config.validation.child_process
+    return config.ocr.engine in GENERATIVE_ENGINES if chosen is None else chosen
+
+
 @functools.cache
-def preload() -> None:
+def preload(child: bool = False) -> None:
     """Import Great Expectations in the background (it takes seconds), so the first
-    document to reach validation does not wait for it at the end of a run. Once per
-    process (cached): later calls do nothing."""
+    document to reach validation does not wait for it at the end of a run; with
+    ``child``, start the child process that runs it instead, which imports GX there.
+    Once per process and kind (cached): later calls do nothing."""
+    if child:
+        from folio.validation_child import shared_child
+
+        shared_child().start()
+        return
 
     def _import() -> None:
         import great_expectations  # noqa: F401
@@ -216,13 +231,15 @@ def validate_pages(
 
 
 def validate_documents(
-    items: Sequence[tuple[str, list[PageResult]]], settings: ValidationSettings
+    items: Sequence[tuple[str, list[PageResult]]], settings: ValidationSettings,
+    *, child: bool = False,
 ) -> list[dict[int, list[str]]]:
     """:func:`validate_pages` for many documents in one GX run per table (a run costs
-    about the same for one document as for fifty); one failure map per item, in order."""
+    about the same for one document as for fifty); one failure map per item, in order.
+    ``child``: GX runs in the process's validation child (folio/validation_child.py)."""
     if not settings.enabled:
         return [{} for _ in items]
-    return [report.failures for report in _run_batch(list(items), settings, None)]
+    return [report.failures for report in _run_batch(list(items), settings, None, child)]
 
 
 def run_validation(
@@ -243,7 +260,7 @@ def run_validation(
 
 
 def _run_batch(items: list[tuple[str, list[PageResult]]], settings: ValidationSettings,
-               data_docs_dir: Path | None) -> list[ValidationReport]:
+               data_docs_dir: Path | None, child: bool = False) -> list[ValidationReport]:
     import pandas as pd
 
     reports = [ValidationReport(pages=len(pages)) for _, pages in items]
@@ -259,15 +276,18 @@ def _run_batch(items: list[tuple[str, list[PageResult]]], settings: ValidationSe
     if len(blocks):
         frames["blocks"] = blocks
     specs = suite_definitions(settings)
-    failures: dict[tuple[int, int], list[str]] = {}
-    with _GX_LOCK:
-        runner = _runner(specs, data_docs_dir)
-        run_name = items[0][0] if len(items) == 1 else f"{items[0][0]}+{len(items) - 1}"
-        for table, frame in frames.items():
-            table_specs = [s for s in specs if s.table == table]
-            result = runner.run(run_name, table, frame, table_specs)
-            _collect(result, table_specs, failures)
-        docs_index = _build_docs(runner.context) if data_docs_dir is not None else None
+    run_name = items[0][0] if len(items) == 1 else f"{items[0][0]}+{len(items) - 1}"
+    docs_index = None
+    if child and data_docs_dir is None:
+        from folio.validation_child import shared_child
+
+        failures = shared_child().failures(frames, specs, run_name)
+    else:
+        with _GX_LOCK:
+            runner = _runner(specs, data_docs_dir)
+            failures = gx_failures(runner, frames, specs, run_name)
+            if data_docs_dir is not None:
+                docs_index = _build_docs(runner.context)
     order = [s.name for s in specs]
     seconds = time.perf_counter() - started
     for (n, page), names in sorted(failures.items()):
@@ -275,6 +295,23 @@ def _run_batch(items: list[tuple[str, list[PageResult]]], settings: ValidationSe
     for report in reports:
         report.seconds, report.data_docs_index = seconds, docs_index
     return reports
+
+
+def gx_failures(runner: _Runner, frames: dict[Table, pd.DataFrame],
+                specs: list[ExpectationSpec], run_name: str
+                ) -> dict[tuple[int, int], list[str]]:
+    """The GX runs themselves, one per table: failed expectation names by (item, page).
+    Here or in the validation child; the caller holds ``_GX_LOCK``.
+
+    Raises:
+        FolioError: (code ``validation-error``) when GX itself failed on an expectation.
+    """
+    failures: dict[tuple[int, int], list[str]] = {}
+    for table, frame in frames.items():
+        table_specs = [s for s in specs if s.table == table]
+        result = runner.run(run_name, table, frame, table_specs)
+        _collect(result, table_specs, failures)
+    return failures
 
 
 #: validations one GX context serves before it is rebuilt: building a context and its

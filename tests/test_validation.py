@@ -186,3 +186,64 @@ def test_a_page_read_with_low_confidence_fails_and_one_without_confidence_passes
     assert validate_pages("doc", pages, SETTINGS) == {1: ["ocr-confidence"]}
     lenient = ValidationSettings(min_ocr_confidence=0.3)
     assert validate_pages("doc", pages, lenient) == {}
+
+
+# --- the validation child (folio/validation_child.py) ------------------------------------------
+
+
+def test_the_child_process_gives_the_same_verdicts_as_this_one() -> None:
+    """GX in the child (a GPU run's default) fails the same pages with the same names as
+    GX in the flow's process, for a batch of documents."""
+    from folio.validation import validate_documents
+
+    looping = [page(0), page(1, "the same words again " * 60)]
+    banner = [page(i) for i in range(4)]
+    banner[2].blocks[0].label = "Banner"
+    inverted = [page(0)]
+    inverted[0].blocks[1].bbox = BBox(x0=540, y0=90, x1=72, y1=300)
+    items = [("a", looping), ("b", banner), ("c", inverted), ("d", [])]
+    here = validate_documents(items, SETTINGS)
+    there = validate_documents(items, SETTINGS, child=True)
+    assert there == here
+    assert here[0] == {1: ["repeat-ratio"]} and here[1] == {2: ["label-known"]} and here[2]
+
+
+def test_a_child_that_dies_is_started_again_and_gx_errors_come_back_typed() -> None:
+    """A killed child costs nothing but a restart: the next batch is answered by a new
+    one. GX failing on an expectation (a column missing from the frame) is the typed
+    validation error it is inline, not a crash or a silent pass."""
+    import pandas as pd
+
+    from folio.errors import FolioError
+    from folio.validation import Table, pages_frame, suite_definitions
+    from folio.validation_child import shared_child
+
+    child = shared_child()  # the one the test before started: GX is imported once
+    specs = suite_definitions(SETTINGS)
+    frames: dict[Table, pd.DataFrame] = {"pages": pages_frame("d", [page(0), page(1)])}
+    assert child.failures(frames, specs, "d") == {}
+    started = child.starts
+    assert child._proc is not None
+    child._proc.kill()
+    child._proc.wait()
+    assert child.failures(frames, specs, "d") == {} and child.starts == started + 1
+    broken: dict[Table, pd.DataFrame] = {"pages": frames["pages"].drop(columns=["text_chars"])}
+    with pytest.raises(FolioError) as caught:
+        child.failures(broken, specs, "d")
+    assert caught.value.code == "validation-error", caught.value
+    assert child.failures(frames, specs, "d") == {} and child.starts == started + 1
+    proc = child._proc
+    child.close()  # its stdin closed, it ends by itself
+    assert child._proc is None and proc is not None and proc.returncode == 0
+
+
+def test_a_gpu_run_validates_in_the_child_unless_told_otherwise() -> None:
+    from folio.config import PipelineConfig
+    from folio.validation import in_child
+
+    assert in_child(PipelineConfig.model_validate({"ocr": {"engine": "vllm"}}))
+    assert not in_child(PipelineConfig.model_validate({"ocr": {"engine": "tesseract"}}))
+    assert not in_child(PipelineConfig.model_validate(
+        {"ocr": {"engine": "openai"}, "validation": {"child_process": False}}))
+    assert in_child(PipelineConfig.model_validate(
+        {"ocr": {"engine": "tesseract"}, "validation": {"child_process": True}}))

@@ -121,11 +121,12 @@ class Services:
         documents of a run queued behind each other)."""
         with self._lock:
             if self._validator is None:
-                from folio.validation import validate_documents
+                from folio.validation import in_child, validate_documents
 
-                settings = self.config.validation
-                self._validator = Batcher(lambda items: validate_documents(items, settings),
-                                          name="validation", max_items=64)
+                settings, child = self.config.validation, in_child(self.config)
+                self._validator = Batcher(
+                    lambda items: validate_documents(items, settings, child=child),
+                    name="validation", max_items=64)
             return self._validator
 
     def last_document_handed_over(self) -> None:
