@@ -277,17 +277,13 @@ def _run_batch(items: list[tuple[str, list[PageResult]]], settings: ValidationSe
         frames["blocks"] = blocks
     specs = suite_definitions(settings)
     run_name = items[0][0] if len(items) == 1 else f"{items[0][0]}+{len(items) - 1}"
-    docs_index = None
+    docs_index: Path | None = None
     if child and data_docs_dir is None:
         from folio.validation_child import shared_child
 
         failures = shared_child().failures(frames, specs, run_name)
     else:
-        with _GX_LOCK:
-            runner = _runner(specs, data_docs_dir)
-            failures = gx_failures(runner, frames, specs, run_name)
-            if data_docs_dir is not None:
-                docs_index = _build_docs(runner.context)
+        failures, docs_index = failures_here(frames, specs, run_name, data_docs_dir)
     order = [s.name for s in specs]
     seconds = time.perf_counter() - started
     for (n, page), names in sorted(failures.items()):
@@ -297,21 +293,25 @@ def _run_batch(items: list[tuple[str, list[PageResult]]], settings: ValidationSe
     return reports
 
 
-def gx_failures(runner: _Runner, frames: dict[Table, pd.DataFrame],
-                specs: list[ExpectationSpec], run_name: str
-                ) -> dict[tuple[int, int], list[str]]:
-    """The GX runs themselves, one per table: failed expectation names by (item, page).
-    Here or in the validation child; the caller holds ``_GX_LOCK``.
+def failures_here(frames: dict[Table, pd.DataFrame], specs: list[ExpectationSpec],
+                  run_name: str, data_docs_dir: Path | None = None
+                  ) -> tuple[dict[tuple[int, int], list[str]], Path | None]:
+    """The GX runs themselves, one per table, in this process (the flow's, or the
+    validation child's): failed expectation names by (item, page), and with
+    ``data_docs_dir`` the Data Docs site's index.
 
     Raises:
         FolioError: (code ``validation-error``) when GX itself failed on an expectation.
     """
     failures: dict[tuple[int, int], list[str]] = {}
-    for table, frame in frames.items():
-        table_specs = [s for s in specs if s.table == table]
-        result = runner.run(run_name, table, frame, table_specs)
-        _collect(result, table_specs, failures)
-    return failures
+    with _GX_LOCK:
+        runner = _runner(specs, data_docs_dir)
+        for table, frame in frames.items():
+            table_specs = [s for s in specs if s.table == table]
+            result = runner.run(run_name, table, frame, table_specs)
+            _collect(result, table_specs, failures)
+        docs_index = _build_docs(runner.context) if data_docs_dir is not None else None
+    return failures, docs_index
 
 
 #: validations one GX context serves before it is rebuilt: building a context and its

@@ -64,7 +64,7 @@ class ValidationChild:
 
     def failures(self, frames: dict[Table, pd.DataFrame], specs: list[ExpectationSpec],
                  run_name: str) -> dict[tuple[int, int], list[str]]:
-        """What :func:`folio.validation.gx_failures` returns, computed in the child.
+        """The failures :func:`folio.validation.failures_here` finds, found in the child.
 
         Raises:
             FolioError: GX itself failed on an expectation (``validation-error``).
@@ -189,10 +189,7 @@ def _serve(inp: IO[bytes], out: IO[bytes]) -> None:
             return  # the parent closed stdin (or died): done
         frames, specs, run_name = pickle.loads(inp.read(int.from_bytes(header, "big")))
         try:
-            with validation._GX_LOCK:
-                runner = validation._runner(specs, None)
-                reply: tuple[Any, ...] = (
-                    "ok", validation.gx_failures(runner, frames, specs, run_name))
+            reply: tuple[Any, ...] = ("ok", validation.failures_here(frames, specs, run_name)[0])
         except FolioError as err:
             reply = ("error", err.code, str(err))
         data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
