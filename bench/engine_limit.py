@@ -350,6 +350,9 @@ def step_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     return {"phase": "pipeline", "preset": args.preset, "variant": args.tag or "default",
             "server_args": variant_args(args), "folio_settings": variant_settings(args),
             "exit_code": run.code,
+            # 1: the first run on a freshly started server; later runs on the same server
+            # have measured faster (its caches and allocations are warm), so it is noted
+            "run_on_server": args.run_on_server,
             "documents": run.report["totals"]["documents"], "pages": run.pages,
             "seconds": seconds, "pages_per_s": round(run.pages / seconds, 3),
             "cli_wall_seconds": run.wall_seconds,
@@ -361,13 +364,25 @@ def step_pipeline(args: argparse.Namespace) -> dict[str, Any]:
 # --- report -------------------------------------------------------------------------------
 
 
-def _save(args: argparse.Namespace, name: str, result: dict[str, Any]) -> None:
-    phases = Path(args.work) / "phases"
+def save_phase(phases: Path, name: str, result: dict[str, Any]) -> Path:
+    """Write one phase's result. Seeded copies of it (an earlier session's, which carry
+    ``measured_at``) give way to it; this session's earlier runs of the same phase stay
+    beside it as ``NAME-runK``, so the report's median counts every repeat (a run's place
+    on its server moves its figure: see ``run_on_server``)."""
     phases.mkdir(parents=True, exist_ok=True)
-    for seeded in phases.glob(f"{name}-run*.json"):  # an earlier session's repeats of it
-        if "measured_at" in json.loads(seeded.read_text()):
-            seeded.unlink()
-    (phases / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
+    for old in [phases / f"{name}.json", *phases.glob(f"{name}-run*.json")]:
+        if old.is_file() and "measured_at" in json.loads(old.read_text()):
+            old.unlink()
+    path, n = phases / f"{name}.json", 1
+    while path.exists():
+        n += 1
+        path = phases / f"{name}-run{n}.json"
+    path.write_text(json.dumps(result, indent=1, default=str))
+    return path
+
+
+def _save(args: argparse.Namespace, name: str, result: dict[str, Any]) -> None:
+    save_phase(Path(args.work) / "phases", name, result)
 
 
 def seed(work: Path, earlier: Path) -> list[str]:
@@ -394,8 +409,16 @@ def seed(work: Path, earlier: Path) -> list[str]:
     return names
 
 
+def _run_order(path: Path) -> tuple[str, int]:
+    """``NAME.json`` then ``NAME-run2.json``, ``NAME-run3.json``...: the order they ran in
+    (a plain sort puts ``-run2`` first)."""
+    name, _, n = path.stem.rpartition("-run")
+    return (name, int(n)) if name and n.isdigit() else (path.stem, 1)
+
+
 def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
-    phases = [json.loads(p.read_text()) for p in sorted((work / "phases").glob("*.json"))]
+    phases = [json.loads(p.read_text()) for p in sorted((work / "phases").glob("*.json"),
+                                                         key=_run_order)]
     by: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {}
     offline_by: dict[str, list[dict[str, Any]]] = {}
     for p in phases:
@@ -433,6 +456,11 @@ def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
             "pipeline_over_served": round(rate["pipeline"] / rate["served"], 3)
             if "pipeline" in rate and "served" in rate else None,
         }
+        if "pipeline" in got:  # every run, with its place on its server
+            row["pipeline_runs"] = [{"pages_per_s": r["pages_per_s"],
+                                     "run_on_server": r.get("run_on_server"),
+                                     "measured_at": r.get("measured_at") or os.environ.get(
+                                         "FOLIO_BENCH_COMMIT")} for r in got["pipeline"]]
         for key in ("prompt_tokens_per_page", "preprocessing_seconds", "measured_at"):
             if "offline" in got and key in got["offline"][-1]:
                 row[f"offline_{key}"] = got["offline"][-1][key]
@@ -440,18 +468,25 @@ def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
             row["served_prompt_tokens_per_page"] = got["served"][-1].get("prompt_tokens_per_page")
         # the GPU's busy share and the requests the server ran on average (of the in-flight
         # budget the client held): where a phase fell short of the engine
+        # (medians over a phase's runs, as its pages/s)
         for ph in ("served", "pipeline"):
-            if ph in got:
-                queue = got[ph][-1]["queue"]
-                row[f"{ph}_gpu_utilization"] = queue.get("gpu_utilization_mean")
-                row[f"{ph}_running_mean"] = queue.get("running_mean")
+            for key, name in (("gpu_utilization_mean", "gpu_utilization"),
+                              ("running_mean", "running_mean")):
+                got_values = [r["queue"].get(key) for r in got.get(ph, [])]
+                values = [v for v in got_values if v is not None]
+                if values:
+                    row[f"{ph}_{name}"] = round(statistics.median(values), 1)
         if "pipeline" in got:
             # the requests folio had sent and not yet had answered (its scheduler's
             # timeline), beside the server's running: the gap is in between
-            sent = [q["at_server"] for q in got["pipeline"][-1].get("scheduler_queue") or []
-                    if q.get("at_server") is not None and q.get("in_ladder", 0) > 0]
-            if sent:
-                row["pipeline_at_server_mean"] = round(statistics.mean(sent), 1)
+            means = []
+            for r in got["pipeline"]:
+                sent = [q["at_server"] for q in r.get("scheduler_queue") or []
+                        if q.get("at_server") is not None and q.get("in_ladder", 0) > 0]
+                if sent:
+                    means.append(statistics.mean(sent))
+            if means:
+                row["pipeline_at_server_mean"] = round(statistics.median(means), 1)
         # seeded phases say where they were measured; this run's phases, this commit
         row["measured_at"] = {ph: rs[-1].get("measured_at") or os.environ.get(
             "FOLIO_BENCH_COMMIT") for ph, rs in got.items()}
@@ -495,6 +530,8 @@ def main() -> None:
                     help='a pipeline variant\'s folio settings, a JSON list: '
                          '["limits.ocr_extra_pages=0"]')
     ap.add_argument("--tag", default="", help="the variant's name in the results")
+    ap.add_argument("--run-on-server", type=int,
+                    help="pipeline: how many runs its server has served, this one included")
     ap.add_argument("--fake", action="store_true", help="the fake server instead of vLLM")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--command", default="", help="the whole command sequence, for the result")

@@ -17,6 +17,9 @@
 #   bash bench/engine_limit_device.sh pipeline olmocr2 default '[]' '[]' keep
 #                                                      # its server stays for the next
 #                                                      # folio-settings variant (no restart)
+#                                                      # (a pipeline step run again on one
+#                                                      # server is kept beside the first:
+#                                                      # run_on_server, files -rN)
 #   bash bench/engine_limit_device.sh plan 'served chandra' 'pipeline chandra' \
 #        "served chandra api4 '[\"--api-server-count\",\"4\"]'"   # steps in the background,
 #   bash bench/engine_limit_device.sh plan-wait        # so no step is cut at a call's end
@@ -108,20 +111,33 @@ case "${1:-}" in
     # take, and whether folio crowds the server's front end) and, with py-spy's wheel in
     # .device-carry/wheels, the flow process's GIL (--gil: samples with the GIL held; over
     # 20 a second of the run, the share of the run it was held)
-    python3 bench/host_cpu.py --out "$OUT/host-cpu-$p-$tag.json" --seconds 590 & hc=$!
+    # the how-manieth run on this server (the first on a fresh server has measured slower);
+    # it names this run's files, so a repeat keeps the earlier run's
+    owner=$(cat /tmp/elim-owner-$p-$tag.pid) n=$(( $(cat /tmp/elim-runs-$owner 2>/dev/null || echo 0) + 1 ))
+    echo $n > /tmp/elim-runs-$owner; r=$p-$tag-r$n
+    python3 bench/host_cpu.py --out "$OUT/host-cpu-$r.json" --seconds 590 & hc=$!
     $E pipeline --preset "$p" --tag "$tag" --server-args "$extra" --folio-set "$sets" \
-      --owner-pid "$(cat /tmp/elim-owner-$p-$tag.pid)" > "$OUT/pipeline-$p-$tag.log" 2>&1 & run=$!
-    whl=$(ls .device-carry/wheels/py_spy-*.whl 2>/dev/null | head -1) spy=""
+      --owner-pid "$owner" --run-on-server $n > "$OUT/pipeline-$r.log" 2>&1 & run=$!
+    whl=$(ls .device-carry/wheels/py_spy-*.whl 2>/dev/null | head -1) cli=""
     if [ -n "$whl" ]; then
       [ -x /tmp/pyspy/spy ] || { rm -rf /tmp/pyspy && python3 -m zipfile -e "$whl" /tmp/pyspy \
         && cp "$(ls /tmp/pyspy/*.data/scripts/py-spy)" /tmp/pyspy/spy && chmod +x /tmp/pyspy/spy; }
-      for _ in $(seq 240); do cli=$(pgrep -f -- "-m folio_prefect.flows.cli ingest" | head -1); [ -n "$cli" ] && break; sleep 0.25; done
-      [ -n "${cli:-}" ] && /tmp/pyspy/spy record --pid "$cli" --rate 20 --gil --nonblocking --format raw \
-        -o "$OUT/gil-$p-$tag.txt" > "$OUT/pyspy-$p-$tag.log" 2>&1 &
+      # the CLI this run started (a child of its own pipeline step), for up to 5 minutes
+      for _ in $(seq 1200); do
+        kill -0 $run 2>/dev/null || break
+        cli=$(pgrep -f -- "-m folio_prefect.flows.cli ingest" | head -1); [ -n "$cli" ] && break; sleep 0.25
+      done
+      if [ -n "$cli" ]; then
+        echo "py-spy on $cli ($(date +%T))" > "$OUT/pyspy-$r.log"
+        /tmp/pyspy/spy record --pid "$cli" --rate 20 --gil --nonblocking --format raw \
+          -o "$OUT/gil-$r.txt" >> "$OUT/pyspy-$r.log" 2>&1 &
+      else
+        echo "py-spy: no CLI process seen ($(date +%T))" > "$OUT/pyspy-$r.log"
+      fi
     fi
     wait $run
     kill $hc; wait $hc
-    tail -2 "$OUT/pipeline-$p-$tag.log"
+    tail -2 "$OUT/pipeline-$r.log"
     # its server stops, the GPU comes free (`keep`: the next folio-settings variant uses it)
     [ "$keep" = keep ] || { kill "$(cat /tmp/elim-owner-$p-$tag.pid)"; sleep 15; }
     ;;
