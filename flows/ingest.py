@@ -35,7 +35,7 @@ from folio.models import DocumentResult
 from folio.pipeline import PageScheduler, PreparedDocument, Services
 from folio.pipeline.stage_clock import StageClock
 from folio.report import build_report, markdown_summary
-from folio.run_checks import check_layout_model
+from folio.run_checks import check_host
 from folio.run_config import IngestRequest, resolve_config
 from folio.validation import in_child as validation_in_child
 from folio.validation import preload as preload_validation
@@ -115,7 +115,7 @@ def run_request(request: IngestRequest, *, report: str | None) -> dict[str, Any]
     started, started_unix = time.monotonic(), time.time()
     config = resolve_config(engine=request.engine, route=request.route,
                             reprocess=request.reprocess, settings=request.settings)
-    check_layout_model(config)  # a worker without the model fails the run, not every label
+    check_host(config)  # a worker without the model or gs fails the run, not every page
     services = Services(config, request.out)
     try:
         refs = discover_sources(request.sources, config.s3)

@@ -4,6 +4,7 @@ instead of quarantining every document with the same infrastructure reason."""
 
 from __future__ import annotations
 
+import shutil
 import uuid
 
 from folio.config import PipelineConfig
@@ -22,14 +23,38 @@ def check_run(sources: list[str], out: str, config: PipelineConfig) -> None:
 
     Raises:
         ConfigError: a source is missing, the destination or store is not usable as
-            configured (permissions, credentials, bucket), the layout model is missing.
+            configured (permissions, credentials, bucket), the layout model or (with
+            compression on) Ghostscript is missing.
         NothingToDoError: no PDF under the sources.
         StorageError: S3 or the store could not be reached (retry later).
     """
     if not has_documents(sources, config.s3):
         raise NothingToDoError(f"no PDF under {', '.join(sources)}")
-    check_layout_model(config)
+    check_host(config)
     check_destination(out, config)
+
+
+def check_host(config: PipelineConfig) -> None:
+    """What the host running the pages must have for this configuration (the CLI's host,
+    or a deployment's worker): the layout model and Ghostscript when they are used."""
+    check_layout_model(config)
+    check_ghostscript(config)
+
+
+def check_ghostscript(config: PipelineConfig) -> None:
+    """With compression on, Ghostscript must be on PATH. Compression failing is kept from
+    failing a document (the original is used, and the document's report says why), so
+    without this check a host that lacks ``gs`` runs every document uncompressed and
+    says so only in each document's note."""
+    if not config.compress:
+        return
+    from folio.pdf.ghostscript import GS_BINARY
+
+    if shutil.which(GS_BINARY) is None:
+        raise ConfigError(
+            f"Ghostscript ({GS_BINARY}) is not installed or not on PATH, and compression is "
+            "on: install it (Debian/Ubuntu: apt install ghostscript) or run with "
+            "--set compress=false")
 
 
 def check_layout_model(config: PipelineConfig) -> None:

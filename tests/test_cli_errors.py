@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -71,6 +72,35 @@ def test_missing_layout_model_stops_before_any_work(tmp_path: Path, pdf: Path) -
     assert proc.returncode == 2
     assert "layout model not found" in one_line(proc)
     assert not (tmp_path / "o").exists()
+
+
+def test_missing_ghostscript_stops_before_any_work(tmp_path: Path, pdf: Path) -> None:
+    """Compression is on by default and kept from failing a document, so a host without
+    ``gs`` would run every document uncompressed, saying so only in each one's note."""
+    bin_dir = tmp_path / "bin"  # a PATH with the tools but not gs
+    bin_dir.mkdir()
+    for tool in ("tesseract", "pdftoppm"):
+        found = shutil.which(tool)
+        if found:
+            (bin_dir / tool).symlink_to(found)
+    env = {**os.environ, "PATH": str(bin_dir)}
+    proc = folio("ingest", str(pdf), "--out", str(tmp_path / "o"), env=env)
+    assert proc.returncode == 2
+    line = one_line(proc)
+    assert "Ghostscript (gs) is not installed" in line and "compress=false" in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_without_compression_ghostscript_is_not_needed(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from folio.config import PipelineConfig
+    from folio.errors import ConfigError
+    from folio.run_checks import check_ghostscript
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    check_ghostscript(PipelineConfig(compress=False))
+    with pytest.raises(ConfigError, match="apt install ghostscript"):
+        check_ghostscript(PipelineConfig())
 
 
 def test_unreachable_s3_is_one_line_exit_6(tmp_path: Path, pdf: Path) -> None:
