@@ -416,12 +416,16 @@ def _run_order(path: Path) -> tuple[str, int]:
     return (name, int(n)) if name and n.isdigit() else (path.stem, 1)
 
 
-def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
+def report(work: Path, out_dir: Path, command: str, gpu_name: str = "") -> dict[str, Any]:
+    """``engine_limit.json`` from the phase files under ``work`` (``gpu_name``: the GPU
+    they ran on, when the report is made again elsewhere from the same files)."""
     phases = [json.loads(p.read_text()) for p in sorted((work / "phases").glob("*.json"),
                                                          key=_run_order)]
     by: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {}
     offline_by: dict[str, list[dict[str, Any]]] = {}
-    for p in phases:
+    # a phase found after the run not to have run the user's configuration carries
+    # ``invalid`` (why): it stays in the result's phases and counts in no row
+    for p in (p for p in phases if not p.get("invalid")):
         if p["phase"] == "offline":  # one offline engine per preset: every variant's yardstick
             offline_by.setdefault(p["preset"], []).append(p)
         else:
@@ -437,7 +441,8 @@ def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
     settings["environment"] = gup.ENVIRONMENT
     rows = []
     for (preset, variant), got in sorted(by.items()):
-        rate = {ph: statistics.median(r["pages_per_s"] for r in rs) for ph, rs in got.items()}
+        rate = {ph: round(statistics.median(r["pages_per_s"] for r in rs), 3)
+                for ph, rs in got.items()}
         offline = rate.get("offline")
         served = got.get("served") or got.get("pipeline") or [{}]
         row: dict[str, Any] = {
@@ -492,8 +497,13 @@ def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
             "FOLIO_BENCH_COMMIT") for ph, rs in got.items()}
         row["missing"] = [ph for ph in ("offline", "served", "pipeline") if ph not in got]
         rows.append(row)
-    result = {"gpu": gup._gpu_name(), "commit": os.environ.get("FOLIO_BENCH_COMMIT"),
-              "results": rows, "settings": settings, "command": command,
+    not_counted = [{k: p.get(k) for k in ("phase", "preset", "variant", "pages_per_s",
+                                          "run_on_server", "invalid")}
+                   for p in phases if p.get("invalid")]
+    result = {"gpu": gpu_name or gup._gpu_name(),
+              "commit": os.environ.get("FOLIO_BENCH_COMMIT"),
+              "results": rows, "not_counted": not_counted, "settings": settings,
+              "command": command,
               "how": "offline: LLM.chat in one process built from folio's `vllm serve` options "
                      "(bench/engine_limit.engine_kwargs), pages/s over the whole call "
                      "(preprocessing included; preprocessing_seconds: until vLLM had every "
@@ -535,6 +545,8 @@ def main() -> None:
     ap.add_argument("--fake", action="store_true", help="the fake server instead of vLLM")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--command", default="", help="the whole command sequence, for the result")
+    ap.add_argument("--gpu-name", default="",
+                    help="report: the phases' GPU, when made again off the GPU machine")
     ap.add_argument("--earlier", default=str(ROOT / "bench" / "results" / "engine_limit.json"),
                     help="seed: the result whose offline phases this run reuses")
     args = ap.parse_args()
@@ -543,7 +555,7 @@ def main() -> None:
     if args.step == "smoke":
         return smoke(args)
     if args.step == "report":
-        result = report(work, Path(args.out), args.command)
+        result = report(work, Path(args.out), args.command, args.gpu_name)
         for row in result["results"]:
             print(json.dumps(row))
         return

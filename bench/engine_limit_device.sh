@@ -35,7 +35,8 @@ for d in flows tasks deployments; do [ -e folio_prefect/$d ] || ln -sfn ../$d fo
 W=/tmp/elim
 E="python3 bench/engine_limit.py --work $W${FAKE:+ --fake}"  # FAKE=1: the fake server (a dry run here)
 [ -f /tmp/site/env.sh ] && . /tmp/site/env.sh
-export PATH=$PWD/.gs-carry/bin:$PATH PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1
+. bench/device_tools.sh  # gs on PATH, $SPY: py-spy (when carried once)
 export PREFECT_SERVER_ANALYTICS_ENABLED=false PREFECT_HOME=$W/prefect-cli PREFECT_UI_ENABLED=false
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-$W/out}
@@ -109,7 +110,7 @@ case "${1:-}" in
     fi
     # beside it: the host's CPU per kind of process (bench/host_cpu.py: cores a GPU's pages
     # take, and whether folio crowds the server's front end) and, with py-spy's wheel in
-    # .device-carry/wheels, the flow process's GIL (--gil: samples with the GIL held; over
+    # .device-carry/wheels (carried once), the flow process's GIL (--gil: samples with the GIL held; over
     # 20 a second of the run, the share of the run it was held)
     # the how-manieth run on this server (the first on a fresh server has measured slower);
     # it names this run's files, so a repeat keeps the earlier run's
@@ -118,10 +119,8 @@ case "${1:-}" in
     python3 bench/host_cpu.py --out "$OUT/host-cpu-$r.json" --seconds 590 & hc=$!
     $E pipeline --preset "$p" --tag "$tag" --server-args "$extra" --folio-set "$sets" \
       --owner-pid "$owner" --run-on-server $n > "$OUT/pipeline-$r.log" 2>&1 & run=$!
-    whl=$(ls .device-carry/wheels/py_spy-*.whl 2>/dev/null | head -1) cli=""
-    if [ -n "$whl" ]; then
-      [ -x /tmp/pyspy/spy ] || { rm -rf /tmp/pyspy && python3 -m zipfile -e "$whl" /tmp/pyspy \
-        && cp "$(ls /tmp/pyspy/*.data/scripts/py-spy)" /tmp/pyspy/spy && chmod +x /tmp/pyspy/spy; }
+    cli=""
+    if [ -n "$SPY" ]; then
       # the CLI this run started (a child of its own pipeline step), for up to 5 minutes
       for _ in $(seq 1200); do
         kill -0 $run 2>/dev/null || break
@@ -129,7 +128,7 @@ case "${1:-}" in
       done
       if [ -n "$cli" ]; then
         echo "py-spy on $cli ($(date +%T))" > "$OUT/pyspy-$r.log"
-        /tmp/pyspy/spy record --pid "$cli" --rate 20 --gil --nonblocking --format raw \
+        "$SPY" record --pid "$cli" --rate 20 --gil --nonblocking --format raw \
           -o "$OUT/gil-$r.txt" >> "$OUT/pyspy-$r.log" 2>&1 &
       else
         echo "py-spy: no CLI process seen ($(date +%T))" > "$OUT/pyspy-$r.log"

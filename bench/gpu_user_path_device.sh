@@ -30,7 +30,8 @@ for d in flows tasks deployments; do [ -e folio_prefect/$d ] || ln -sfn ../$d fo
 W=/tmp/gub
 B="python3 bench/gpu_user_path.py --work $W"
 [ -f /tmp/site/env.sh ] && . /tmp/site/env.sh
-export PATH=$PWD/.gs-carry/bin:$PATH PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1
+. bench/device_tools.sh  # gs on PATH, $SPY: py-spy (when carried once)
 export PREFECT_SERVER_ANALYTICS_ENABLED=false PREFECT_HOME=$W/prefect-cli
 # Prefect 3.9.1's UI needs a newer FastAPI than the one staged with vLLM 0.26: the local
 # servers (the CLI's, the deployment phase's) run their API without it
@@ -84,11 +85,7 @@ case "${1:-}" in
     # (bench/host_cpu.py) and py-spy on the CLI's process, when .device-carry/wheels holds
     # py-spy's wheel: where the flow process and the vLLM front end spend the host's cores
     r=$2
-    spy=""
-    whl=$(ls .device-carry/wheels/py_spy-*.whl 2>/dev/null | head -1)
-    if [ -n "$whl" ]; then
-      rm -rf /tmp/pyspy && python3 -m zipfile -e "$whl" /tmp/pyspy && spy=$(ls /tmp/pyspy/*.data/scripts/py-spy) && chmod +x "$spy"
-    fi
+    spy=$SPY  # bench/device_tools.sh
     python3 bench/host_cpu.py --out "$OUT/host-cpu-r$r.json" --seconds 540 & s=$!
     $B pipeline --gpu 0 --round "$r" --owner-pid "$(owner)" > "$OUT/pipeline-r$r.log" 2>&1 & a=$!
     pid=""

@@ -45,3 +45,14 @@ def test_the_report_takes_the_median_of_every_run_in_running_order(tmp_path: Pat
     assert [r["pages_per_s"] for r in row["pipeline_runs"]] == [8.2, 8.7, 8.6]
     assert row["pipeline_gpu_utilization"] == 82.0  # the median run's, not the last one's
     assert json.loads((tmp_path / "out" / "engine_limit.json").read_text())["results"] == [row]
+
+
+def test_a_phase_marked_invalid_counts_in_no_row(tmp_path: Path) -> None:
+    phases = tmp_path / "phases"
+    save_phase(phases, "pipeline-olmocr2-default", _pipeline(7.8, 1))
+    save_phase(phases, "pipeline-olmocr2-default", _pipeline(9.9, 2, invalid="gs missing"))
+    result = report(tmp_path, tmp_path / "out", "test", gpu_name="NVIDIA H200")
+    (row,) = result["results"]
+    assert row["pipeline_pages_per_s"] == 7.8 and len(row["pipeline_runs"]) == 1
+    assert result["not_counted"][0]["invalid"] == "gs missing"
+    assert len(result["phases"]) == 2 and result["gpu"] == "NVIDIA H200"

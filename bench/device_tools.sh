@@ -1,0 +1,18 @@
+# Sourced by the device scripts (bench/*_device.sh) from the checkout's root: Ghostscript
+# and py-spy from the carried folders, copied to /tmp the first time they are seen. A
+# device call's checkout holds a carried folder only in the calls that name it, so a plan
+# running on in the background past the call that carried .gs-carry would otherwise lose
+# `gs` (and, with compression on, folio refuses to start without it) and py-spy.
+T=/tmp/folio-device-tools
+mkdir -p $T
+if [ -x .gs-carry/bin/gs ] && [ ! -x $T/gs/bin/gs ]; then
+  rm -rf $T/gs.new && cp -a .gs-carry $T/gs.new && mv -T $T/gs.new $T/gs
+fi
+export PATH=$T/gs/bin:$PWD/.gs-carry/bin:$PATH
+_whl=$(ls .device-carry/wheels/py_spy-*.whl 2>/dev/null | head -1)
+if [ -n "$_whl" ] && [ ! -x $T/py-spy ]; then
+  rm -rf $T/spy.unz && python3 -m zipfile -e "$_whl" $T/spy.unz \
+    && cp "$(ls $T/spy.unz/*.data/scripts/py-spy)" $T/py-spy.new && chmod +x $T/py-spy.new \
+    && mv $T/py-spy.new $T/py-spy
+fi
+SPY=""; [ -x $T/py-spy ] && SPY=$T/py-spy
