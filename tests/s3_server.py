@@ -91,7 +91,8 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], probe: str = "/moto-
 
 
 def _moto(port: int) -> list[str]:
-    return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    # moto.server with S3's conditional writes atomic (tests/moto_server.py says why)
+    return [sys.executable, "-m", "tests.moto_server", "-H", "127.0.0.1", "-p", str(port)]
 
 
 def start_s3_server(command: Callable[[int], list[str]] = _moto, *, probe: str = "/moto-api/",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -131,6 +132,36 @@ def test_conditional_writes(s3_server: S3Server, s3_bucket: str) -> None:
     assert s3io.put_if_match(client, s3_bucket, "claim", b"three", head.etag) is True
     assert s3io.put_if_match(client, s3_bucket, "claim", b"four", head.etag) is False  # stale
     assert s3io.get_text(client, s3_bucket, "claim") == "three"
+
+
+def test_racing_conditional_writes_have_one_winner(s3_server: S3Server, s3_bucket: str) -> None:
+    """The endpoint decides a conditional write's condition and the write as one step, as
+    S3 does (the claims' exactly-once rests on it; tests/moto_server.py). Each round, eight
+    clients released together create one key, then swap it from the ETag they all read."""
+    clients = [s3io.make_client(s3_server.settings) for _ in range(8)]
+    with ThreadPoolExecutor(len(clients)) as pool:
+        for round_ in range(15):
+            key = f"race/{round_}"
+            barrier = threading.Barrier(len(clients))
+
+            def create(i: int, key: str = key, barrier: threading.Barrier = barrier) -> bool:
+                barrier.wait()
+                return s3io.put_if_absent(clients[i], s3_bucket, key, f"c{i}".encode())
+
+            created = list(pool.map(create, range(len(clients))))
+            assert created.count(True) == 1, created
+            head = s3io.head_object(s3_server.client, s3_bucket, key)
+            assert head is not None
+
+            def swap(i: int, key: str = key, barrier: threading.Barrier = barrier,
+                     etag: str = head.etag) -> bool:
+                barrier.wait()
+                return s3io.put_if_match(clients[i], s3_bucket, key, f"s{i}".encode(), etag)
+
+            swapped = list(pool.map(swap, range(len(clients))))
+            assert swapped.count(True) == 1, swapped
+            winner = swapped.index(True)
+            assert s3io.get_text(s3_server.client, s3_bucket, key) == f"s{winner}"
 
 
 def test_missing_bucket_is_config_error(s3_server: S3Server, tmp_path: Path) -> None:
