@@ -351,7 +351,7 @@ def step_pipeline(args: argparse.Namespace) -> dict[str, Any]:
             "server_args": variant_args(args), "folio_settings": variant_settings(args),
             "exit_code": run.code,
             # 1: the first run on a freshly started server; later runs on the same server
-            # have measured faster (its caches and allocations are warm), so it is noted
+            # have measured faster in every plan (why is not known), so it is noted
             "run_on_server": args.run_on_server,
             "documents": run.report["totals"]["documents"], "pages": run.pages,
             "seconds": seconds, "pages_per_s": round(run.pages / seconds, 3),
