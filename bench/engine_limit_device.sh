@@ -166,9 +166,10 @@ case "${1:-}" in
   report)
     # REPORT_COMMAND: the session's own sequence of steps, when it is not the plain one
     $E report --out "$OUT" --command "${REPORT_COMMAND:-bash bench/engine_limit_device.sh setup; offline; served P; pipeline P (each preset); report (see the script)}"
-    mkdir -p "$OUT/phases"; cp $W/phases/*.json "$OUT/phases/" 2>/dev/null
-    cp $W/offline.log $W/plan.log "$OUT/" 2>/dev/null
-    [ "$OUT" = "$W/out" ] || cp $W/out/*.log "$OUT/" 2>/dev/null
+    # beside it one archive of the phases and what ran beside them (host CPU, py-spy,
+    # logs): a device call brings back at most 8 files from $OUT
+    [ "$OUT" = "$W/out" ] || (cd $W && tar czf "$OUT/elim-run.tgz" phases out \
+      $(ls offline.log plan.log 2>/dev/null))
     ;;
   *) echo "usage: $0 setup | offline | offline-wait | seed | plan STEP... | plan-wait | served P [TAG ARGS] | pipeline P [TAG ARGS] | stop P [TAG] | report" >&2; exit 2 ;;
 esac
