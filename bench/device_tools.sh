@@ -16,3 +16,19 @@ if [ -n "$_whl" ] && [ ! -x $T/py-spy ]; then
     && mv $T/py-spy.new $T/py-spy
 fi
 SPY=""; [ -x $T/py-spy ] && SPY=$T/py-spy
+
+# spy_on_cli STEP_PID OUT_TXT LOG [PY-SPY OPTION...]: py-spy, in the background, on the
+# `folio ingest` CLI that the benchmark step STEP_PID starts (waited for while that step
+# runs, up to 5 minutes); LOG says which process it sampled, or that none was seen
+spy_on_cli() {
+  local step=$1 out=$2 log=$3 cli=""; shift 3
+  [ -n "$SPY" ] || return 0
+  for _ in $(seq 1200); do
+    kill -0 "$step" 2>/dev/null || break
+    cli=$(pgrep -f -- "-m folio_prefect.flows.cli ingest" | head -1); [ -n "$cli" ] && break
+    sleep 0.25
+  done
+  if [ -z "$cli" ]; then echo "py-spy: no CLI process seen ($(date +%T))" > "$log"; return 0; fi
+  echo "py-spy on $cli ($(date +%T))" > "$log"
+  "$SPY" record --pid "$cli" --rate 20 "$@" --nonblocking --format raw -o "$out" >> "$log" 2>&1 &
+}

@@ -119,21 +119,7 @@ case "${1:-}" in
     python3 bench/host_cpu.py --out "$OUT/host-cpu-$r.json" --seconds 590 & hc=$!
     $E pipeline --preset "$p" --tag "$tag" --server-args "$extra" --folio-set "$sets" \
       --owner-pid "$owner" --run-on-server $n > "$OUT/pipeline-$r.log" 2>&1 & run=$!
-    cli=""
-    if [ -n "$SPY" ]; then
-      # the CLI this run started (a child of its own pipeline step), for up to 5 minutes
-      for _ in $(seq 1200); do
-        kill -0 $run 2>/dev/null || break
-        cli=$(pgrep -f -- "-m folio_prefect.flows.cli ingest" | head -1); [ -n "$cli" ] && break; sleep 0.25
-      done
-      if [ -n "$cli" ]; then
-        echo "py-spy on $cli ($(date +%T))" > "$OUT/pyspy-$r.log"
-        "$SPY" record --pid "$cli" --rate 20 --gil --nonblocking --format raw \
-          -o "$OUT/gil-$r.txt" >> "$OUT/pyspy-$r.log" 2>&1 &
-      else
-        echo "py-spy: no CLI process seen ($(date +%T))" > "$OUT/pyspy-$r.log"
-      fi
-    fi
+    spy_on_cli $run "$OUT/gil-$r.txt" "$OUT/pyspy-$r.log" --gil  # bench/device_tools.sh
     wait $run
     kill $hc; wait $hc
     tail -2 "$OUT/pipeline-$r.log"

@@ -85,14 +85,9 @@ case "${1:-}" in
     # (bench/host_cpu.py) and py-spy on the CLI's process, when .device-carry/wheels holds
     # py-spy's wheel: where the flow process and the vLLM front end spend the host's cores
     r=$2
-    spy=$SPY  # bench/device_tools.sh
     python3 bench/host_cpu.py --out "$OUT/host-cpu-r$r.json" --seconds 540 & s=$!
     $B pipeline --gpu 0 --round "$r" --owner-pid "$(owner)" > "$OUT/pipeline-r$r.log" 2>&1 & a=$!
-    pid=""
-    for _ in $(seq 240); do pid=$(pgrep -f -- "-m folio_prefect.flows.cli ingest" | head -1); [ -n "$pid" ] && break; sleep 0.25; done
-    if [ -n "$spy" ] && [ -n "$pid" ]; then
-      "$spy" record --pid "$pid" --rate 20 --threads --nonblocking --format raw -o "$OUT/pyspy-r$r.txt" > "$OUT/pyspy-r$r.log" 2>&1 &
-    fi
+    spy_on_cli $a "$OUT/pyspy-r$r.txt" "$OUT/pyspy-r$r.log" --threads  # bench/device_tools.sh
     wait $a
     kill $s; wait $s
     tail -2 "$OUT/pipeline-r$r.log"

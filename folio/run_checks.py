@@ -4,7 +4,6 @@ instead of quarantining every document with the same infrastructure reason."""
 
 from __future__ import annotations
 
-import shutil
 import uuid
 
 from folio.config import PipelineConfig
@@ -48,13 +47,14 @@ def check_ghostscript(config: PipelineConfig) -> None:
     says so only in each document's note."""
     if not config.compress:
         return
-    from folio.pdf.ghostscript import GS_BINARY
+    from folio.pdf.ghostscript import gs_binary
 
-    if shutil.which(GS_BINARY) is None:
+    try:
+        gs_binary()
+    except ConfigError as err:
         raise ConfigError(
-            f"Ghostscript ({GS_BINARY}) is not installed or not on PATH, and compression is "
-            "on: install it (Debian/Ubuntu: apt install ghostscript) or run with "
-            "--set compress=false")
+            f"{err}, and compression is on: install it (Debian/Ubuntu: apt install "
+            "ghostscript) or run with --set compress=false") from None
 
 
 def check_layout_model(config: PipelineConfig) -> None:

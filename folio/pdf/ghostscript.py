@@ -95,12 +95,12 @@ def repair(src: Path, dst: Path, *, timeout_s: float, password: str | None = Non
 def gs_version() -> str:
     """The installed Ghostscript's version, e.g. ``10.00.0``."""
     result = subprocess.run(
-        [_gs_binary(), "--version"], capture_output=True, text=True, timeout=30, check=True
+        [gs_binary(), "--version"], capture_output=True, text=True, timeout=30, check=True
     )
     return result.stdout.strip()
 
 
-def _gs_binary() -> str:
+def gs_binary() -> str:
     found = shutil.which(GS_BINARY)
     if found is None:
         raise ConfigError(f"Ghostscript ({GS_BINARY}) is not installed or not on PATH")
@@ -127,7 +127,7 @@ def _run_pdfwrite(
     dst.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".folio-gs-", dir=dst.parent) as tmp:
         out = Path(tmp) / "out.pdf"
-        argv = [_gs_binary(), *_BASE_ARGS, *options]
+        argv = [gs_binary(), *_BASE_ARGS, *options]
         if password:
             argv.append(_PASSWORD_FLAG + password)
         # "%" in OutputFile is a page-number template; an absolute path never looks like
