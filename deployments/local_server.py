@@ -10,6 +10,11 @@ server stops after ``idle_s`` without a run holding a lease (default 30 minutes)
 
     FOLIO_PREFECT_SERVER=ephemeral   # per-process temporary server, as Prefect does
     FOLIO_PREFECT_SERVER_IDLE_S=600  # stop a reused server after 10 idle minutes
+    FOLIO_PREFECT_SERVER_START_S=900 # how long a run waits for it to start (default 600)
+
+The first start creates Prefect's database and imports its whole server: about 15 s on an
+idle 2-core machine, more than 90 s on a loaded one. A run waits while the server's
+process lives, saying so every ``PROGRESS_S``, up to ``FOLIO_PREFECT_SERVER_START_S``.
 
 Layout under ``home`` (``~/.folio/prefect`` by default): ``server.json`` (pid, port, URL),
 ``server.lock``, ``leases/<pid>`` (one per running CLI), ``server.log`` and Prefect's own
@@ -27,6 +32,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from folio.errors import TransientError
@@ -35,21 +41,52 @@ from folio.process_files import flocked, pid_alive, proc_start_time, write_atomi
 MODE_ENV = "FOLIO_PREFECT_SERVER"
 IDLE_ENV = "FOLIO_PREFECT_SERVER_IDLE_S"
 DEFAULT_IDLE_S = 1800.0
-STARTUP_S = 90.0
+START_ENV = "FOLIO_PREFECT_SERVER_START_S"
+#: the first start on a loaded 2-core machine took over 90 s (the old fixed wait); the
+#: wait ends sooner when the server's process dies
+DEFAULT_START_S = 600.0
+#: seconds between the "still starting" lines
+PROGRESS_S = 10.0
+
+#: ``progress(waited_s, url)`` while a run waits for the server to start
+Progress = Callable[[float, str], None]
+
+
+def start_timeout() -> float:
+    """How long a run waits for the server to answer (FOLIO_PREFECT_SERVER_START_S).
+
+    Raises:
+        ConfigError: the variable is not a positive number.
+    """
+    from folio.errors import ConfigError
+
+    raw = os.environ.get(START_ENV)
+    if raw is None:
+        return DEFAULT_START_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ConfigError(f"{START_ENV}={raw!r}: seconds, a positive number")
+    return value
 
 
 def default_home() -> Path:
     return Path(os.environ.get("FOLIO_PREFECT_HOME", Path.home() / ".folio" / "prefect"))
 
 
-def attach(home: Path | None = None, *, idle_s: float | None = None) -> tuple[str, bool]:
+def attach(home: Path | None = None, *, idle_s: float | None = None,
+           progress: Progress | None = None) -> tuple[str, bool]:
     """The API URL of this machine's folio Prefect server (started if none runs; the
     second value says whether this call started it), with a lease for this process until
-    it exits or calls :func:`release`.
+    it exits or calls :func:`release`. ``progress`` hears about a wait for it to start.
 
     Raises:
-        TransientError: the server did not become healthy (its log's tail says why).
+        TransientError: the server did not become healthy (what to do, and its log).
+        ConfigError: FOLIO_PREFECT_SERVER_START_S is not a number.
     """
+    timeout_s = start_timeout()
     home = (home or default_home()).absolute()
     home.mkdir(parents=True, exist_ok=True)
     idle = idle_s if idle_s is not None else float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_S))
@@ -61,7 +98,7 @@ def attach(home: Path | None = None, *, idle_s: float | None = None) -> tuple[st
             state = _spawn(home, idle)
         lease = home / "leases" / str(os.getpid())
         write_atomic(lease, json.dumps({"pid": os.getpid(), "start": proc_start_time(os.getpid())}))
-    _wait_healthy(home, state)
+    _wait_healthy(home, state, timeout_s=timeout_s, progress=progress)
     return str(state["url"]), started
 
 
@@ -135,18 +172,49 @@ def _spawn(home: Path, idle_s: float) -> dict[str, object]:
     return state
 
 
-def _wait_healthy(home: Path, state: dict[str, object]) -> None:
-    deadline = time.monotonic() + STARTUP_S
-    while time.monotonic() < deadline:
-        if _healthy(state["url"]):
+def _wait_healthy(home: Path, state: dict[str, object], *, timeout_s: float,
+                  progress: Progress | None = None,
+                  clock: Callable[[], float] = time.monotonic,
+                  sleep: Callable[[float], None] = time.sleep) -> None:
+    """Wait until the server answers, while its process lives, up to ``timeout_s``;
+    ``progress`` every :data:`PROGRESS_S` (and once at the start when it is not up yet)."""
+    url = str(state["url"])
+    start = clock()
+    told = None
+    while True:
+        if _healthy(url):
             return
+        waited = clock() - start
         if not _alive(state):
+            why = "its process exited"
             break
-        time.sleep(0.2)
-    tail = (home / "server.log").read_text(errors="replace")[-1500:] \
-        if (home / "server.log").exists() else ""
-    raise TransientError(f"the local Prefect server at {state['url']} did not start "
-                         f"(log {home / 'server.log'}): {tail.strip()[-300:]}")
+        if waited >= timeout_s:
+            why = f"it did not answer within {timeout_s:.0f} s ({START_ENV} sets the wait)"
+            break
+        if progress is not None and (told is None or waited - told >= PROGRESS_S):
+            told = waited
+            progress(waited, url)
+        sleep(0.2)
+    log = home / "server.log"
+    raise TransientError(
+        f"the local Prefect server at {url} did not start: {why}; log {log}"
+        f"{': ' + _last_words(log) if _last_words(log) else ''}. Run again (a slow first "
+        f"start goes on in the background), set {START_ENV} higher, or use "
+        f"{MODE_ENV}=ephemeral or PREFECT_API_URL")
+
+
+def _last_words(log: Path) -> str:
+    """The log's last line that says something (Prefect's start-up banner is ASCII art,
+    which read as the reason when the tail was quoted)."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()[-200:]
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        text = line.strip()
+        if sum(ch.isalpha() for ch in text) >= max(8, len(text) // 3):
+            return text[-200:]
+    return ""
 
 
 # --- the supervisor ----------------------------------------------------------------------------

@@ -87,7 +87,8 @@ def wait_for_result(flow_run_id: uuid.UUID, *, timeout: float = 3600.0,
     state = flow_run.state
     if state is None or not state.is_final():
         return RunResult(flow_run_id=flow_run_id, state="TIMEOUT")
-    result = RunResult(flow_run_id=flow_run_id, state=state.type.value)
+    result = RunResult(flow_run_id=flow_run_id, state=state.type.value,
+                       message=" ".join((state.message or "").split()))
     completed = result.state == "COMPLETED"
     since = (flow_run.created or state.timestamp) - timedelta(minutes=5)
     ended = state.timestamp

@@ -65,12 +65,19 @@ def _use_local_prefect_server(*, quiet: bool) -> None:
 
     if os.environ.get("PREFECT_API_URL") or os.environ.get(MODE_ENV) == "ephemeral":
         return
-    url, started = attach()
+    def where(url: str) -> str:
+        return f"UI at {url.removesuffix('/api')}" if ui_enabled() else f"API at {url}, no UI here"
+
+    def waiting(waited: float, url: str) -> None:  # the address first, then a line a while
+        if not quiet:
+            print(f"folio: waiting for the local Prefect server to start ({waited:.0f} s), "
+                  f"{where(url)}", file=sys.stderr, flush=True)
+
+    url, started = attach(progress=waiting)
     os.environ["PREFECT_API_URL"] = url
     if started and not quiet:
         idle = float(os.environ.get(IDLE_ENV, 1800))
-        where = f"UI at {url.removesuffix('/api')}" if ui_enabled() else f"API at {url}, no UI here"
-        print(f"folio: started a Prefect server for folio runs, {where} "
+        print(f"folio: started a Prefect server for folio runs, {where(url)} "
               f"(stops after {idle / 60:.0f} idle minutes; {MODE_ENV}=ephemeral for none)",
               file=sys.stderr)
 
@@ -93,6 +100,7 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     from folio_prefect.deployments import trigger as trig
     from folio.run_config import IngestRequest
 
+    _require_api_url()
     request = IngestRequest(source=args.source, out=args.out, engine=args.engine,
                             route=args.route, reprocess=args.reprocess,
                             settings=cli.parse_set(args.set), revision=args.revision)
@@ -121,7 +129,27 @@ def cmd_trigger(args: argparse.Namespace) -> int:
         return 0
     result = trig.wait_for_result(run.flow_run_id, timeout=args.timeout)
     print(result.model_dump_json(exclude={"documents": {"__all__": {"payload"}}}))
+    if result.state not in ("COMPLETED", "TIMEOUT"):  # the cause, where a person looks
+        print(f"folio: run {result.flow_run_id} {result.state}: "
+              f"{result.message or 'no message (see the run in the UI)'}", file=sys.stderr)
     return result.exit_code
+
+
+def _require_api_url() -> None:
+    """A trigger is for a Prefect server that workers poll: without PREFECT_API_URL (in
+    the environment or the Prefect profile) Prefect would start a temporary server of its
+    own, with no deployment and no worker, and the run could never start.
+
+    Raises:
+        ConfigError: no API URL is set.
+    """
+    from prefect.settings import PREFECT_API_URL
+
+    from folio.errors import ConfigError
+
+    if not PREFECT_API_URL.value():
+        raise ConfigError("folio trigger needs the Prefect server your workers poll: set "
+                          "PREFECT_API_URL=http://HOST:4200/api (README, \"On a Prefect server\")")
 
 
 def _api_url() -> str:

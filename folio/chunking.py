@@ -276,7 +276,8 @@ class ChunkStream:
         blocks = [b for n, b in enumerate(page.blocks) if n not in heads]
         for block in (sorted(blocks, key=lambda b: b.order) if page.blocks
                       else _blocks_from_markdown(page.markdown)):
-            self._chunker.block(block, page.index)
+            # citations count pages as people do, from 1 (page_start, page_end, boxes)
+            self._chunker.block(block, page.index + 1)
 
     def close(self) -> list[Chunk]:
         """The rest, once no page follows."""

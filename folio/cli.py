@@ -41,8 +41,10 @@ def _parser() -> argparse.ArgumentParser:
     ing.add_argument("--out", required=True, help="output folder or s3://bucket/prefix")
     ing.add_argument("--report", help="write the JSON run report to this file")
     ing.add_argument("--engine", choices=ENGINES, default="tesseract")
-    ing.add_argument("--route", choices=ROUTE_MODES, default="auto",
-                     help="auto: trust good text layers and OCR the rest (default)")
+    ing.add_argument("--route", choices=ROUTE_MODES, default=None,
+                     help="auto: trust good text layers and OCR the rest (the default for "
+                     "CPU engines); ocr: every page to the engine (the default for a vision "
+                     "model: --engine vllm|openai); text-layer: never OCR")
     ing.add_argument("--reprocess", action="store_true", help="OCR again even if already done")
     ing.add_argument("--password", help="password for encrypted PDFs (or FOLIO_PASSWORD)")
     ing.add_argument("--no-compress", action="store_true", help="skip Ghostscript compression")
@@ -68,6 +70,11 @@ def _parser() -> argparse.ArgumentParser:
     se.add_argument("--out", required=True, help="the --out of the ingest (default store)")
     se.add_argument("--store-uri", help="vector store URI if not the default under --out")
     se.add_argument("-k", type=int, default=5)
+    se.add_argument("--json", action="store_true", help="the hits as a JSON array: id, "
+                    "doc_id, source, page_start, page_end (pages from 1), headings, boxes, "
+                    "kind, text, score")
+    se.add_argument("--s3-endpoint-url", help="S3 endpoint (MinIO, R2, a local server)")
+    se.add_argument("--s3-region", help="S3 region")
 
     sa = sub.add_parser("samples", help="write the built-in sample PDFs to a folder")
     sa.add_argument("directory")
@@ -81,7 +88,8 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("source", help="a PDF, folder or s3://bucket/prefix the worker can read")
     tr.add_argument("--out", default="folio-out", help="output folder or s3://bucket/prefix")
     tr.add_argument("--engine", choices=ENGINES, default="tesseract")
-    tr.add_argument("--route", choices=ROUTE_MODES, default="auto")
+    tr.add_argument("--route", choices=ROUTE_MODES, default=None,
+                    help="default: ocr for vllm/openai, auto for the others")
     tr.add_argument("--reprocess", action="store_true", help="OCR again even if already done")
     tr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="any setting, e.g. --set render.max_dpi=200 (value parsed as JSON)")
@@ -146,12 +154,19 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def parse_set(items: list[str]) -> dict[str, Any]:
-    """``--set KEY=VALUE`` pairs; a value is JSON when it parses as JSON, else a string."""
+    """``--set KEY=VALUE`` pairs; a value is JSON when it parses as JSON, else a string.
+
+    Raises:
+        ConfigError: an item without ``=`` (exit 2, one line).
+    """
+    from folio.errors import ConfigError
+
     settings: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep:
-            raise SystemExit(f"folio: --set wants KEY=VALUE, got {item!r}")
+            raise ConfigError(f"--set wants KEY=VALUE, got {item!r} (e.g. --set "
+                              "render.max_dpi=200)")
         try:
             settings[key] = json.loads(raw)
         except json.JSONDecodeError:
@@ -236,41 +251,79 @@ def prepare_ingest(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def report_ingest(args: argparse.Namespace, report: dict[str, Any]) -> int:
-    """Print the run's summary; the exit code: 0 every document ok, 3 some partial or
-    quarantined."""
+    """Print the run's summary; the exit code: 3 when a document this run processed ended
+    partial or quarantined, else 0. Documents an earlier run finished (done, or quarantined
+    for good: ``cached``) stay in the report and the summary but do not decide it, so one
+    bad file does not fail every later run over its folder."""
     from folio.report import markdown_summary
 
     print(markdown_summary(report))
     if args.report:
         print(f"\nreport: {args.report}")
-    totals = report["totals"]
-    return 0 if totals["quarantined"] == 0 and totals["partial"] == 0 else 3
+    fresh = [d for d in report["documents"] if not d["cached"]]
+    return 3 if any(d["outcome"] in ("partial", "quarantined") for d in fresh) else 0
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from folio.config import PipelineConfig
+    """The ``k`` chunks nearest the query: one line each, or ``--json`` for a program (the
+    citation a RAG answer needs: document id, pages from 1, boxes)."""
     from folio.embeddings import Embedder
     from folio.errors import NothingToDoError
     from folio.io.layout import VECTORS
     from folio.io.sinks import open_sink
+    from folio.run_config import resolve_config
     from folio.stores import open_store
 
-    config = PipelineConfig()
-    settings = config.store.model_copy(update={"uri": args.store_uri or config.store.uri})
+    options = {"s3.endpoint_url": args.s3_endpoint_url, "s3.region": args.s3_region,
+               "store.uri": args.store_uri}
+    # the same settings (and the same one-line errors) as ingest: FOLIO_* and the options
+    config = resolve_config(engine="tesseract", route="auto",
+                            settings={k: v for k, v in options.items() if v})
+    settings = config.store
     default_uri = open_sink(args.out, config.s3).uri(VECTORS)
     where = settings.uri or default_uri
     if settings.kind == "lancedb" and "://" not in where and not Path(where).is_dir():
         raise NothingToDoError(f"no vectors under {where}: ingest into --out {args.out} first, "
                                "or give --store-uri")  # and create no folder on the way
+    if settings.kind == "lancedb":  # its import (~1 s) beside the embedding model's load
+        from folio.stores.lance_import import import_lancedb
+
+        threading.Thread(target=import_lancedb, name="folio-import-lancedb", daemon=True).start()
     embedder = Embedder(config.embedding)
+    query = embedder.embed([args.query])[0]
     store = open_store(settings, default_uri=default_uri, s3=config.s3, dim=embedder.dim)
     if store.count() == 0:
         raise NothingToDoError(f"no vectors in {store.name}: ingest into it first")
-    for hit in store.search(embedder.embed([args.query])[0], k=args.k):
-        pages = f"p{hit['page_start'] + 1}" + (
-            f"-{hit['page_end'] + 1}" if hit["page_end"] != hit["page_start"] else "")
-        print(f"{hit['score']:.3f}  {hit['source']} {pages}  {str(hit['text'])[:100]!r}")
+    hits = store.search(query, k=args.k)
+    if args.json:
+        print(json.dumps([search_hit(hit) for hit in hits], ensure_ascii=False))
+        return 0
+    for hit in hits:
+        pages = f"p{hit['page_start']}" + (
+            f"-{hit['page_end']}" if hit["page_end"] != hit["page_start"] else "")
+        print(f"{hit['score']:.3f}  {hit['source']} {pages}  doc {hit['doc_id']}  "
+              f"{str(hit['text'])[:100]!r}")
     return 0
+
+
+def search_hit(hit: dict[str, Any]) -> dict[str, Any]:
+    """One store hit as ``folio search --json`` prints it: plain JSON types (numpy's
+    and Arrow's lists become lists), the keys of README's "The vector table"."""
+    return {
+        "id": str(hit["id"]),
+        "doc_id": str(hit["doc_id"]),
+        "source": str(hit["source"]),
+        "chunk_index": int(hit["chunk_index"]),
+        "kind": str(hit["kind"]),
+        "page_start": int(hit["page_start"]),
+        "page_end": int(hit["page_end"]),
+        "headings": [str(h) for h in (hit.get("headings") or [])],
+        "boxes": [{key: (int(box[key]) if key == "page" else float(box[key]))
+                   for key in ("page", "x0", "y0", "x1", "y1")}
+                  for box in (hit.get("boxes") or [])],
+        "score": round(float(hit["score"]), 6),
+        "text": str(hit["text"]),
+    }
 
 
 def cmd_samples(args: argparse.Namespace) -> int:

@@ -33,6 +33,9 @@ class RenderSettings(BaseModel):
         14400.0, description="pages longer than this (200 inches, PDF's own limit) are rejected"
     )
     image_format: Literal["png", "jpeg", "ppm"] = "png"
+    model_sizing: Literal["adaptive", "olmocr", "chandra1", "chandra2"] = Field(
+        "adaptive", description="adaptive: the rules below; olmocr, chandra1, chandra2: the "
+        "image size that model's own pipeline sends (set by the preset; folio.pdf.model_image)")
     grid_px: int = Field(
         0, ge=0, description="round both sides of a render to a multiple of this, as a "
         "vision model's processor resizes every image to its patch grid (28 px for "
@@ -67,10 +70,12 @@ class OcrSettings(BaseModel):
         default_factory=lambda: ["text-layer"],
         description="engines tried in order when the primary fails on a page",
     )
-    max_attempts: int = Field(3, ge=1, description="attempts per page on the primary engine")
-    temperatures: list[float] = Field(
-        default_factory=lambda: [0.0, 0.2, 0.5, 0.8], description="VLM retry ladder"
-    )
+    max_attempts: int | None = Field(
+        None, ge=1, description="attempts per page on the primary engine (default: a vision "
+        "model's preset's, e.g. 8 for olmocr2 as olmOCR retries; 3 for CPU engines)")
+    temperatures: list[float] | None = Field(
+        None, description="a vision model's temperature per attempt (default: the preset's "
+        "sampling, the reference pipeline's)")
     # GPU/OpenAI-protocol engines (issue 4 fills these in)
     endpoint: str | None = None
     endpoints: list[str] = Field(
@@ -80,7 +85,9 @@ class OcrSettings(BaseModel):
     model: str | None = None
     preset: str = "generic"
     profile: str = "auto"
-    max_tokens: int = 4096
+    max_tokens: int | None = Field(
+        None, ge=1, description="output tokens a page may use (default: the preset's, its "
+        "reference pipeline's: 8000 for olmocr2, 12384 for chandra2)")
     in_flight: int = Field(16, ge=1, description="requests in flight per endpoint")
     api_key: SecretStr | None = Field(None, description="bearer token for --engine openai")
     stream: bool = Field(False, description="stream responses (SSE) from the endpoint")
@@ -92,6 +99,11 @@ class OcrSettings(BaseModel):
         description="benchmarks only: generate exactly max_tokens (vLLM ignore_eos) and accept "
         "the length-limited output",
     )
+    ignore_eos_lengths: list[int] = Field(
+        default_factory=list, description="benchmarks only, with ignore_eos: each page "
+        "generates one of these token counts (picked by a hash of its image, so every phase "
+        "of a benchmark gives a page the same count) instead of max_tokens: real answers' "
+        "length distribution")
 
     @model_validator(mode="after")
     def _one_way_to_name_servers(self) -> OcrSettings:
@@ -276,6 +288,21 @@ class S3Settings(BaseModel):
     session_token: SecretStr | None = None
     profile: str | None = None
 
+    @field_validator("endpoint_url")
+    @classmethod
+    def _endpoint_is_a_url(cls, value: str | None) -> str | None:
+        """``http(s)://host[:port]`` or nothing: botocore takes ``127.0.0.1:9000`` for a
+        host it cannot reach, which read as an outage ("try again later") instead of a
+        setting to fix."""
+        if not value:
+            return None
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname or " " in value:
+            raise ValueError(f"{value!r} is not an http:// or https:// URL with a host")
+        return value
+
 
 class LimitSettings(BaseModel):
     document_timeout_s: float = Field(900.0, description="whole-document wall clock limit")
@@ -360,7 +387,8 @@ class PipelineConfig(BaseSettings):
             "render": self.render.model_dump(),
             "route": self.route.model_dump(),
             "ocr": self.ocr.model_dump(
-                include={"engine", "languages", "fallback", "model", "preset", "temperatures"}
+                include={"engine", "languages", "fallback", "model", "preset", "temperatures",
+                         "max_tokens"}
             ),
             "validation": self.validation.model_dump(exclude=set(ValidationSettings.OPERATIONAL)),
             "chunk": self.chunk.model_dump(),

@@ -185,12 +185,18 @@ class PagePrep(BaseModel):
     # layout regions found in the page worker; None: detection did not run on this page
     layout: list[Region] | None = None
     error: str | None = None  # set when the page could not be loaded or rendered
+    #: degrees to turn the image (PIL's counter-clockwise transpose, as olmOCR turns it)
+    #: before a model reads it: the corrections a model asked for so far (olmOCR's
+    #: rotation_correction), set by the page's attempt ladder
+    turn: int = 0
 
 
 class Attempt(BaseModel):
     engine: str
     model: str = ""
     temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
     finish_reason: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
@@ -199,6 +205,9 @@ class Attempt(BaseModel):
     #: degrees the page image was turned clockwise before it was read (an upside-down or
     #: sideways scan); boxes are in the page's own orientation either way
     rotated: int = 0
+    #: what the model said of the image it saw: turn it by this many degrees to read it
+    #: (olmOCR's rotation_correction, when its is_rotation_valid is false)
+    rotation_correction: int | None = None
 
 
 class PageResult(BaseModel):
@@ -278,7 +287,12 @@ class DocumentResult(BaseModel):
 
 
 class Chunk(BaseModel):
-    """A retrieval unit with what a citation needs (page span, boxes, heading path)."""
+    """A retrieval unit with what a citation needs (page span, boxes, heading path).
+
+    Pages are numbered from 1, as people cite them and as ``document.md``,
+    ``pages.jsonl``, ``document.json`` and ``folio search`` show them (``PageResult.index``
+    is the only 0-based page count, inside the pipeline).
+    """
 
     id: str  # deterministic: hash(document sha, config hash, chunk index)
     doc_id: str
@@ -286,7 +300,7 @@ class Chunk(BaseModel):
     index: int
     text: str
     kind: Literal["text", "table"] = "text"
-    page_start: int
-    page_end: int
+    page_start: int  # first page, from 1
+    page_end: int  # last page, from 1
     headings: list[str] = Field(default_factory=list)
-    boxes: list[tuple[int, BBox]] = Field(default_factory=list)  # (page index, bbox)
+    boxes: list[tuple[int, BBox]] = Field(default_factory=list)  # (page number from 1, bbox)

@@ -4,7 +4,12 @@ Layout under a sink (local folder or S3 prefix)::
 
     {slug}/document.md      page markdown; ``<!-- page N -->`` before each page (N from 1)
     {slug}/document.json    the DocumentResult: pages, blocks, attempts, outcomes
-    {slug}/pages.jsonl      one JSON object per page (``page`` is the 0-based index)
+    {slug}/pages.jsonl      one JSON object per page
+
+Every page a person reads about is numbered from 1, as it is cited: ``page`` in
+document.json and pages.jsonl (``page_number`` too, its name before), the markdown's
+comments, the chunks' ``page_start``/``page_end``/``boxes``. ``PageResult.index`` (from 0)
+stays inside the pipeline; :func:`document_json` and :func:`read_document_json` translate.
     _index/{sha256}-{config_hash}.json   written last, by :func:`mark_done`
     _quarantine/{sha256}.json            documents that could not be processed, with why
 
@@ -36,9 +41,11 @@ __all__ = [
     "index_path",
     "mark_done",
     "quarantine_path",
+    "read_document_json",
     "read_quarantine",
     "render_markdown",
     "render_pages_jsonl",
+    "document_json",
     "write_document",
     "write_quarantine",
 ]
@@ -94,8 +101,8 @@ def _page_record(doc: DocumentResult, page: PageResult) -> dict[str, Any]:
     return {
         "doc_id": doc.doc_id,
         "source": doc.source,
-        "page": page.index,
-        "page_number": page.index + 1,
+        "page": page.index + 1,
+        "page_number": page.index + 1,  # the 1-based page's name before ``page`` was
         "outcome": page.outcome.value,
         "reason": page.reason,
         "route": page.route,
@@ -112,6 +119,29 @@ def render_pages_jsonl(doc: DocumentResult) -> str:
     """One compact JSON object per page, in page order (easy to stream or grep)."""
     pages = sorted(doc.pages, key=lambda p: p.index)
     return "".join(json.dumps(_page_record(doc, p), ensure_ascii=False) + "\n" for p in pages)
+
+
+def document_json(doc: DocumentResult) -> str:
+    """document.json: the DocumentResult, each page's 0-based ``index`` written as
+    ``page`` from 1 (first in its object), so the file numbers pages as everything else a
+    person reads does."""
+    data = doc.model_dump(mode="json")
+    data["pages"] = [{"page": page.pop("index") + 1, **page} for page in data["pages"]]
+    return json.dumps(data, indent=1, ensure_ascii=False)
+
+
+def read_document_json(body: str) -> DocumentResult:
+    """The DocumentResult of a document.json: pages by ``page`` (from 1), or by ``index``
+    (from 0) as folio wrote them before.
+
+    Raises:
+        ValueError: not JSON, or not a DocumentResult (pydantic's ValidationError).
+    """
+    data = json.loads(body)
+    for page in data.get("pages", []) if isinstance(data, dict) else []:
+        if isinstance(page, dict) and "index" not in page and "page" in page:
+            page["index"] = int(page.pop("page")) - 1
+    return DocumentResult.model_validate(data)
 
 
 def _output_paths(doc: DocumentResult) -> dict[str, str]:
@@ -137,7 +167,7 @@ def write_document(sink: Sink, doc: DocumentResult) -> dict[str, str]:
         stored = doc.model_copy(update={"outputs": {**doc.outputs, **uris}})
         sink.write_text(paths["markdown"], render_markdown(doc))
         sink.write_text(paths["pages"], render_pages_jsonl(doc))
-        sink.write_text(paths["json"], stored.model_dump_json(indent=1))
+        sink.write_text(paths["json"], document_json(stored))
     if doc.outcome == DocumentOutcome.QUARANTINED:
         uris["quarantine"] = write_quarantine(sink, doc)
     return uris
@@ -222,7 +252,7 @@ def find_done(sink: Sink, sha256: str, config_hash: str) -> DocumentResult | Non
         if body is None:
             log.warning("done-index %s points to a missing document.json", sha256[:12])
             return None
-        doc = DocumentResult.model_validate_json(body)
+        doc = read_document_json(body)
     except (ValueError, KeyError, TypeError, ValidationError) as exc:
         log.warning("done-index entry %s unreadable (%s); reprocessing", sha256[:12], exc)
         return None

@@ -31,7 +31,9 @@ def document_summary(doc: DocumentResult) -> dict[str, Any]:
         "outputs": doc.outputs,
         "vector_table": doc.vector_table,
         "quarantined_pages": [
-            {"page": p.index, "reason": p.reason} for p in doc.pages if p.outcome == "quarantined"
+            # page from 1, as document.md, pages.jsonl and the vector rows count them
+            {"page": p.index + 1, "reason": p.reason}
+            for p in doc.pages if p.outcome == "quarantined"
         ],
     }
 

@@ -22,11 +22,11 @@ import os
 from pathlib import Path
 from typing import Any, get_args
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from folio.config import PipelineConfig
 from folio.errors import ConfigError
-from folio.vocabulary import SERVED_ENGINES, EngineName, RouteMode
+from folio.vocabulary import GENERATIVE_ENGINES, SERVED_ENGINES, EngineName, RouteMode
 
 #: keys that hold secrets: read from the worker's environment, never request settings
 SECRET_SETTINGS = frozenset({"password", "ocr.api_key", "s3.secret_access_key",
@@ -50,7 +50,8 @@ class IngestRequest(BaseModel):
     sources: list[str] = Field(default_factory=list)
     out: str = "folio-out"
     engine: EngineName = "tesseract"
-    route: RouteMode = "auto"
+    route: RouteMode | None = Field(
+        None, description="auto, ocr or text-layer; default: the engine's (default_route)")
     reprocess: bool = False
     settings: dict[str, Any] = Field(default_factory=dict)
     revision: str | None = Field(
@@ -102,30 +103,98 @@ class IngestRequest(BaseModel):
                 "settings": request.settings or None}
 
 
+def default_route(engine: str) -> RouteMode:
+    """The route a run takes unless told: ``ocr`` for a vision model, ``auto`` for the rest.
+
+    Why: a vision model reads what a born-digital page's text layer gets wrong for RAG:
+    running heads and page numbers, tables flattened to lines, two columns interleaved.
+    Replaying olmOCR 2's own answers (bench/results/replay_fidelity.json), its pages
+    scored as high as the answers themselves with every page sent to the model, and
+    far lower when trusted text layers skipped it. ``auto`` (keep trusted layers, cheaper
+    on the GPU) stays an option. A CPU engine reads no better than a good layer.
+    """
+    return "ocr" if engine in GENERATIVE_ENGINES else "auto"
+
+
 def resolve_config(
     *,
     engine: EngineName,
-    route: RouteMode,
+    route: RouteMode | None = None,
     reprocess: bool = False,
     settings: dict[str, Any] | None = None,
 ) -> PipelineConfig:
-    """The run's :class:`PipelineConfig` (see the module doc for the layers)."""
-    env_set = PipelineConfig().model_dump(exclude_unset=True)  # what FOLIO_* said
+    """The run's :class:`PipelineConfig` (see the module doc for the layers).
+
+    Raises:
+        ConfigError: a ``FOLIO_*`` variable or a setting names no setting or holds a value
+            it cannot take (one line: which setting, where it came from, why).
+    """
+    check_environment()
+    try:
+        env_set = PipelineConfig().model_dump(exclude_unset=True)  # what FOLIO_* said
+    except ValidationError as exc:
+        raise setting_error(exc, env=True) from None
     layered: dict[str, Any] = {}
     overrides = dict(settings or {})
     profile_name = _pick(overrides, env_set, "ocr.profile") or "auto"
     preset_name = _pick(overrides, env_set, "ocr.preset") or "generic"
+    if engine in GENERATIVE_ENGINES:
+        for key, value in model_defaults(preset_name).items():
+            _merge(layered, key.split("."), value)
     if engine in SERVED_ENGINES:
         for key, value in served_defaults(profile_name, preset_name).items():
             _merge(layered, key.split("."), value)
     _deep_update(layered, env_set)
     _merge(layered, ["ocr", "engine"], engine)
-    _merge(layered, ["route", "mode"], route)
+    if route is not None or "mode" not in env_set.get("route", {}):
+        _merge(layered, ["route", "mode"], route or default_route(engine))
     layered["reprocess"] = reprocess
     for key, value in overrides.items():
         check_setting(key, value)
         _merge(layered, key.split("."), value)
-    return PipelineConfig.model_validate(layered)
+    try:
+        return PipelineConfig.model_validate(layered)
+    except ValidationError as exc:
+        raise setting_error(exc, env=False) from None
+
+
+#: what FOLIO_SECTION__KEY variables start with; the others (FOLIO_PG_DSN, ...) are no
+#: nested settings
+_ENV_PREFIX = "FOLIO_"
+_ENV_NESTED = "__"
+
+
+def check_environment(environ: dict[str, str] | None = None) -> None:
+    """Raise :class:`ConfigError` for a ``FOLIO_SECTION__KEY`` variable that names no
+    setting: pydantic-settings ignores it, so ``FOLIO_RENDER__MAX_DPIX=200`` would run
+    with the default and say nothing (the same typo in ``--set`` is refused)."""
+    env = os.environ if environ is None else environ
+    for name in sorted(env):
+        upper = name.upper()
+        if not upper.startswith(_ENV_PREFIX) or _ENV_NESTED not in upper:
+            continue
+        key = upper[len(_ENV_PREFIX):].lower().replace(_ENV_NESTED, ".")
+        try:
+            check_setting(key)
+        except ConfigError as exc:
+            raise ConfigError(f"environment variable {name}: {exc}") from None
+
+
+def setting_error(exc: ValidationError, *, env: bool) -> ConfigError:
+    """pydantic's multi-line report as one line: the first bad setting (dotted), the value
+    given, why, and where to change it."""
+    errors = exc.errors()
+    if not errors:
+        return ConfigError(" ".join(str(exc).split()))
+    first = errors[0]
+    key = ".".join(str(part) for part in first["loc"])
+    where = (f"FOLIO_{key.upper().replace('.', _ENV_NESTED)}" if env
+             else f"setting {key}")
+    shown = first.get("input")
+    value = "" if isinstance(shown, dict) else f"={json.dumps(shown, default=str)}"
+    why = str(first["msg"]).removeprefix("Value error, ")
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return ConfigError(f"{where}{value}: {why}{more}".replace("\n", " "))
 
 
 def check_setting(key: str, value: Any = None, model: type[BaseModel] = PipelineConfig,
@@ -155,6 +224,17 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
         if isinstance(c, type) and issubclass(c, BaseModel):
             return c
     return None
+
+
+def model_defaults(preset_name: str) -> dict[str, Any]:
+    """What a vision model's run uses unless told otherwise, on any server: the preset's
+    image size (its reference pipeline's, for olmOCR 2 and Chandra)."""
+    from folio.presets import get_preset
+
+    render = get_preset(preset_name).render_settings()
+    return {"render.longest_side_px": render.longest_side_px,
+            "render.max_pixels": render.max_pixels,
+            "render.model_sizing": render.model_sizing}
 
 
 def served_defaults(profile_name: str, preset_name: str,

@@ -87,6 +87,9 @@ class DocumentEvent(BaseModel):
 class RunResult(BaseModel):
     flow_run_id: uuid.UUID
     state: str  # COMPLETED, FAILED, CRASHED, CANCELLED, ... or TIMEOUT when still running
+    #: the final state's message: why a run failed or crashed (``ConfigError: input not
+    #: found: ...``), so a RAG job can log the cause without asking the Prefect API
+    message: str = ""
     documents: list[DocumentEvent] = Field(default_factory=list)
 
     @property

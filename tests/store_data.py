@@ -11,7 +11,8 @@ DIM = 8
 
 
 def chunks(doc_id: str, n: int, tag: str = "", id_tag: str = "") -> list[Chunk]:
-    """``n`` chunks of ``doc_id``: text ``"{tag}{doc_id} chunk {i}"``, page i..i+1."""
+    """``n`` chunks of ``doc_id``: text ``"{tag}{doc_id} chunk {i}"``, pages i+1..i+2
+    (pages count from 1), one box on page i+1."""
     return [
         Chunk(
             id=f"{doc_id}-{id_tag}{i:04d}",
@@ -19,10 +20,10 @@ def chunks(doc_id: str, n: int, tag: str = "", id_tag: str = "") -> list[Chunk]:
             source=f"s3://b/{doc_id}.pdf",
             index=i,
             text=f"{tag}{doc_id} chunk {i}",
-            page_start=i,
-            page_end=i + 1,
+            page_start=i + 1,
+            page_end=i + 2,
             headings=["Intro", f"Part {i}"],
-            boxes=[(i, BBox(x0=1, y0=2, x1=3, y1=4.5))],
+            boxes=[(i + 1, BBox(x0=1, y0=2, x1=3, y1=4.5))],
         )
         for i in range(n)
     ]

@@ -16,12 +16,12 @@ def test_headings_path_and_structure() -> None:
     chunks = chunk_document(report_document(), SETTINGS)
     summary = [(c.kind, c.headings, c.page_start, c.page_end, c.text[:20]) for c in chunks]
     assert summary == [
-        ("text", ["Annual Report 2024"], 0, 0, "ACME had a strong ye"),
-        ("text", ["Annual Report 2024", "Finances"], 0, 0, "Revenue is summarise"),
-        ("table", ["Annual Report 2024", "Finances"], 0, 0, "<table><tr><th>Year<"),
-        ("text", ["Annual Report 2024", "Finances"], 1, 1, "The table shows stea"),
-        ("text", ["Annual Report 2024", "Finances", "Costs"], 1, 1, "Costs fell because t"),
-        ("text", ["Annual Report 2024", "Outlook"], 3, 3, "Next year the compan"),
+        ("text", ["Annual Report 2024"], 1, 1, "ACME had a strong ye"),
+        ("text", ["Annual Report 2024", "Finances"], 1, 1, "Revenue is summarise"),
+        ("table", ["Annual Report 2024", "Finances"], 1, 1, "<table><tr><th>Year<"),
+        ("text", ["Annual Report 2024", "Finances"], 2, 2, "The table shows stea"),
+        ("text", ["Annual Report 2024", "Finances", "Costs"], 2, 2, "Costs fell because t"),
+        ("text", ["Annual Report 2024", "Outlook"], 4, 4, "Next year the compan"),
     ]
     assert [c.index for c in chunks] == list(range(len(chunks)))
 
@@ -46,10 +46,10 @@ def test_quarantined_pages_contribute_nothing() -> None:
     assert doc.pages[2].outcome == PageOutcome.QUARANTINED
     chunks = chunk_document(doc, SETTINGS)
     assert all("garbage" not in c.text for c in chunks)
-    assert all(2 not in (c.page_start, c.page_end) for c in chunks)
+    assert all(3 not in (c.page_start, c.page_end) for c in chunks)  # index 2: page 3
 
 
-def test_chunks_span_pages_and_keep_boxes() -> None:
+def test_chunks_cite_pages_from_1_and_keep_boxes() -> None:
     doc = document(
         [
             page(0, [block("Text", "First part of a paragraph that goes on", 0, 700)]),
@@ -57,8 +57,9 @@ def test_chunks_span_pages_and_keep_boxes() -> None:
         ]
     )
     (chunk,) = chunk_document(doc, ChunkSettings(max_chars=500))
-    assert (chunk.page_start, chunk.page_end) == (0, 1)
-    assert [(p, b.y0) for p, b in chunk.boxes] == [(0, 700), (1, 40)]
+    # pages as people cite them (document.md's "page 1"), boxes numbered the same way
+    assert (chunk.page_start, chunk.page_end) == (1, 2)
+    assert [(p, b.y0) for p, b in chunk.boxes] == [(1, 700), (2, 40)]
 
 
 def test_long_block_split_on_sentences_within_limit() -> None:

@@ -96,6 +96,36 @@ def test_without_compression_ghostscript_is_not_needed(tmp_path: Path,
         check_ghostscript(PipelineConfig())
 
 
+@pytest.mark.parametrize(("args", "env", "says"), [
+    (["--set", "render.max_dpi=abc"], {}, "render.max_dpi"),
+    (["--set", "render.max_dpi"], {}, "KEY=VALUE"),
+    ([], {"FOLIO_RENDER__MAX_DPI": "abc"}, "FOLIO_RENDER__MAX_DPI"),
+    ([], {"FOLIO_RENDER__MAX_DPIX": "200"}, "FOLIO_RENDER__MAX_DPIX"),
+    (["--s3-endpoint-url", "127.0.0.1:9000"], {}, "s3.endpoint_url"),
+])
+def test_a_settings_mistake_is_one_line_exit_2(tmp_path: Path, pdf: Path, args: list[str],
+                                               env: dict[str, str], says: str) -> None:
+    """A value that is not a number, a --set without =, a misspelt FOLIO_ variable, an
+    endpoint without its scheme: settings to fix (2), not an internal error (1) with a
+    pydantic dump, nor an outage (6, "try again later"), nor silently ignored."""
+    proc = folio("ingest", str(pdf), "--out", str(tmp_path / "o"), *args,
+                 env={**os.environ, **env})
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    line = one_line(proc)
+    assert says in line and "try again" not in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_trigger_without_a_prefect_server_says_which_setting(tmp_path: Path) -> None:
+    """Without PREFECT_API_URL Prefect would start a temporary server with no deployment
+    and no worker (and print ``"url": null``); say what to set instead."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")  # no profile naming a server
+    proc = folio("trigger", str(tmp_path / "a.pdf"), "--out", str(tmp_path / "o"), env=env)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "PREFECT_API_URL" in one_line(proc) and proc.stdout == ""
+
+
 def test_unreachable_s3_is_one_line_exit_6(tmp_path: Path, pdf: Path) -> None:
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y",
            "AWS_DEFAULT_REGION": "us-east-1"}

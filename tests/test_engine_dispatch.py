@@ -165,7 +165,7 @@ def test_a_server_killed_mid_run_loses_no_page_and_sends_none_twice(
     assert pages - 7 <= served <= pages
     for path in (tmp_path / "out").rglob("document.json"):
         written = json.loads(path.read_text())["pages"]
-        assert len(written) == len({p["index"] for p in written})
+        assert len(written) == len({p["page"] for p in written})
 
 
 def test_a_runner_with_two_engines_serves_pages_from_both_and_restarts_one_alone(

@@ -78,7 +78,7 @@ def test_outputs_and_vectors_written(first_run: dict[str, Any]) -> None:
     assert len(mine) == doc["chunks"]
     with_table = mine[mine["text"].str.contains("North") & mine["text"].str.contains("West")]
     assert len(with_table) == 1  # the table's rows stay together in one chunk
-    assert with_table.iloc[0]["page_start"] == 1
+    assert with_table.iloc[0]["page_start"] == 2  # the table is on page 2 (pages from 1)
 
 
 def test_each_document_is_one_finishing_task_run(first_run: dict[str, Any]) -> None:

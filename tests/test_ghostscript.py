@@ -151,6 +151,18 @@ def test_not_a_pdf_fails_cleanly(tmp_path: Path, pdfs: dict[str, Path]) -> None:
     assert _no_temp_dirs_left(tmp_path)
 
 
+def test_a_failure_with_exit_status_0_does_not_say_exit_0(tmp_path: Path) -> None:
+    """gs can refuse every page and still exit 0: "ghostscript failed (exit 0)" read as a
+    contradiction in a quarantine reason; say what gs said instead."""
+    out = tmp_path / "none.pdf"
+    with pytest.raises(MalformedPdfError) as info:
+        ghostscript._check(0, "**** Error: xref\n   No pages will be processed (FirstPage > LastPage).\n", out)
+    assert "exit 0" not in info.value.reason
+    assert "processed no page" in info.value.reason and "No pages will be processed" in info.value.reason
+    with pytest.raises(MalformedPdfError, match=r"ghostscript failed \(exit 1\)"):
+        ghostscript._check(1, "Error: /syntaxerror\n", out)
+
+
 def test_repair_recovers_what_pdfium_rejects(tmp_path: Path, pdfs: dict[str, Path]) -> None:
     with pytest.raises(MalformedPdfError):
         open_pdf(pdfs["malformed"])

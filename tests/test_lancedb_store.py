@@ -11,7 +11,7 @@ from folio.config import S3Settings, StoreSettings
 from folio.errors import ConfigError
 from folio.stores import NullStore, default_vector_uri, open_store
 from folio.stores.base import DocumentVectors, VectorStore
-from folio.stores.lancedb_store import LanceDBStore, lance_storage_options
+from folio.stores.lancedb_store import LanceDBStore, chunk_schema, lance_storage_options
 from tests.store_data import DIM, chunks, vectors
 
 
@@ -126,3 +126,35 @@ def test_search_sees_its_own_writes_at_once_and_others_within_the_staleness(
     time.sleep(0.6)
     assert mine.search(vectors(2, 2)[1], k=1)[0]["id"] == "b-0001"
 
+
+
+def _legacy_table(uri: str) -> None:
+    """A table as folio wrote it before pages counted from 1: ``boxes`` a JSON string
+    ``[[page index, [x0, y0, x1, y1]]]``, ``page_start``/``page_end`` from 0."""
+    import json
+
+    import lancedb
+    import pyarrow as pa
+
+    schema = pa.schema([f if f.name != "boxes" else pa.field("boxes", pa.string())
+                        for f in chunk_schema(DIM)])
+    row = {"id": "old-0", "doc_id": "old", "source": "s3://b/old.pdf", "chunk_index": 0,
+           "kind": "text", "text": "old chunk", "page_start": 2, "page_end": 3,
+           "headings": ["Intro"], "boxes": json.dumps([[2, [1, 2, 3, 4.5]]]),
+           "vector": vectors(1, 3)[0].tolist()}
+    lancedb.connect(uri).create_table("chunks", pa.Table.from_pylist([row], schema=schema))
+
+
+def test_a_table_of_an_older_folio_reads_with_pages_from_1_and_refuses_writes(
+    tmp_path: Path,
+) -> None:
+    uri = str(tmp_path / "v")
+    _legacy_table(uri)
+    store = LanceDBStore(uri, dim=DIM)
+    (hit,) = store.search(vectors(1, 3)[0], k=1)
+    assert (hit["page_start"], hit["page_end"]) == (3, 4)
+    assert hit["boxes"] == [{"page": 3, "x0": 1, "y0": 2, "x1": 3, "y1": 4.5}]
+    # new rows would mix two page conventions in one table: say what to do instead
+    with pytest.raises(ConfigError, match="older folio.*--reprocess"):
+        store.replace_document("a", chunks("a", 1), vectors(1, 0))
+    assert store.count() == 1

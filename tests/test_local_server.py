@@ -69,3 +69,54 @@ def test_the_ui_is_left_off_where_this_fastapi_cannot_serve_it(
     monkeypatch.setenv("PREFECT_UI_ENABLED", "true")  # the user's own word stands
     assert local_server.server_env(tmp_path)["PREFECT_UI_ENABLED"] == "true"
     assert local_server.ui_enabled()
+
+
+class _FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_a_slow_first_start_is_waited_for_with_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A loaded 2-core machine took over 90 s (the old fixed wait) to start the server the
+    first time: the run waits on while the server's process lives, saying so."""
+    from folio_prefect.deployments import local_server as ls
+
+    clock = _FakeClock()
+    monkeypatch.setattr(ls, "_healthy", lambda url: clock.now >= 150.0)
+    monkeypatch.setattr(ls, "_alive", lambda state: True)
+    heard: list[float] = []
+    ls._wait_healthy(tmp_path, {"url": "http://127.0.0.1:1/api"},
+                     timeout_s=ls.start_timeout(), progress=lambda s, url: heard.append(s),
+                     clock=clock, sleep=clock.sleep)
+    assert clock.now >= 150.0
+    assert heard[0] == 0.0 and 13 <= len(heard) <= 16  # at once, then every 10 s
+
+
+def test_a_server_that_does_not_start_says_what_to_do_not_its_banner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from folio.errors import TransientError
+    from folio_prefect.deployments import local_server as ls
+
+    (tmp_path / "server.log").write_text(
+        "OSError: [Errno 98] address already in use\n"
+        " ___ ___ ___ ___ ___ ___ _____\n| _ \\ _ \\ __| __| __/ __|_   _|\n|_| |_|_\\___|_|\n")
+    clock = _FakeClock()
+    monkeypatch.setattr(ls, "_healthy", lambda url: False)
+    monkeypatch.setattr(ls, "_alive", lambda state: True)
+    with pytest.raises(TransientError) as info:
+        ls._wait_healthy(tmp_path, {"url": "http://127.0.0.1:1/api"}, timeout_s=30,
+                         clock=clock, sleep=clock.sleep)
+    message = str(info.value)
+    assert "address already in use" in message and "___" not in message
+    assert "FOLIO_PREFECT_SERVER_START_S" in message and "within 30 s" in message
+    monkeypatch.setenv("FOLIO_PREFECT_SERVER_START_S", "1200")
+    assert ls.start_timeout() == 1200.0

@@ -38,13 +38,19 @@ def test_write_document_files(sink: Sink) -> None:
     assert "<!-- page 3 -->\n<!-- quarantined: validation: repeat ratio 0.9 -->" in md
     assert md.index("<!-- page 2 -->") < md.index("Costs fell") < md.index("<!-- page 4 -->")
 
-    stored = DocumentResult.model_validate_json(sink.read_text(f"{slug}/document.json") or "")
+    body = sink.read_text(f"{slug}/document.json") or ""
+    # one page convention for people: page 1 is the first, as in document.md and citations
+    assert [p["page"] for p in json.loads(body)["pages"]] == [1, 2, 3, 4]
+    assert all("index" not in p for p in json.loads(body)["pages"])
+    stored = outputs.read_document_json(body)
+    assert [p.index for p in stored.pages] == [0, 1, 2, 3]  # the pipeline's own count
     assert stored.pages[0].blocks[1].content == "# Annual Report 2024"
     assert stored.outputs == uris
 
     lines = (sink.read_text(f"{slug}/pages.jsonl") or "").splitlines()
     records = [json.loads(line) for line in lines]
-    assert [r["page"] for r in records] == [0, 1, 2, 3]
+    assert [r["page"] for r in records] == [1, 2, 3, 4]
+    assert [r["page_number"] for r in records] == [1, 2, 3, 4]  # older readers' name
     assert records[2]["outcome"] == "quarantined" and records[2]["reason"].startswith("validation")
     assert records[0]["doc_id"] == doc.doc_id and records[0]["engine"] == "tesseract"
     assert records[0]["blocks"][5]["label"] == "Table"
@@ -72,6 +78,21 @@ def test_done_index_roundtrip(sink: Sink) -> None:
     assert found.outputs == doc.outputs and found.chunks == 6 and found.vector_table == "lancedb:/x"
     assert found.pages == doc.pages and found.outcome == doc.outcome
     assert outputs.find_done(sink, doc.sha256, "other-config") is None
+
+
+def test_a_document_json_written_before_pages_counted_from_1_is_still_found(
+    tmp_path: Path,
+) -> None:
+    """Older outputs hold the DocumentResult as is (``index`` from 0): a rerun still finds
+    them done rather than processing every document again."""
+    sink = LocalSink(tmp_path)
+    doc = report_document()
+    doc.outputs = outputs.write_document(sink, doc)
+    outputs.mark_done(sink, doc)
+    (tmp_path / outputs.document_folder(doc) / "document.json").write_text(
+        doc.model_dump_json(indent=1))
+    found = outputs.find_done(sink, doc.sha256, doc.config_hash)
+    assert found is not None and found.pages == doc.pages
 
 
 def test_index_written_last_and_unreadable_means_redo(tmp_path: Path) -> None:

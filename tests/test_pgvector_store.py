@@ -4,7 +4,6 @@ secrets in DSNs, the real flow."""
 
 from __future__ import annotations
 
-import json
 import threading
 import traceback
 import uuid
@@ -68,7 +67,8 @@ def test_search_rows_match_lancedb(store: PgVectorStore, tmp_path: Path) -> None
     lance_best = lance.search(query, k=3)[0]
     assert set(best) == set(lance_best)
     assert best["score"] == pytest.approx(lance_best["score"], abs=1e-5)
-    assert json.loads(best["boxes"]) == json.loads(lance_best["boxes"])
+    assert best["boxes"] == lance_best["boxes"] == [
+        {"page": 5, "x0": 1, "y0": 2, "x1": 3, "y1": 4.5}]
 
 
 def test_search_beyond_hnsw_ef_search_returns_k_rows(store: PgVectorStore) -> None:

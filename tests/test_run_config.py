@@ -32,7 +32,7 @@ def test_gpu_pool_environment_equals_the_cli_options(monkeypatch: pytest.MonkeyP
            "FOLIO_OCR__PRESET": "chandra"}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    from_pool = resolve_config(engine="vllm", route="auto").public_dump()
+    from_pool = resolve_config(engine="vllm", route=None).public_dump()  # the flow's default
     assert from_pool == expected
     assert from_pool["ocr"]["in_flight"] == 256 and from_pool["ocr"]["profile"] == "h200"
 
@@ -124,3 +124,43 @@ def test_a_misspelt_setting_is_an_error_not_a_default(settings: dict[str, Any], 
     config = resolve_config(engine="tesseract", route="auto", settings={
         "ocr": {"in_flight": 3}, "server.extra_args": ["--x"], "s3.endpoint_url": "http://s3"})
     assert config.ocr.in_flight == 3 and config.server.extra_args == ["--x"]
+
+
+@pytest.mark.parametrize(("settings", "says"), [
+    ({"render.max_dpi": "abc"}, "render.max_dpi"),
+    ({"limits.page_concurrency": 0}, "limits.page_concurrency"),
+    ({"s3.endpoint_url": "127.0.0.1:9000"}, "s3.endpoint_url"),
+    ({"s3.endpoint_url": "not a url"}, "s3.endpoint_url"),
+])
+def test_a_bad_setting_value_is_a_one_line_config_error(settings: dict[str, Any],
+                                                        says: str) -> None:
+    """Bad input (exit 2 and one line), not an internal error with pydantic's dump."""
+    with pytest.raises(ConfigError, match=re.escape(says)) as caught:
+        resolve_config(engine="tesseract", route="auto", settings=settings)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(("env", "says"), [
+    ({"FOLIO_RENDER__MAX_DPI": "abc"}, "FOLIO_RENDER__MAX_DPI"),
+    ({"FOLIO_RENDER__MAX_DPIX": "200"}, "FOLIO_RENDER__MAX_DPIX"),  # a typo: not ignored
+    ({"FOLIO_RENDR__MAX_DPI": "200"}, "FOLIO_RENDR__MAX_DPI"),
+])
+def test_a_bad_setting_in_the_environment_is_a_config_error(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], says: str
+) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(ConfigError, match=says) as caught:
+        resolve_config(engine="tesseract", route="auto")
+    assert "\n" not in str(caught.value)
+
+
+def test_set_without_a_value_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        cli.parse_set(["render.max_dpi"])
+
+
+def test_an_s3_endpoint_with_a_scheme_and_host_is_accepted() -> None:
+    config = resolve_config(engine="tesseract", route="auto",
+                            settings={"s3.endpoint_url": "http://127.0.0.1:9000"})
+    assert config.s3.endpoint_url == "http://127.0.0.1:9000"

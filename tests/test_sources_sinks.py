@@ -179,3 +179,19 @@ def test_has_documents_checks_every_source_and_stops_at_the_first_pdf(tmp_path: 
     assert has_documents([str(tmp_path / "empty"), str(tmp_path / "some")], S3Settings())
     with pytest.raises(ConfigError, match="input not found"):
         has_documents([str(tmp_path / "some"), str(tmp_path / "missing")], S3Settings())
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_local_outputs_get_the_permissions_of_the_umask(tmp_path: Path, umask: int) -> None:
+    """mkstemp makes its file 0600; renamed into place, document.md and the rest were
+    unreadable to the service that serves them. A file folio writes has the mode any
+    other new file would: 0666 less the umask (0644 under the usual 022)."""
+    sink = LocalSink(tmp_path)
+    old = os.umask(umask)
+    try:
+        sink.write_text("doc/document.md", "# hi")
+        assert sink.write_if_absent("_index/a.json", b"{}")
+    finally:
+        os.umask(old)
+    for rel in ("doc/document.md", "_index/a.json"):
+        assert (tmp_path / rel).stat().st_mode & 0o777 == 0o666 & ~umask, rel

@@ -83,6 +83,29 @@ def test_cli_trigger_twice_starts_one_run(prefect_stack: PrefectStack, tmp_path:
     assert len(mine) == 1, [(r.name, r.parameters) for r in mine]
 
 
+@pytest.mark.slow
+def test_cli_trigger_of_a_failed_run_says_why(prefect_stack: PrefectStack,
+                                              tmp_path: Path) -> None:
+    """A RAG job logs why a run failed from the trigger's output, without asking the
+    Prefect API: the state's message in the result and one line on stderr."""
+    missing = tmp_path / "missing.pdf"
+    proc = prefect_stack.run(sys.executable, "-m", "folio_prefect.flows.cli", "trigger",
+                             str(missing), "--out", str(tmp_path / "out"), "--wait",
+                             "--timeout", "240", timeout=300)
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert proc.returncode == 1 and len(lines) == 2, proc.stdout + proc.stderr
+    result = lines[1]
+    assert result["state"] == "FAILED" and "missing.pdf" in result["message"], result
+    assert "FAILED: " in proc.stderr and "missing.pdf" in proc.stderr, proc.stderr
+
+
+def test_a_run_result_keeps_the_reason() -> None:
+    result = trigger.RunResult(flow_run_id=uuid.uuid4(), state="FAILED",
+                               message="ConfigError: input not found: /x.pdf")
+    assert result.exit_code == 1
+    assert json.loads(result.model_dump_json())["message"].endswith("/x.pdf")
+
+
 def test_idempotency_key_is_the_request_not_its_spelling(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)

@@ -3,7 +3,6 @@ and pgvector (a real PostgreSQL). Store-specific behaviour is in test_<store>_st
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,9 +68,10 @@ def test_search_ranks_the_right_chunk_first_with_citations(store: VectorStore) -
     assert best["text"] == "doc chunk 4" and best["score"] > 0.9
     assert hits[0]["score"] >= hits[1]["score"] >= hits[2]["score"]
     assert best["doc_id"] == "doc" and best["source"] == "s3://b/doc.pdf"
-    assert (best["page_start"], best["page_end"]) == (4, 5)
+    assert (best["page_start"], best["page_end"]) == (5, 6)
     assert list(best["headings"]) == ["Intro", "Part 4"]
-    assert json.loads(best["boxes"]) == [[4, [1, 2, 3, 4.5]]]
+    # a structure, not a JSON string: page from 1 (store_data's chunk 4 is on page 5)
+    assert best["boxes"] == [{"page": 5, "x0": 1, "y0": 2, "x1": 3, "y1": 4.5}]
     assert "vector" not in best
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import secrets
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -98,9 +98,20 @@ class LocalSink:
         return self.root / check_relpath(relpath)
 
     def _temp_copy(self, path: Path, data: bytes) -> Path:
-        """A fully written, fsynced temp file next to ``path`` (same file system)."""
+        """A fully written, fsynced temp file next to ``path`` (same file system).
+
+        Created with mode 0666 for the kernel to apply the umask, as to any new file:
+        ``mkstemp``'s 0600 went with the rename into every output, which the service
+        serving document.md and pages.jsonl then could not read.
+        """
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        while True:
+            tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+                break
+            except FileExistsError:  # a name another writer drew: draw again
+                continue
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)

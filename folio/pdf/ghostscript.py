@@ -171,8 +171,10 @@ def _check(returncode: int, output: str, out: Path) -> None:
     tail = " | ".join(line.strip() for line in output.strip().splitlines()[-_TAIL_LINES:])
     if any(marker in output for marker in _PASSWORD_MARKERS):
         raise EncryptedPdfError(f"ghostscript: {tail}")
-    if returncode != 0 or _NO_PAGES_MARKER in output:
+    if returncode != 0:
         raise MalformedPdfError(f"ghostscript failed (exit {returncode}): {tail}")
+    if _NO_PAGES_MARKER in output:  # gs exits 0 here: "exit 0" in a reason misled
+        raise MalformedPdfError(f"ghostscript processed no page: {tail}")
     if not _looks_like_pdf(out):
         raise MalformedPdfError(f"ghostscript wrote no valid PDF: {tail or 'no message'}")
 

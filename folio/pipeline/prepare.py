@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import shutil
 import threading
 import time
@@ -14,13 +15,17 @@ from pydantic import BaseModel, ConfigDict
 from folio import progress
 from folio.config import PipelineConfig
 from folio.errors import BadInputError, FolioError, MalformedPdfError
+from folio.io.source_index import known_sha256, record_sha256
 from folio.io.sources import SourceRef, fetch
-from folio.models import DocumentResult
+from folio.models import DocumentOutcome, DocumentResult
 from folio.pipeline.outcome import quarantine
 from folio.pipeline.services import Services
 
 if TYPE_CHECKING:
+    from folio.io.sinks import Sink
     from folio.pdf.page_worker import PdfInfo
+
+log = logging.getLogger(__name__)
 
 #: bytes per page above which a PDF is image-heavy enough for Ghostscript to pay off
 COMPRESS_MIN_BYTES_PER_PAGE = 64 * 1024
@@ -64,20 +69,28 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
                 f"{ref.size} bytes is over the {config.limits.max_bytes}-byte limit",
                 code="too-large",
             )
+        # an S3 object whose listed version (ETag, size, time) an earlier run hashed: its
+        # verdict without downloading it (a rerun over a prefix of finished documents)
+        listed_sha = None if config.reprocess else known_sha256(services.sink, ref)
+        if listed_sha is not None:
+            doc.sha256, doc.doc_id = listed_sha, listed_sha[:32]
+            doc.compression.original_bytes = ref.size
+            answered = _answered_before(ref, doc, services, started)
+            if answered is not None:
+                return answered
         work_dir = Path(config.work_dir) / f"{time.time_ns()}-{threading.get_ident()}"
         work_dir.mkdir(parents=True, exist_ok=True)
         local = fetch(ref, work_dir, config.s3)
         doc.sha256 = sha256_file(local)
         doc.doc_id = doc.sha256[:32]
         doc.compression.original_bytes = local.stat().st_size
+        if ref.is_s3 and doc.sha256 != listed_sha:
+            _record_version(ref, doc.sha256, services)
         if not config.reprocess:
-            from folio.outputs import find_done
-
-            done = find_done(services.sink, doc.sha256, doc.config_hash)
-            if done is not None:
+            answered = _answered_before(ref, doc, services, started)
+            if answered is not None:
                 shutil.rmtree(work_dir, ignore_errors=True)
-                done.source, done.cached, done.seconds = ref.uri, True, time.monotonic() - started
-                return done
+                return answered
         probed, info = _probe_or_repair(local, doc, work_dir, config)
         pdf = _maybe_compress(probed, info, doc, work_dir, config)
         return PreparedDocument(result=doc, pdf=pdf, work_dir=work_dir, started=started,
@@ -87,6 +100,52 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
         if work_dir is not None:  # nothing of a quarantined document stays behind
             shutil.rmtree(work_dir, ignore_errors=True)
         return quarantine(doc, err)
+
+
+def _answered_before(ref: SourceRef, doc: DocumentResult, services: Services,
+                     started: float) -> DocumentResult | None:
+    """What an earlier run decided for these bytes (``doc.sha256``) and settings: its
+    stored result when it finished them, its verdict when it quarantined them for good;
+    None when they are to be processed."""
+    from folio.outputs import find_done
+
+    done = find_done(services.sink, doc.sha256, doc.config_hash)
+    if done is not None:
+        done.source, done.cached, done.seconds = ref.uri, True, time.monotonic() - started
+        return done
+    known = known_bad(services.sink, doc, services.config)
+    if known is not None:
+        known.seconds = time.monotonic() - started
+    return known
+
+
+def _record_version(ref: SourceRef, sha256: str, services: Services) -> None:
+    """Remember what this S3 version hashes to, so a rerun need not download it. An
+    optimisation only: a failure to record it is logged and the document goes on."""
+    try:
+        record_sha256(services.sink, ref, sha256, services.config.s3)
+    except FolioError as err:
+        log.warning("could not record the version of %s (%s): a rerun downloads it again",
+                    ref.uri, err)
+
+
+def known_bad(sink: Sink, doc: DocumentResult, config: PipelineConfig) -> DocumentResult | None:
+    """The earlier run's verdict on these bytes when it quarantined them for good
+    (``retryable: false``) with the same settings: trying again would fail the same way,
+    every run, and keep its exit code at 3. None when there is no such record, or a
+    password is given now (an encrypted PDF's verdict may change with it)."""
+    from folio.outputs import read_quarantine
+
+    if config.password is not None:
+        return None
+    record = read_quarantine(sink, doc)
+    if (record is None or record.get("retryable") is not False
+            or record.get("config_hash") != doc.config_hash):
+        return None
+    return doc.model_copy(update={
+        "outcome": DocumentOutcome.QUARANTINED, "cached": True, "retryable": False,
+        "reason": f"{record.get('reason', '')} (quarantined by an earlier run with these "
+                  "settings; --reprocess tries it again)"})
 
 
 def _probe_or_repair(

@@ -27,9 +27,42 @@ __all__ = [
     "NullStore",
     "VectorStore",
     "batch_label",
+    "box_records",
     "check_batch",
     "check_vectors",
+    "legacy_hit",
 ]
+
+
+def box_records(chunk: Chunk) -> list[dict[str, Any]]:
+    """A chunk's boxes as stored and searched: ``[{"page", "x0", "y0", "x1", "y1"}]``,
+    ``page`` from 1 and the box in PDF points, top-left origin (named fields, so a
+    reader of the table needs no note on what ``[[0, [...]]]`` meant)."""
+    return [{"page": page, "x0": b.x0, "y0": b.y0, "x1": b.x1, "y1": b.y1}
+            for page, b in chunk.boxes]
+
+
+def legacy_hit(hit: dict[str, Any]) -> dict[str, Any]:
+    """A row written before pages counted from 1 in today's shape, so search output has
+    one convention whatever wrote the table; a current row is returned as is. Such a row's
+    boxes are ``[[page index, [x0, y0, x1, y1]], ...]``: a JSON string in LanceDB, a list
+    of lists in pgvector (where a legacy row without boxes cannot be told apart)."""
+    boxes = hit.get("boxes")
+    if isinstance(boxes, str):
+        import json
+
+        old = json.loads(boxes) if boxes else []
+    elif boxes and isinstance(boxes[0], list):
+        old = boxes
+    else:
+        return hit
+    return {
+        **hit,
+        "page_start": int(hit["page_start"]) + 1,
+        "page_end": int(hit["page_end"]) + 1,
+        "boxes": [{"page": int(p) + 1, "x0": b[0], "y0": b[1], "x1": b[2], "y1": b[3]}
+                  for p, b in old],
+    }
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -77,8 +110,9 @@ class VectorStore(Protocol):
         ...
 
     def search(self, vector: npt.NDArray[np.float32], k: int = 5) -> list[dict[str, Any]]:
-        """The ``k`` nearest chunks, best first: text, doc_id, source, page_start,
-        page_end, headings, boxes (JSON), score (cosine similarity)."""
+        """The ``k`` nearest chunks, best first: id, doc_id, source, chunk_index, kind,
+        text, page_start, page_end (from 1), headings, boxes (:func:`box_records`),
+        score (cosine similarity)."""
         ...
 
     def count(self, doc_id: str | None = None) -> int: ...

@@ -25,7 +25,6 @@ IVF_SQ, not IVF_PQ: on 2 cores PQ training took 77-134 s per 100k 384-dim rows, 
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -43,7 +42,14 @@ import pyarrow as pa
 from folio.config import S3Settings, StoreSettings
 from folio.errors import ConfigError, StorageError
 from folio.models import Chunk
-from folio.stores.base import DocumentVectors, batch_label, check_batch
+from folio.stores.base import (
+    DocumentVectors,
+    batch_label,
+    box_records,
+    check_batch,
+    legacy_hit,
+)
+from folio.stores.lance_import import import_lancedb
 from folio.stores.upkeep import Upkeep
 
 __all__ = ["LanceDBStore", "LanceTuning", "chunk_schema", "lance_storage_options"]
@@ -70,6 +76,17 @@ _RESULT_COLUMNS = [
 ]
 
 
+#: where a chunk's text lies: page from 1, box in PDF points (top-left origin). Tables
+#: written before pages counted from 1 hold a JSON string here (:func:`legacy_hit`)
+BOXES_TYPE = pa.list_(pa.struct([
+    pa.field("page", pa.int32()),
+    pa.field("x0", pa.float64()),
+    pa.field("y0", pa.float64()),
+    pa.field("x1", pa.float64()),
+    pa.field("y1", pa.float64()),
+]))
+
+
 def chunk_schema(dim: int) -> pa.Schema:
     """Explicit schema: a fixed-size float32 vector column is what LanceDB indexes."""
     return pa.schema(
@@ -83,7 +100,7 @@ def chunk_schema(dim: int) -> pa.Schema:
             pa.field("page_start", pa.int32()),
             pa.field("page_end", pa.int32()),
             pa.field("headings", pa.list_(pa.string())),
-            pa.field("boxes", pa.string()),  # JSON [[page, [x0, y0, x1, y1]], ...]
+            pa.field("boxes", BOXES_TYPE),  # folio.stores.base.box_records
             pa.field("vector", pa.list_(pa.float32(), dim)),
         ]
     )
@@ -153,15 +170,11 @@ def _rows(chunks: list[Chunk], vectors: npt.NDArray[np.float32], schema: pa.Sche
         "page_start": [c.page_start for c in chunks],
         "page_end": [c.page_end for c in chunks],
         "headings": [c.headings for c in chunks],
-        "boxes": [_boxes_json(c) for c in chunks],
+        "boxes": [box_records(c) for c in chunks],
     }
     arrays = [pa.array(columns[f.name], type=f.type) for f in schema if f.name != "vector"]
     arrays.append(pa.FixedSizeListArray.from_arrays(flat, dim))
     return pa.Table.from_arrays(arrays, schema=schema)
-
-
-def _boxes_json(chunk: Chunk) -> str:
-    return json.dumps([[p, [b.x0, b.y0, b.x1, b.y1]] for p, b in chunk.boxes])
 
 
 @dataclass(frozen=True)
@@ -219,6 +232,7 @@ class LanceDBStore:
         self._table: Any = None
         self._search_table: Any = None  # see _searcher
         self._search_stale = False
+        self._legacy = False  # see _check_schema
         self._prewarm_thread: threading.Thread | None = None
         self._writer_prewarm: threading.Thread | None = None  # see _prewarm_writer
         self.tuning = tuning or LanceTuning()
@@ -237,7 +251,7 @@ class LanceDBStore:
         return self._table_name
 
     def _connect(self) -> Any:
-        import lancedb
+        lancedb = import_lancedb()  # without the REST client's import (lance_import.py)
 
         if self._db is None:
             try:
@@ -320,6 +334,9 @@ class LanceDBStore:
                 f"vector table {self.uri}/{self._table_name} holds {size}-dim vectors, the "
                 f"embedder makes {self.dim}: use another store.table or store.uri"
             )
+        #: written by folio before pages counted from 1: readable (search converts its
+        #: rows), not writable (new rows would mix two page conventions in one table)
+        self._legacy = schema.field("boxes").type == pa.string() if "boxes" in schema.names else False
 
     def replace_document(
         self, doc_id: str, chunks: list[Chunk], vectors: npt.NDArray[np.float32]
@@ -344,6 +361,13 @@ class LanceDBStore:
         table = self._open(create=bool(chunks))
         if table is None:
             return  # nothing stored yet and nothing to store
+        if self._legacy:
+            raise ConfigError(
+                f"vector table {self.uri}/{self._table_name} was written by an older folio "
+                "(pages counted from 0, boxes as text): move that folder aside (or give "
+                "another store.table) and run again with --reprocess to rewrite every "
+                "document's vectors with pages from 1"
+            )
         try:
             if chunks:
                 vectors = np.concatenate([entry.vectors for entry in batch], axis=0)
@@ -480,7 +504,7 @@ class LanceDBStore:
             return table
         with self._lock:
             if self._search_table is None:
-                import lancedb
+                lancedb = import_lancedb()
 
                 db = lancedb.connect(self.uri, storage_options=self._options or None,
                                      read_consistency_interval=timedelta(seconds=staleness))
@@ -581,7 +605,7 @@ class LanceDBStore:
             raise StorageError(f"lancedb search {self.uri}: {self._describe(exc)}") from None
         for row in rows:
             row["score"] = 1.0 - float(row.pop("_distance"))
-        return list(rows)
+        return [legacy_hit(row) for row in rows]
 
     def count(self, doc_id: str | None = None) -> int:
         table = self._open(create=False)

@@ -45,7 +45,13 @@ from psycopg.types.json import Jsonb
 
 from folio.errors import ConfigError, StorageError
 from folio.models import Chunk
-from folio.stores.base import DocumentVectors, batch_label, check_batch
+from folio.stores.base import (
+    DocumentVectors,
+    batch_label,
+    box_records,
+    check_batch,
+    legacy_hit,
+)
 from folio.stores.upkeep import Upkeep
 
 __all__ = ["PgVectorStore", "redact_dsn"]
@@ -127,10 +133,6 @@ def _vector_text(row: npt.NDArray[np.float32]) -> str:
 @functools.cache
 def _vector_format(dim: int) -> str:
     return "[" + ",".join(["%.9g"] * dim) + "]"
-
-
-def _boxes(chunk: Chunk) -> list[list[Any]]:
-    return [[p, [b.x0, b.y0, b.x1, b.y1]] for p, b in chunk.boxes]
 
 
 class PgVectorStore:
@@ -328,7 +330,7 @@ class PgVectorStore:
             " page_start integer,"
             " page_end integer,"
             " headings jsonb NOT NULL DEFAULT '[]',"
-            " boxes jsonb NOT NULL DEFAULT '[]',"  # [[page, [x0, y0, x1, y1]], ...]
+            " boxes jsonb NOT NULL DEFAULT '[]',"  # folio.stores.base.box_records
             " vector vector({dim}) NOT NULL"
         ).format(dim=sql.Literal(self.dim))
         with conn.transaction():
@@ -404,7 +406,7 @@ class PgVectorStore:
         rows = [
             (
                 c.id, c.doc_id, c.source, c.index, c.kind, c.text, c.page_start, c.page_end,
-                Jsonb(c.headings), Jsonb(_boxes(c)), _vector_text(v),
+                Jsonb(c.headings), Jsonb(box_records(c)), _vector_text(v),
             )
             for entry in batch
             for c, v in zip(
@@ -431,7 +433,7 @@ class PgVectorStore:
 
     def search(self, vector: npt.NDArray[np.float32], k: int = 5) -> list[dict[str, Any]]:
         """Nearest chunks by cosine similarity, best first (``score`` = 1 - distance), with
-        the keys LanceDBStore returns (``boxes`` as a JSON string, ``headings`` a list):
+        the keys LanceDBStore returns (``boxes`` a list of dicts, ``headings`` a list):
         the HNSW table's k nearest and the side table's exact k nearest, merged."""
         flat = np.asarray(vector, dtype=np.float32).reshape(-1)
         if flat.shape != (self.dim,):
@@ -441,7 +443,7 @@ class PgVectorStore:
         query = _vector_text(flat)
         part = sql.SQL(
             "(SELECT id, doc_id, source, chunk_index, kind, text, page_start, page_end,"
-            " headings, boxes::text AS boxes, vector <=> %(q)s::vector AS distance"
+            " headings, boxes, vector <=> %(q)s::vector AS distance"
             " FROM {t} ORDER BY vector <=> %(q)s::vector LIMIT %(k)s)"
         )
         main = part.format(t=sql.Identifier(self._table_name))
@@ -466,7 +468,7 @@ class PgVectorStore:
                 cur.execute(statement, {"q": query, "k": k})
                 return cur.fetchall()
 
-        return self._run("search", work, create=False) or []
+        return [legacy_hit(hit) for hit in self._run("search", work, create=False) or []]
 
     def count(self, doc_id: str | None = None) -> int:
         """Rows of ``doc_id`` (all rows: None) in both tables."""
