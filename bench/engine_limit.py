@@ -245,7 +245,7 @@ def step_offline(args: argparse.Namespace) -> dict[str, Any]:
     """Each preset's pages through one ``LLM`` built from folio's server options."""
     from vllm import LLM, SamplingParams
 
-    from folio.engines.openai_engine import encode_image
+    from folio.engines.openai_engine import encode_image, fixed_length
     from folio.presets import get_preset
     from folio_prefect.flows.vllm_runner import VLLMTaskRunner
 
@@ -274,10 +274,14 @@ def step_offline(args: argparse.Namespace) -> dict[str, Any]:
         images = _pages(args, name)
         urls = [encode_image(p, config.render.max_pixels)[0] for p in images]
         conversations = _messages(urls, preset.prompt, preset.image_first)
-        params = SamplingParams(max_tokens=config.ocr.max_tokens, ignore_eos=True,
-                                temperature=0.0)
+        first = preset.sampling_for(0)  # folio's first attempt's sampling, its token counts
+        params = [SamplingParams(max_tokens=fixed_length(u, config.ocr.ignore_eos_lengths,
+                                                         config.ocr.max_tokens),
+                                 ignore_eos=True, temperature=first.temperature,
+                                 top_p=first.top_p if first.top_p is not None else 1.0)
+                  for u in urls]
         mm = preset.mm_processor_kwargs(config.render.max_pixels)
-        llm.chat(conversations[:4], params, use_tqdm=False, mm_processor_kwargs=mm)  # warm-up
+        llm.chat(conversations[:4], params[:4], use_tqdm=False, mm_processor_kwargs=mm)  # warm-up
         clock = _Clock()
         t0 = time.perf_counter()
         outs = llm.chat(conversations, params, use_tqdm=clock, mm_processor_kwargs=mm)
@@ -305,21 +309,17 @@ def step_offline(args: argparse.Namespace) -> dict[str, Any]:
 
 def step_served(args: argparse.Namespace) -> dict[str, Any]:
     """The preset's pages to the shared server folio starts for its configuration."""
-    from folio.presets import get_preset
     from folio_prefect.flows.vllm_runner import VLLMTaskRunner
 
     gup.use_gpu(args)
     config = config_for(args, args.preset)
     images = _pages(args, args.preset)
     runner = VLLMTaskRunner.from_config(config)
-    preset = get_preset(config.ocr.preset)
     with runner:
         endpoint = runner.endpoint
         assert endpoint is not None
         model = endpoint.served_model_name or config.ocr.model or "fake-ocr"
-        send = dict(prompt=preset.prompt, image_first=preset.image_first,
-                    max_tokens=config.ocr.max_tokens, in_flight=config.ocr.in_flight,
-                    max_pixels=config.render.max_pixels)
+        send = gup.raw_request(config)
         warm = asyncio.run(gup.send_raw(endpoint.base_url, model, images[:4], **send))
         if args.step == "warm":  # the server only, for a pipeline phase of its own
             return {"phase": "warm", "preset": args.preset, "answers": warm["answers"]}

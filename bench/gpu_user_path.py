@@ -60,10 +60,21 @@ import httpx
 
 from folio.gpu.vllm_server import read_metrics
 
+#: token counts of real answers: olmOCR 2's answers to its bench pages
+#: (../shared/corpus/olmocr/bench_answers, front matter put back as it answers), UTF-8 bytes
+#: / 4 rounded up (no Qwen tokenizer here; about 4 bytes a token for English), then 768
+#: (the fixed count of earlier runs); made by bench/answer_lengths.py
+ANSWER_LENGTHS = [28, 85, 1199, 394, 337, 929, 877, 879, 51, 768]
+
 #: every setting the benchmark gives beyond the user's defaults, and why
 SETTINGS: dict[str, tuple[Any, str]] = {
     "ocr.ignore_eos": (True, "synthetic weights emit noise: generate a fixed token count"),
-    "ocr.max_tokens": (768, "the fixed token count (real OCR pages: 500-1500 tokens)"),
+    "ocr.max_tokens": (768, "the token count of pages not given one below"),
+    "ocr.ignore_eos_lengths": (ANSWER_LENGTHS, "each page's fixed token count, picked by a hash "
+                               "of its image from the lengths of olmOCR's published answers "
+                               "for its bench pages (bench_answers, front matter included; "
+                               "tokens estimated as UTF-8 bytes / 4) and 768 as before, so "
+                               "short and long answers are both in the figure"),
     "ocr.max_attempts": (1, "noise would fail the output checks and be retried: one attempt"),
     "validation.max_repeat_ratio": (1.0, "random weights decode greedily into loops, which "
                                    "folio's loop check refuses (on the H200 at 774392a, 866 "
@@ -201,13 +212,16 @@ def engine_pages(work: Path, config: Any) -> list[Path]:
 
 
 async def send_raw(base_url: str | list[str], model: str, images: list[Path], *, prompt: str,
-                   image_first: bool, max_tokens: int, in_flight: int, max_pixels: int
-                   ) -> dict[str, Any]:
+                   image_first: bool, max_tokens: int, in_flight: int, max_pixels: int,
+                   lengths: list[int] | None = None, temperature: float = 0.0,
+                   top_p: float | None = None) -> dict[str, Any]:
     """The pages straight to the server (or servers: each page to the one with the fewest
-    outstanding, ``in_flight`` each, as folio's dispatch does), timed."""
+    outstanding, ``in_flight`` each, as folio's dispatch does), timed. Each page asks for
+    the token count folio's engine gives it (``lengths``: folio's fixed_length) with the
+    preset's first sampling, as folio's first attempt does."""
     from openai import AsyncOpenAI
 
-    from folio.engines.openai_engine import encode_image
+    from folio.engines.openai_engine import encode_image, fixed_length
 
     bases = [base_url] if isinstance(base_url, str) else list(base_url)
     clients = [AsyncOpenAI(base_url=b, api_key="x", timeout=3600, max_retries=0) for b in bases]
@@ -221,13 +235,16 @@ async def send_raw(base_url: str | list[str], model: str, images: list[Path], *,
         image = {"type": "image_url", "image_url": {"url": url}}
         text = {"type": "text", "text": prompt}
         messages: Any = [{"role": "user", "content": [image, text] if image_first else [text, image]}]
+        sampling: dict[str, Any] = {"temperature": temperature}
+        if top_p is not None:
+            sampling["top_p"] = top_p
         async with sem:
             k = min(range(len(bases)), key=lambda i: outstanding[i])
             outstanding[k] += 1
             try:
                 r = await clients[k].chat.completions.create(
-                    model=model, max_tokens=max_tokens, temperature=0.0,
-                    extra_body={"ignore_eos": True}, messages=messages)
+                    model=model, max_tokens=fixed_length(url, lengths or [], max_tokens),
+                    extra_body={"ignore_eos": True}, messages=messages, **sampling)
             finally:
                 outstanding[k] -= 1
         if len(answers) < 8 and r.choices:
@@ -495,8 +512,20 @@ def _server_url(key: str) -> str | None:
     return state.base_url if state and state.state == "ready" else None
 
 
-def phase_raw(args: argparse.Namespace) -> dict[str, Any]:
+def raw_request(config: Any) -> dict[str, Any]:
+    """What the raw phase sends besides the pages: the preset's prompt and first sampling,
+    the pipeline's token counts, in-flight budget and pixel cap."""
     from folio.presets import get_preset
+
+    preset = get_preset(config.ocr.preset)
+    first = preset.sampling_for(0)
+    return {"prompt": preset.prompt, "image_first": preset.image_first,
+            "max_tokens": config.ocr.max_tokens, "lengths": config.ocr.ignore_eos_lengths,
+            "temperature": first.temperature, "top_p": first.top_p,
+            "in_flight": config.ocr.in_flight, "max_pixels": config.render.max_pixels}
+
+
+def phase_raw(args: argparse.Namespace) -> dict[str, Any]:
     from folio_prefect.flows.vllm_runner import VLLMTaskRunner
 
     use_gpu(args)
@@ -506,14 +535,11 @@ def phase_raw(args: argparse.Namespace) -> dict[str, Any]:
     with runner:  # the same shared server the CLI would start or attach to
         endpoint = runner.endpoint
         assert endpoint is not None
-        preset = get_preset(config.ocr.preset)
         model = endpoint.served_model_name or config.ocr.model or "fake-ocr"
         with Sampler(args.gpu, endpoint.base_url) as sampler:
             t0 = time.monotonic()
             result = asyncio.run(send_raw(
-                endpoint.base_url, model, images, prompt=preset.prompt,
-                image_first=preset.image_first, max_tokens=config.ocr.max_tokens,
-                in_flight=config.ocr.in_flight, max_pixels=config.render.max_pixels))
+                endpoint.base_url, model, images, **raw_request(config)))
             t1 = time.monotonic()
     return {"phase": "raw", "round": args.round, "gpu": args.gpu, **result,
             "queue": sampler.summary(t0, t1), "in_flight": config.ocr.in_flight}

@@ -25,6 +25,7 @@ from folio.presets import get_preset
 
 MODELS = {
     "chandra (qwen3-vl-8b, bf16)": ("chandra-qwen3-vl-8b.json", "chandra"),
+    "chandra2 (qwen3-vl-8b, bf16)": ("chandra-qwen3-vl-8b.json", "chandra2"),
     "olmocr2 (qwen2.5-vl-7b, bf16)": ("olmocr2-qwen2.5-vl-7b.json", "olmocr2"),
     "olmocr2-fp8 (qwen2.5-vl-7b, fp8)": ("olmocr2-qwen2.5-vl-7b-fp8.json", "olmocr2"),
 }
@@ -33,7 +34,8 @@ MODELS = {
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "preflight.json"))
-    ap.add_argument("--max-tokens", type=int, default=4096, help="output budget of one page")
+    ap.add_argument("--max-tokens", type=int, default=None,
+                    help="output budget of one page (default: each preset's own)")
     args = ap.parse_args()
     profiles = load_profiles()
     results = []
@@ -41,10 +43,11 @@ def main() -> None:
         config = json.loads((ROOT / "bench" / "models" / file).read_text())
         shape = ModelShape.from_config(config, name=label)
         preset = get_preset(preset_name)
+        max_tokens = args.max_tokens or preset.max_tokens
         for profile in profiles.values():
             pixels = min(preset.max_pixels, profile.render.max_pixels)
-            page_tokens = shape.image_tokens(pixels) + 500 + args.max_tokens
-            r = preflight(shape, profile, page_tokens=page_tokens, max_tokens=args.max_tokens,
+            page_tokens = shape.image_tokens(pixels) + 500 + max_tokens
+            r = preflight(shape, profile, page_tokens=page_tokens, max_tokens=max_tokens,
                           others=profiles)
             results.append({"model": label, "preset": preset_name, **r.model_dump()})
     report = {
@@ -52,7 +55,8 @@ def main() -> None:
         "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "note": "estimates from config.json; weights and KV cache exact, activations and "
                 "CUDA graphs a conservative estimate; page_tokens = image tokens at the "
-                "smaller of the preset's and the profile's pixel budget + 500 + max_tokens",
+                "smaller of the preset's and the profile's pixel budget + 500 + max_tokens "
+                "(the preset's own: its reference pipeline's)",
         "results": results,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

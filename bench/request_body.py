@@ -70,7 +70,8 @@ def main() -> None:
     engine = OpenAIEngine.from_config(config, endpoint=RemoteEndpoint("http://127.0.0.1:9/v1"))
     with tempfile.TemporaryDirectory() as tmp:
         images = page_images(Path(args.pdfs), args.pages, Path(tmp))
-        bodies = [engine._body(encode_image(p, engine.preset.max_pixels)[0], 0.0) for p in images]
+        bodies = [engine._body(encode_image(p, engine.preset.max_pixels)[0], engine.sampling_for(0))
+                  for p in images]
     engine.close()
 
     def dumps(body: dict[str, Any]) -> bytes:  # what httpx's json= did before

@@ -62,7 +62,7 @@ def ingest(
     sources: list[str],
     out: str = "folio-out",
     engine: EngineName = "tesseract",
-    route: RouteMode = "auto",
+    route: RouteMode | None = None,
     reprocess: bool = False,
     report: str | None = None,
     settings: dict[str, Any] | None = None,
@@ -73,7 +73,8 @@ def ingest(
         sources: local files or folders, or s3://bucket/prefix URIs.
         out: a local folder or an s3://bucket/prefix for outputs (and the default vector store).
         engine: the OCR engine for pages without a trustworthy text layer.
-        route: auto (trust good text layers), ocr (OCR every page) or text-layer (never OCR).
+        route: auto (trust good text layers), ocr (OCR every page) or text-layer (never OCR);
+            default: ocr for a vision model (vllm, openai), auto for the others.
         reprocess: OCR again even when a document is already done with this configuration.
         report: also write the JSON run report to this local path.
         settings: overrides of any PipelineConfig field, as dotted keys ("render.max_dpi").
@@ -89,7 +90,7 @@ def ingest_document(
     source: str,
     out: str = "folio-out",
     engine: EngineName = "tesseract",
-    route: RouteMode = "auto",
+    route: RouteMode | None = None,
     reprocess: bool = False,
     settings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -100,7 +101,8 @@ def ingest_document(
             folder or prefix works too and ingests everything under it.
         out: a local folder or an s3://bucket/prefix for outputs (and the default vector store).
         engine: the OCR engine for pages without a trustworthy text layer.
-        route: auto (trust good text layers), ocr (OCR every page) or text-layer (never OCR).
+        route: auto (trust good text layers), ocr (OCR every page) or text-layer (never OCR);
+            default: ocr for a vision model (vllm, openai), auto for the others.
         reprocess: OCR again even when the document is already done with this configuration.
         settings: overrides of any PipelineConfig field, as dotted keys ("render.max_dpi").
     """

@@ -19,7 +19,7 @@ def reindex(
     prefix: str | None = None,
     out: str = "folio-out",
     engine: EngineName = "tesseract",
-    route: RouteMode = "auto",
+    route: RouteMode | None = None,
     settings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run ``folio-ingest`` with ``reprocess=True`` over ``sources`` and ``prefix``.
@@ -29,7 +29,8 @@ def reindex(
         prefix: a folder or s3://bucket/prefix: every PDF under it is re-ingested.
         out: the output folder or s3://bucket/prefix the documents were ingested into.
         engine: the OCR engine for pages without a trustworthy text layer.
-        route: auto (trust good text layers), ocr (OCR every page) or text-layer (never OCR).
+        route: auto (trust good text layers), ocr (OCR every page) or text-layer (never OCR);
+            default: ocr for a vision model (vllm, openai), auto for the others.
         settings: overrides of any PipelineConfig field, as dotted keys ("render.max_dpi").
     """
     targets = [*(sources or []), *([prefix] if prefix else [])]

@@ -310,7 +310,7 @@ def sweep(
     max_in_flight: int = 4,
     document_deployment: str = "folio-ingest/batch",
     engine: EngineName = "tesseract",
-    route: RouteMode = "auto",
+    route: RouteMode | None = None,
     settings: dict[str, Any] | None = None,
     lease_s: float = 300.0,
     inline: bool = False,
@@ -372,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-in-flight", type=int, default=4)
     ap.add_argument("--deployment", default="folio-ingest/batch")
     ap.add_argument("--engine", default="tesseract")
-    ap.add_argument("--route", default="auto")
+    ap.add_argument("--route", default=None, help="default: ocr for vllm/openai, else auto")
     ap.add_argument("--lease-s", type=float, default=300.0)
     ap.add_argument("--zombie-after-s", type=float, default=600.0)
     ap.add_argument("--poll-s", type=float, default=5.0)

@@ -132,7 +132,7 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
         extra_args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         in_flight: int | None = None,
-        max_tokens: int = 4096,
+        max_tokens: int | None = None,
         run_preflight: bool = True,
         startup_timeout_s: float = 900.0,
         max_restarts: int = 2,
@@ -434,8 +434,11 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
         except ConfigError as exc:
             log.warning("%s; starting without the memory check", exc)
             return
+        # a page's prompt and answer must fit the context: the preset's output budget
+        # (its reference pipeline's) unless ocr.max_tokens says otherwise
+        max_tokens = opts["max_tokens"] or get_preset(opts["preset"]).max_tokens
         result = preflight(shape, profile, max_model_len=opts["max_model_len"],
-                           max_tokens=opts["max_tokens"], others=load_profiles())
+                           max_tokens=max_tokens, others=load_profiles())
         self.preflight_result = result
         log.info("preflight: %s", result.advice)
         require_fit(result)

@@ -84,6 +84,30 @@ def repeat_ratio(text: str, n: int = 4) -> float:
     return covered / total
 
 
+def repeats_at_end(text: str) -> bool:
+    """Whether ``text`` ends in a run of one repeated sequence, as Chandra judges an answer
+    to retry (chandra/model/util.py detect_repeat_token, chandra-ocr 0.2.0: a sequence of
+    1-250 characters at the end, repeated more than ``4 * (1 + 3 / length)`` times; also
+    checked with the last 50 characters cut off, so a loop cut mid-sequence counts)."""
+    return _repeat_tail(text) or (len(text) > 50 and _repeat_tail(text[:-50]))
+
+
+def _repeat_tail(text: str, window: int = 500) -> bool:
+    for length in range(1, window // 2 + 1):
+        pos = len(text) - length
+        if pos < 0:
+            continue
+        tail = text[-length:]
+        limit = int(4 * (1 + 3.0 / length))
+        count = 0
+        while pos >= 0 and text[pos:pos + length] == tail:
+            count += 1
+            if count > limit:
+                return True
+            pos -= length
+    return False
+
+
 def most_repeated(text: str, n: int = 4) -> tuple[str, int]:
     """The most frequent n-gram and its count, for error messages ("'the the the the' x 97")."""
     tokens, chars = _tokens(text)

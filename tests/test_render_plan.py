@@ -143,8 +143,28 @@ def test_a_tiny_page_still_gets_one_grid_cell() -> None:
 def test_a_preset_keeps_the_grid_the_user_set() -> None:
     from folio.presets import get_preset
 
-    settings = get_preset("olmocr2").render_settings(RenderSettings(grid_px=28))
-    assert settings.grid_px == 28 and settings.longest_side_px == 1288
+    settings = get_preset("generic").render_settings(RenderSettings(grid_px=28))
+    assert settings.grid_px == 28 and settings.longest_side_px == 1600
     snapped = plan_page(*LETTER, min_font_pt=None, native_dpi=None, settings=settings)
-    # letter at 1288 px is 995 px wide; the processor's nearest multiple of 28 is 1008
-    assert (snapped.width_px, snapped.height_px) == (1008, 1288)
+    # letter at 1600 px is 1236 px wide; the processor's nearest multiple of 28 is 1232
+    assert (snapped.width_px, snapped.height_px) == (1232, 1596)
+
+
+def test_a_preset_with_a_reference_pipeline_gets_its_size_whatever_the_page() -> None:
+    """olmOCR 2 saw every page at 1288 px on its longest side, Chandra 2 at 192 DPI or
+    more fitted to its grid: small text and a coarse scan change nothing (they would in
+    the adaptive plan), a user's grid neither; only the memory caps can shrink it."""
+    from folio.presets import get_preset
+
+    olm = get_preset("olmocr2").render_settings(RenderSettings(grid_px=28))
+    for font, native in ((None, None), (4.0, None), (None, 100.0)):
+        plan = plan_page(*LETTER, min_font_pt=font, native_dpi=native, settings=olm)
+        assert (plan.width_px, plan.height_px) == (996, 1288), plan.reason
+    chandra = get_preset("chandra2").render_settings()
+    plan = plan_page(*LETTER, min_font_pt=None, native_dpi=100.0, settings=chandra)
+    assert (plan.width_px, plan.height_px) == (1624, 2100)  # a 100-DPI scan is upsampled
+    tabloid = plan_page(792, 1224, min_font_pt=None, native_dpi=None, settings=chandra)
+    assert tabloid.width_px * tabloid.height_px <= 3072 * 2048 and tabloid.width_px % 28 == 0
+    capped = plan_page(*LETTER, min_font_pt=None, native_dpi=None,
+                       settings=chandra.model_copy(update={"max_pixels": 1_000_000}))
+    assert capped.width_px * capped.height_px <= 1_000_000 and "pixel caps" in capped.reason

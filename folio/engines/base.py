@@ -29,6 +29,9 @@ class EngineOutput(BaseModel):
     #: never written out: the grid they make is, in the table's block)
     words: list[WordBox] = Field(default_factory=list)
     rulings: list[BBox] = Field(default_factory=list)
+    #: the answer is a valid one that says the page holds no text (olmOCR's front matter
+    #: with an empty body): the page is read, not failed, as its reference pipeline has it
+    no_text: bool = False
 
 
 @runtime_checkable

@@ -1,17 +1,25 @@
 """OCR through any OpenAI-compatible chat endpoint: a vLLM server the task runner owns,
 or one someone else runs (``--engine openai --endpoint URL``).
 
-One request per page: the rendered image as a data URL plus the preset's prompt, the
-temperature from the retry ladder (``ocr.temperatures[attempt]``), ``max_tokens``.
-Requests in flight are bounded per endpoint by a semaphore every engine instance for
-that endpoint shares (a server fed more than it batches only queues, and a flood of
-large images costs the server memory). 5xx, 429 and connection failures are retried
-with exponential backoff; when the endpoint is a supervised server that crashed, the
-request waits for the restart and is sent again without using up its retries.
+One request per page, made as the preset's reference pipeline makes it
+(:meth:`OpenAIEngine.request_body`): the rendered image as a PNG data URL and the
+preset's prompt in the reference's order, the attempt's sampling (temperature, top_p)
+from the preset's ladder, the preset's ``max_tokens``. Requests in flight are bounded per
+endpoint by a semaphore every engine instance for that endpoint shares (a server fed more
+than it batches only queues, and a flood of large images costs the server memory). 5xx,
+429 and connection failures are retried with exponential backoff; when the endpoint is a
+supervised server that crashed, the request waits for the restart and is sent again
+without using up its retries.
 
-Answers are judged before parsing: ``finish_reason`` other than ``stop`` (the token
-budget was hit) or a looping text raise :class:`EngineBadOutputError` carrying the
-:class:`Attempt`, so the pipeline records it and moves up the ladder.
+Answers are judged as the reference judges them (:meth:`OpenAIEngine.output_problem`),
+and an unusable one raises :class:`EngineBadOutputError` carrying the :class:`Attempt`,
+so the pipeline records it and asks again on the next step of the ladder:
+
+- cut at ``max_tokens``: asked again (olmOCR), or kept (Chandra keeps a cut answer);
+- olmOCR: prompt + output over the model's context, a front matter olmOCR would refuse;
+  a page the model says is not upright is asked again with the image turned by the
+  corrections so far, and the answer is kept as a last resort (``usable`` on the error);
+- Chandra: a repeating tail (chandra's detect_repeat_token).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import logging
 import random
 import threading
 import time
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,17 +52,23 @@ from folio.errors import (
 )
 from folio.gpu.vllm_server import Endpoint, configured_endpoints, endpoint_members
 from folio.models import Attempt, PagePrep
-from folio.presets import ModelPreset, get_preset
+from folio.parsers import olmocr
+from folio.presets import ModelPreset, Sampling, get_preset
+from folio.quality import repeats_at_end
 
 log = logging.getLogger(__name__)
 
 
 class EngineBadOutputError(BadOutputError):
-    """The model answered, but the answer is unusable; ``attempt`` says how."""
+    """The model answered, but the answer is unusable; ``attempt`` says how. ``usable``:
+    an answer to keep if no later attempt does better (olmOCR keeps a readable answer
+    whose page the model says is turned when every attempt says so)."""
 
-    def __init__(self, message: str, *, attempt: Attempt) -> None:
+    def __init__(self, message: str, *, attempt: Attempt,
+                 usable: EngineOutput | None = None) -> None:
         super().__init__(message)
         self.attempt = attempt
+        self.usable = usable
 
 
 class EngineDownError(EngineUnavailableError):
@@ -128,8 +143,8 @@ class OpenAIEngine:
         >>> from folio.presets import get_preset
         >>> engine = OpenAIEngine(endpoint=RemoteEndpoint("http://127.0.0.1:9/v1"),
         ...                       model="m", preset=get_preset("olmocr2"))
-        >>> engine.temperature(0), engine.temperature(7)
-        (0.0, 0.8)
+        >>> engine.temperature(0), engine.temperature(7), engine.max_tokens
+        (0.1, 1.0, 8000)
     """
 
     deterministic = False  # a higher temperature can fix a bad answer
@@ -142,8 +157,8 @@ class OpenAIEngine:
         preset: ModelPreset,
         model: str | None = None,
         name: str = "openai",
-        temperatures: Sequence[float] = (0.0, 0.2, 0.5, 0.8),
-        max_tokens: int = 4096,
+        temperatures: Sequence[float] | None = None,
+        max_tokens: int | None = None,
         api_key: str | None = None,
         timeout_s: float = 120.0,
         connect_timeout_s: float = 10.0,
@@ -151,6 +166,7 @@ class OpenAIEngine:
         backoff_s: float = 1.0,
         stream: bool = False,
         ignore_eos: bool = False,
+        ignore_eos_lengths: Sequence[int] = (),
         restart_wait_s: float = 900.0,
         extra_body: dict[str, Any] | None = None,
         clients: int | None = None,
@@ -164,12 +180,18 @@ class OpenAIEngine:
         self._dispatch = Dispatcher(members) if len(members) > 1 else None
         self.preset = preset
         self._model = model
-        self.temperatures = list(temperatures) or [0.0]
-        self.max_tokens = max_tokens
+        # the preset's sampling, unless temperatures say otherwise (top_p then as the preset's)
+        self.sampling = list(preset.sampling)
+        if temperatures:
+            self.sampling = [
+                Sampling(temperature=t, top_p=preset.sampling_for(n).top_p)
+                for n, t in enumerate(temperatures)]
+        self.max_tokens = max_tokens or preset.max_tokens
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.stream = stream
         self.ignore_eos = ignore_eos
+        self.ignore_eos_lengths = list(ignore_eos_lengths)
         self.restart_wait_s = restart_wait_s
         self.extra_body = dict(extra_body or {})
         # one server: a server shared by the runs on this host bounds requests across
@@ -220,6 +242,7 @@ class OpenAIEngine:
             max_retries=ocr.request_retries,
             stream=ocr.stream,
             ignore_eos=ocr.ignore_eos,
+            ignore_eos_lengths=ocr.ignore_eos_lengths,
         )
 
     # --- OcrEngine -----------------------------------------------------------------------
@@ -231,19 +254,45 @@ class OpenAIEngine:
                     self._model = self._discover_model()
         return self._model
 
+    def sampling_for(self, attempt: int) -> Sampling:
+        return self.sampling[min(max(attempt, 0), len(self.sampling) - 1)]
+
     def temperature(self, attempt: int) -> float:
-        return self.temperatures[min(max(attempt, 0), len(self.temperatures) - 1)]
+        return self.sampling_for(attempt).temperature
+
+    @property
+    def attempts(self) -> int:
+        """Attempts a page gets on this engine: one per step of its sampling ladder."""
+        return len(self.sampling)
+
+    def request_body(self, page: PagePrep, attempt: int = 0) -> dict[str, Any]:
+        """The JSON body sent for ``page`` on ``attempt`` (its image turned by
+        ``page.turn``). tests/test_conformance.py compares it with the reference's."""
+        return self._request(page, attempt)[0]
+
+    def _request(self, page: PagePrep, attempt: int) -> tuple[dict[str, Any], tuple[int, int]]:
+        if not page.image_path:
+            raise BadOutputError("no rendered image for the page")
+        data_url, image_px = encode_image(Path(page.image_path), self.preset.max_pixels,
+                                          turn=page.turn)
+        body = self._body(data_url, self.sampling_for(attempt))
+        if self.ignore_eos and self.ignore_eos_lengths:
+            body["max_tokens"] = fixed_length(data_url, self.ignore_eos_lengths, self.max_tokens)
+        return body, image_px
 
     def recognize(self, page: PagePrep, attempt: int = 0) -> EngineOutput:
-        temperature = self.temperature(attempt)
-        record = Attempt(engine=self.name, model=self.model, temperature=temperature)
-        if not page.image_path:
-            record.error = "no rendered image for the page"
-            raise EngineBadOutputError(record.error, attempt=record)
-        data_url, image_px = encode_image(Path(page.image_path), self.preset.max_pixels)
+        sampling = self.sampling_for(attempt)
+        record = Attempt(engine=self.name, model=self.model, temperature=sampling.temperature,
+                         top_p=sampling.top_p, max_tokens=self.max_tokens,
+                         rotated=(360 - page.turn) % 360)
+        try:
+            body, image_px = self._request(page, attempt)
+        except BadOutputError as exc:
+            record.error = str(exc)
+            raise EngineBadOutputError(record.error, attempt=record) from exc
         started = time.perf_counter()
         try:
-            reply = self._complete(self._body(data_url, temperature), record, started)
+            reply = self._complete(body, record, started)
         except BadOutputError as exc:
             if isinstance(exc, EngineBadOutputError):
                 raise
@@ -253,32 +302,56 @@ class OpenAIEngine:
         record.seconds = round(time.perf_counter() - started, 3)
         record.finish_reason = reply.finish_reason
         record.prompt_tokens, record.completion_tokens = reply.prompt_tokens, reply.completion_tokens
-        problem = self.output_problem(reply)
-        if problem:
-            record.error = problem
-            raise EngineBadOutputError(problem, attempt=record)
-        try:
-            with answer_work():  # a wave of answers must not crowd out the next requests
+        with answer_work():  # a wave of answers must not crowd out the next requests
+            problem = self.output_problem(reply)
+            if problem:
+                record.error = problem
+                raise EngineBadOutputError(problem, attempt=record)
+            response = None
+            if self.preset.parser == "olmocr" and not self.ignore_eos:
+                try:
+                    response = olmocr.read_answer(reply.text)
+                except olmocr.AnswerError as exc:
+                    record.error = str(exc)
+                    raise EngineBadOutputError(record.error, attempt=record) from None
+            try:
                 blocks, markdown = self.preset.parse(
                     reply.text, width_pt=page.width_pt or image_px[0] * 0.75,
                     height_pt=page.height_pt or image_px[1] * 0.75, image_px=image_px,
                 )
-        except Exception as exc:  # parsers are total; a bug here is still one page's problem
-            record.error = f"parse: {type(exc).__name__}: {exc}"
-            raise EngineBadOutputError(record.error, attempt=record) from exc
-        return EngineOutput(blocks=blocks, markdown=markdown, attempt=record,
-                            prompt_format=self.preset.prompt_format)
+            except Exception as exc:  # parsers are total; a bug here is one page's problem
+                record.error = f"parse: {type(exc).__name__}: {exc}"
+                raise EngineBadOutputError(record.error, attempt=record) from exc
+        # a valid answer that the page holds no text: olmOCR's empty body, Chandra's
+        # Blank-Page (or nothing but running heads), both kept by their pipelines
+        no_text = (response.natural_text is None if response is not None
+                   else self.preset.parser == "chandra" and reply.finish_reason == "stop")
+        output = EngineOutput(blocks=blocks, markdown=markdown, attempt=record,
+                              prompt_format=self.preset.prompt_format, no_text=no_text)
+        if (response is not None and self.preset.rotation_feedback
+                and not response.is_rotation_valid):
+            record.rotation_correction = response.rotation_correction
+            record.error = (f"rotation: the model reads the page turned, correction "
+                            f"{response.rotation_correction} degrees")
+            raise EngineBadOutputError(record.error, attempt=record, usable=output)
+        return output
 
     def output_problem(self, reply: _Reply) -> str | None:
-        """Why the answer is unusable, or None. With ``ignore_eos`` (benchmarks) every
-        answer is length-limited by design and accepted."""
+        """Why the answer is unusable as the preset's reference pipeline judges it, or
+        None. With ``ignore_eos`` (benchmarks) every answer is length-limited by design
+        and accepted."""
         if self.ignore_eos:
             return None
-        if reply.finish_reason == "length":
+        if reply.finish_reason == "length" and not self.preset.keep_cut_answers:
             return f"token limit: stopped at max_tokens={self.max_tokens} ({reply.completion_tokens} tokens)"
-        if reply.finish_reason not in ("stop", None):
+        if reply.finish_reason not in ("stop", "length", None):
             return f"finish_reason {reply.finish_reason!r}"
-        # repetition is judged once, on the parsed page (folio.pipeline.pages.page_problem)
+        total = (reply.prompt_tokens or 0) + (reply.completion_tokens or 0)
+        if self.preset.max_context is not None and total > self.preset.max_context:
+            return f"context: {total} tokens, over the model's {self.preset.max_context}"
+        if self.preset.parser == "chandra" and repeats_at_end(reply.text):
+            return "repetition: the answer ends in a repeating sequence"
+        # folio's own repetition check runs on every parsed page (pipeline.pages.page_problem)
         return None
 
     def close(self) -> None:
@@ -288,7 +361,7 @@ class OpenAIEngine:
             client.close()
 
     # --- protocol ------------------------------------------------------------------------
-    def _body(self, data_url: str, temperature: float) -> dict[str, Any]:
+    def _body(self, data_url: str, sampling: Sampling) -> dict[str, Any]:
         image = {"type": "image_url", "image_url": {"url": data_url}}
         text = {"type": "text", "text": self.preset.prompt}
         content = [image, text] if self.preset.image_first else [text, image]
@@ -296,8 +369,10 @@ class OpenAIEngine:
             "model": self.model,
             "messages": [{"role": "user", "content": content}],
             "max_tokens": self.max_tokens,
-            "temperature": temperature,
+            "temperature": sampling.temperature,
         }
+        if sampling.top_p is not None:
+            body["top_p"] = sampling.top_p
         if self.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
@@ -526,9 +601,19 @@ def _read_stream(lines: Iterator[str]) -> _Reply:
     raise _Retryable("stream ended before [DONE]", connection=True)
 
 
-def encode_image(path: Path, max_pixels: int) -> tuple[str, tuple[int, int]]:
-    """(data URL, (width, height)). PNG and JPEG go as they are; other formats, and
-    images over ``max_pixels`` (5% slack), are re-encoded as PNG, downscaled to fit."""
+def fixed_length(data_url: str, lengths: Sequence[int], default: int) -> int:
+    """A page's token count in an ``ignore_eos`` benchmark: one of ``lengths`` chosen by a
+    hash of its image, so the pipeline, the raw engine and the offline engine give a page
+    the same count (``default`` without lengths)."""
+    if not lengths:
+        return default
+    return int(lengths[zlib.crc32(data_url.encode("ascii", "replace")) % len(lengths)])
+
+
+def encode_image(path: Path, max_pixels: int, *, turn: int = 0) -> tuple[str, tuple[int, int]]:
+    """(data URL, (width, height)). PNG and JPEG go as they are; other formats, images
+    over ``max_pixels`` (5% slack) and images to turn (``turn`` degrees counter-clockwise,
+    PIL's transpose, as olmOCR turns a page) are re-encoded as PNG, downscaled to fit."""
     from PIL import Image
 
     raw = path.read_bytes()
@@ -536,10 +621,14 @@ def encode_image(path: Path, max_pixels: int) -> tuple[str, tuple[int, int]]:
         size = image.size
         fmt = (image.format or "").upper()
         too_big = size[0] * size[1] > max_pixels * 1.05
-        if fmt in ("PNG", "JPEG") and not too_big:
+        turn %= 360
+        if fmt in ("PNG", "JPEG") and not too_big and not turn:
             mime = "png" if fmt == "PNG" else "jpeg"
             return f"data:image/{mime};base64,{base64.b64encode(raw).decode()}", size
         rgb = image.convert("RGB")
+        if turn:
+            rgb = rgb.transpose(_TURNS[turn])
+            size = rgb.size
         if too_big:
             scale = (max_pixels / (size[0] * size[1])) ** 0.5
             size = (max(1, int(size[0] * scale)), max(1, int(size[1] * scale)))
@@ -547,3 +636,13 @@ def encode_image(path: Path, max_pixels: int) -> tuple[str, tuple[int, int]]:
         buffer = io.BytesIO()
         rgb.save(buffer, format="PNG")
     return f"data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}", size
+
+
+def _turns() -> dict[int, Any]:
+    from PIL import Image
+
+    return {90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180,
+            270: Image.Transpose.ROTATE_270}
+
+
+_TURNS = _turns()

@@ -12,6 +12,7 @@ after /Rotate, see :mod:`folio.models`).
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from pathlib import Path
@@ -23,6 +24,8 @@ from PIL import Image
 
 from folio.errors import EncryptedPdfError, MalformedPdfError, NotAPdfError
 from folio.models import BBox
+
+log = logging.getLogger(__name__)
 
 #: one lock per process around every pdfium call made from more than one thread
 PDFIUM_LOCK = threading.RLock()
@@ -83,9 +86,17 @@ def open_pdf(path: Path, password: str | None = None) -> pdfium.PdfDocument:
         raise NotAPdfError(f"no %PDF- header in the first {_MAGIC_WINDOW} bytes")
     try:
         with PDFIUM_LOCK:
-            return pdfium.PdfDocument(path, password=password)
+            doc = pdfium.PdfDocument(path, password=password)
     except pdfium.PdfiumError as exc:
         raise _typed_error(exc, password) from exc
+    try:
+        with PDFIUM_LOCK:
+            # form fields (their values, checkboxes) are drawn into renders, as Chandra's
+            # and olmOCR's renderers draw them: a filled form's answers are content
+            doc.init_forms()
+    except pdfium.PdfiumError as exc:  # a broken form does not make the page unreadable
+        log.warning("form fields will not be drawn: %s", exc)
+    return doc
 
 
 def _typed_error(exc: pdfium.PdfiumError, password: str | None) -> Exception:
@@ -179,6 +190,9 @@ def render(page: pdfium.PdfPage, width_px: int, height_px: int) -> Image.Image:
         bitmap.fill_rect((255, 255, 255, 255), 0, 0, width_px, height_px)
         flags = pdfium_c.FPDF_ANNOT | pdfium_c.FPDF_REVERSE_BYTE_ORDER
         pdfium_c.FPDF_RenderPageBitmap(bitmap, page, 0, 0, width_px, height_px, 0, flags)
+        if page.formenv:  # the document's form fields (open_pdf initialised them)
+            pdfium_c.FPDF_FFLDraw(page.formenv, bitmap, page, 0, 0, width_px, height_px, 0,
+                                  flags)
         return bitmap.to_pil()  # RGB is copied out of the bitmap's buffer by PIL
     finally:
         bitmap.close()

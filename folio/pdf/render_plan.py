@@ -15,6 +15,10 @@ Rules, in order (a later rule overrides an earlier one):
 5. hard caps: ``max_pixels`` (width x height) and ``MAX_SIDE_PX`` per side; these win
    over ``min_dpi`` because they protect memory, not quality.
 
+A preset whose model has a reference pipeline (``settings.model_sizing``: olmOCR 2,
+Chandra 1 and 2) skips rules 1-4: the page gets the size that pipeline sends
+(:mod:`folio.pdf.model_image`), under the same hard caps.
+
 Example:
     >>> from folio.config import RenderSettings
     >>> plan = plan_page(612, 792, min_font_pt=None, native_dpi=None, settings=RenderSettings())
@@ -29,6 +33,7 @@ import math
 from folio.config import RenderSettings
 from folio.errors import PageTooLargeError
 from folio.models import RenderPlan
+from folio.pdf.model_image import ModelSizing, model_image_size
 
 #: no rendered side may exceed this many pixels, whatever the settings say
 MAX_SIDE_PX = 10_000
@@ -60,6 +65,8 @@ def plan_page(
             ``settings.max_page_pt``; nothing is allocated for such pages.
     """
     _check_page_size(width_pt, height_pt, settings.max_page_pt)
+    if settings.model_sizing != "adaptive":
+        return _model_plan(settings.model_sizing, width_pt, height_pt, settings.max_pixels)
     longest = max(width_pt, height_pt)
     dpi = settings.longest_side_px * _POINTS_PER_INCH / longest
     reasons = [f"budget {settings.longest_side_px}px longest side -> {dpi:.0f}dpi"]
@@ -88,6 +95,21 @@ def plan_page(
         width_px, height_px = _on_grid(width_px, height_px, settings.grid_px, settings.max_pixels)
         reasons.append(f"on the model's {settings.grid_px}px grid -> {width_px}x{height_px}px")
     return RenderPlan(dpi=dpi, width_px=width_px, height_px=height_px, reason="; ".join(reasons))
+
+
+def _model_plan(sizing: ModelSizing, width_pt: float, height_pt: float,
+                max_pixels: int) -> RenderPlan:
+    """The reference pipeline's size, shrunk (aspect kept) only by the hard caps."""
+    width_px, height_px = model_image_size(sizing, width_pt, height_pt)
+    reason = f"{sizing}'s own image size -> {width_px}x{height_px}px"
+    shrink = min(1.0, MAX_SIDE_PX / max(width_px, height_px),
+                 math.sqrt(max_pixels / (width_px * height_px)))
+    if shrink < 1.0:
+        width_px = max(1, math.floor(width_px * shrink))
+        height_px = max(1, math.floor(height_px * shrink))
+        reason += f"; pixel caps -> {width_px}x{height_px}px"
+    dpi = width_px * _POINTS_PER_INCH / width_pt
+    return RenderPlan(dpi=dpi, width_px=width_px, height_px=height_px, reason=reason)
 
 
 def _on_grid(width_px: int, height_px: int, grid: int, max_pixels: int) -> tuple[int, int]:

@@ -22,6 +22,9 @@ from folio.route import route_page
 
 log = logging.getLogger(__name__)
 
+#: attempts a page gets on an engine without a sampling ladder of its own (a CPU engine
+#: is deterministic: later attempts run only after a transient failure)
+DEFAULT_ATTEMPTS = 3
 #: bboxes overshooting the page by less than this share of its size are clipped
 BBOX_CLIP_TOLERANCE = 0.02
 
@@ -58,26 +61,39 @@ def _process_page(page: PagePrep, services: Services) -> PageResult:
         result.outcome, result.reason = PageOutcome.OK, "blank page"
         return result
     primary = "text-layer" if route.kind == "text-layer" else config.ocr.engine
+    # a vision model gets the attempts of its preset's ladder (olmOCR asks up to 8 times)
+    attempts = config.ocr.max_attempts
+    if attempts is None:
+        attempts = int(getattr(services.engine(primary), "attempts", DEFAULT_ATTEMPTS))
     ladder: list[tuple[str, int, PageOutcome]] = [
         (primary, n, PageOutcome.OK if n == 0 else PageOutcome.RECOVERED)
-        for n in range(config.ocr.max_attempts)
+        for n in range(attempts)
     ]
     ladder += [(name, 0, PageOutcome.FALLBACK) for name in config.ocr.fallback if name != primary]
     errors: list[str] = []
     last_transient = False
+    turn = 0  # the model's rotation corrections so far (olmOCR adds them up)
+    usable: EngineOutput | None = None  # the last attempt's answer, if it is one to keep
     for name, attempt, outcome in ladder:
+        if name != primary and usable is not None:
+            # every attempt said the page is turned, the last one readably: olmOCR keeps it
+            return _accept(result, usable, primary, PageOutcome.RECOVERED, errors)
         engine = services.engine(name)
         if attempt > 0 and getattr(engine, "deterministic", False) and not last_transient:
             continue  # the same input gives the same bad output: go to the fallbacks
+        generative = name in GENERATIVE_ENGINES
         try:
-            output = _recognize(engine, page, attempt)
-            generative = name in GENERATIVE_ENGINES
+            asked = page.model_copy(update={"turn": turn}) if turn and name == primary else page
+            output = _recognize(engine, asked, attempt)
             with answer_work() if generative else nullcontext():
                 output.blocks = clip_blocks(output.blocks, page.width_pt, page.height_pt)
                 apply_layout(output, name, page, config.layout.min_cover)
                 problem = page_problem(output, page, config.validation, generative=generative)
+                # a CPU engine's reading may lose to the layer; a vision model's answer is
+                # kept, as its reference pipeline keeps it (tables score low as text)
                 kept = (_keep_layer(output, page, services)
-                        if route.kind == "ocr" and name == primary and not problem else None)
+                        if route.kind == "ocr" and name == primary and not problem
+                        and not generative else None)
             if problem:
                 output.attempt.error = problem
                 result.attempts.append(output.attempt)
@@ -86,8 +102,11 @@ def _process_page(page: PagePrep, services: Services) -> PageResult:
             attempt_record = getattr(err, "attempt", None)
             if isinstance(attempt_record, Attempt):
                 result.attempts.append(attempt_record)
+                if attempt_record.rotation_correction:
+                    turn = (turn + attempt_record.rotation_correction) % 360
             elif not (result.attempts and result.attempts[-1].error == str(err)):
                 result.attempts.append(Attempt(engine=name, error=err.reason))
+            usable = getattr(err, "usable", None) if name == primary else None
             errors.append(err.reason)
             last_transient = isinstance(err, TransientError)
             continue
@@ -95,15 +114,25 @@ def _process_page(page: PagePrep, services: Services) -> PageResult:
             result.attempts.append(output.attempt)
             output, name = kept, "text-layer"
         result.attempts.append(output.attempt)
-        result.engine, result.model = name, output.attempt.model
-        result.prompt_format = output.prompt_format
-        result.blocks, result.markdown = output.blocks, output.markdown
-        result.outcome = outcome
-        result.reason = "" if outcome is PageOutcome.OK else f"after: {errors[-1]}"
-        return result
+        return _accept(result, output, name, outcome, errors)
+    if usable is not None:
+        return _accept(result, usable, primary, PageOutcome.RECOVERED, errors)
     result.outcome = PageOutcome.QUARANTINED
     result.reason = "; ".join(dict.fromkeys(errors)) or "no engine could read the page"
     result.retryable = last_transient
+    return result
+
+
+def _accept(result: PageResult, output: EngineOutput, engine: str, outcome: PageOutcome,
+            errors: list[str]) -> PageResult:
+    result.engine, result.model = engine, output.attempt.model
+    result.prompt_format = output.prompt_format
+    result.blocks, result.markdown = output.blocks, output.markdown
+    result.outcome = outcome
+    result.reason = "" if outcome is PageOutcome.OK else f"after: {errors[-1]}"
+    if output.no_text and not output.markdown.strip():
+        result.blank = True  # the model read the page and found no text on it
+        result.reason = result.reason or "the model found no text on the page"
     return result
 
 
@@ -172,7 +201,7 @@ def page_problem(
     """The per-page checks the validation suite makes, applied while the page image still
     exists, so a failure can be retried or fall back instead of being quarantined."""
     text = output.markdown.strip()
-    if not text and not page.blank:
+    if not text and not page.blank and not output.no_text:
         return "empty: no text on a non-blank page"
     ratio = repeat_ratio(text) if generative else 0.0
     if ratio > checks.max_repeat_ratio:
