@@ -160,17 +160,22 @@ def score_text(page: Page, text: str | None, scorer: Scorer) -> list[dict[str, A
     return results
 
 
-def ingest(src: Path, out: Path, url: str, route_args: list[str], work: Path) -> tuple[list[str], int]:
+def ingest(src: Path, out: Path, url: str, route_args: list[str], work: Path,
+           tree: Path | None = None) -> tuple[list[str], int]:
     """Run ``folio ingest`` on the folder: (command, exit code). A failing run is scored
-    all the same: its quarantined or missing pages fail their tests."""
-    folio = Path(sys.executable).with_name("folio")
-    cmd = [str(folio), "ingest", str(src), "--out", str(out), "--engine", "openai",
+    all the same: its quarantined or missing pages fail their tests. ``tree``: the folio
+    of another checkout (an earlier commit, for a before/after), run as a module."""
+    folio = ([sys.executable, "-m", "folio_prefect.flows.cli"] if tree
+             else [str(Path(sys.executable).with_name("folio"))])
+    cmd = [*folio, "ingest", str(src), "--out", str(out), "--engine", "openai",
            "--endpoint", url, "--preset", PRESET, "--store", "none", "--quiet",
            "--report", str(out / "run.json"), *route_args]
     env = {**os.environ, "FOLIO_PREFECT_SERVER": "ephemeral",
            "PREFECT_HOME": str(work / "prefect"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
-    return cmd, subprocess.run(cmd, env=env, timeout=900).returncode
+           "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+           **({"PYTHONPATH": str(tree)} if tree else {})}
+    # ``python -m`` puts the working folder first on the path: the other tree's, then
+    return cmd, subprocess.run(cmd, env=env, timeout=900, cwd=tree).returncode
 
 
 def folio_pages(out: Path) -> dict[str, dict[str, Any]]:
@@ -198,7 +203,7 @@ def request_evidence(log: list[dict[str, Any]]) -> dict[str, Any]:
             "log": log}
 
 
-def run(corpus: Path, keep: Path | None = None) -> dict[str, Any]:
+def run(corpus: Path, keep: Path | None = None, tree: Path | None = None) -> dict[str, Any]:
     pages, skipped = load_pages(corpus)
     if not pages:
         raise SystemExit(f"no bench pages with answers under {corpus}/olmocr")
@@ -229,7 +234,7 @@ def run(corpus: Path, keep: Path | None = None) -> dict[str, Any]:
         for route, route_args in ROUTES.items():
             logged = len(fake.state.log)
             out = work / f"out-{route}"
-            cmd, code = ingest(src, out, fake.url, route_args, work)
+            cmd, code = ingest(src, out, fake.url, route_args, work, tree)
             commands.append(shlex.join(["folio", *cmd[1:]]).replace(str(work), "$WORK"))
             got = folio_pages(out)
             every: list[dict[str, Any]] = []
@@ -263,17 +268,20 @@ def main() -> None:
     parser.add_argument("--corpus", help="default: FOLIO_CORPUS_DIR or ../shared/corpus")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "replay_fidelity.json"))
     parser.add_argument("--keep", type=Path, help="keep folio's outputs in this folder")
+    parser.add_argument("--folio-tree", type=Path, help="score the folio of this checkout "
+                        "(e.g. a git worktree at an earlier commit) instead of this one")
     args = parser.parse_args()
+    tree = args.folio_tree.resolve() if args.folio_tree else None
     corpus = corpus_dir(args.corpus).resolve()
     if not (corpus / "olmocr" / "bench_answers").is_dir():
         raise SystemExit(f"no olmocr/bench_answers under {corpus}: pass --corpus or set FOLIO_CORPUS_DIR")
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree or REPO, capture_output=True,
                             text=True).stdout.strip()
-    changed = subprocess.run(["git", "status", "--porcelain", "--", "folio"], cwd=REPO,
+    changed = subprocess.run(["git", "status", "--porcelain", "--", "folio"], cwd=tree or REPO,
                              capture_output=True, text=True).stdout.split("\n")
     result = {"command": shlex.join([".venv/bin/python", "bench/replay_fidelity.py", *sys.argv[1:]]),
               "commit": commit, "uncommitted_folio_changes": [c[3:] for c in changed if c],
-              "settings": SETTINGS, **run(corpus, args.keep and args.keep.resolve())}
+              "settings": SETTINGS, **run(corpus, args.keep and args.keep.resolve(), tree)}
     Path(args.out).write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
     print(json.dumps(result["summary"], indent=1))
 
