@@ -97,10 +97,14 @@ class FaultProxy:
                     resp = conn.getresponse()
                     data = resp.read()
                     self.send_response(resp.status, resp.reason)
+                    # a HEAD's Content-Length is the object's size, not its empty body's
+                    keep_length = self.command == "HEAD"
                     for key, value in resp.getheaders():
-                        if key.lower() not in _HOP and key.lower() != "content-length":
+                        if key.lower() not in _HOP and (keep_length
+                                                        or key.lower() != "content-length"):
                             self.send_header(key, value)
-                    self.send_header("Content-Length", str(len(data)))
+                    if not keep_length:
+                        self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     if self.command != "HEAD":
                         self.wfile.write(data)

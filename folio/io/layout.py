@@ -13,6 +13,10 @@ from __future__ import annotations
 INDEX = "_index"
 #: one record per quarantined document: why, and whether a retry may help
 QUARANTINE = "_quarantine"
+#: what each S3 source version's bytes hash to (ETag, size, time -> sha256), so a rerun
+#: over a prefix answers an unchanged done object without downloading it
+#: (:mod:`folio.io.source_index`)
+SOURCES = "_sources"
 #: the default vector store (LanceDB) when none is configured
 VECTORS = "_vectors"
 #: Great Expectations Data Docs of documents with quarantined pages (local outputs only)
