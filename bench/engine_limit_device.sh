@@ -86,7 +86,10 @@ case "${1:-}" in
     # served P [TAG SERVER_ARGS_JSON]: a variant's server is its own; stop it with `stop P TAG`
     wait_offline 600
     p=$2 tag=${3:-default} extra=${4:-[]}
-    setsid sleep 1500 & echo $! > /tmp/elim-owner-$p-$tag.pid
+    # a server `served` or a kept `pipeline` left stays (runs again on it: one owner, so
+    # the step that stops it stops it)
+    kill -0 "$(cat /tmp/elim-owner-$p-$tag.pid 2>/dev/null)" 2>/dev/null \
+      || { setsid sleep 1500 & echo $! > /tmp/elim-owner-$p-$tag.pid; }
     $E served --preset "$p" --tag "$tag" --server-args "$extra" \
       --owner-pid "$(cat /tmp/elim-owner-$p-$tag.pid)" > "$OUT/served-$p-$tag.log" 2>&1
     tail -2 "$OUT/served-$p-$tag.log"
