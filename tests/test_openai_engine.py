@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -31,13 +30,6 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> PagePrep:
     path = tmp_path_factory.mktemp("img") / "p.png"
     Image.new("RGB", (500, 647), "white").save(path)
     return PagePrep(index=0, width_pt=612, height_pt=792, image_path=str(path))
-
-
-@pytest.fixture
-def fake(request: pytest.FixtureRequest) -> Iterator[FakeServer]:
-    options: dict[str, Any] = getattr(request, "param", {})
-    with FakeServer(**options) as server:
-        yield server
 
 
 def engine(fake: FakeServer, *, in_flight: int = 8, preset: str = "generic", **kw: Any) -> OpenAIEngine:
