@@ -39,7 +39,7 @@ from folio.run_checks import check_host
 from folio.run_config import IngestRequest, resolve_config
 from folio.validation import in_child as validation_in_child
 from folio.validation import preload as preload_validation
-from folio.vocabulary import EngineName, RouteMode
+from folio.vocabulary import EngineName, RouteRequest
 from folio_prefect.tasks.discover import discover_sources
 from folio_prefect.tasks.load import load
 from folio_prefect.tasks.prepare import prepare_document
@@ -62,7 +62,7 @@ def ingest(
     sources: list[str],
     out: str = "folio-out",
     engine: EngineName = "tesseract",
-    route: RouteMode | None = None,
+    route: RouteRequest = "default",
     reprocess: bool = False,
     report: str | None = None,
     settings: dict[str, Any] | None = None,
@@ -90,7 +90,7 @@ def ingest_document(
     source: str,
     out: str = "folio-out",
     engine: EngineName = "tesseract",
-    route: RouteMode | None = None,
+    route: RouteRequest = "default",
     reprocess: bool = False,
     settings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any
 from prefect import flow
 
 from folio_prefect.flows.ingest import ingest
-from folio.vocabulary import EngineName, RouteMode
+from folio.vocabulary import EngineName, RouteRequest
 
 
 @flow(name="folio-reindex",
@@ -19,7 +19,7 @@ def reindex(
     prefix: str | None = None,
     out: str = "folio-out",
     engine: EngineName = "tesseract",
-    route: RouteMode | None = None,
+    route: RouteRequest = "default",
     settings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run ``folio-ingest`` with ``reprocess=True`` over ``sources`` and ``prefix``.

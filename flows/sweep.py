@@ -55,7 +55,7 @@ from folio.cli import run_mapped
 from folio.config import S3Settings
 from folio.io.s3 import ObjectRef, parse_s3_uri
 from folio.run_config import resolve_config
-from folio.vocabulary import EngineName, RouteMode
+from folio.vocabulary import EngineName, RouteRequest
 from folio_prefect.tasks.sweep import find_batch_run, send_batch
 
 log = logging.getLogger(__name__)
@@ -310,7 +310,7 @@ def sweep(
     max_in_flight: int = 4,
     document_deployment: str = "folio-ingest/batch",
     engine: EngineName = "tesseract",
-    route: RouteMode | None = None,
+    route: RouteRequest = "default",
     settings: dict[str, Any] | None = None,
     lease_s: float = 300.0,
     inline: bool = False,
@@ -372,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-in-flight", type=int, default=4)
     ap.add_argument("--deployment", default="folio-ingest/batch")
     ap.add_argument("--engine", default="tesseract")
-    ap.add_argument("--route", default=None, help="default: ocr for vllm/openai, else auto")
+    ap.add_argument("--route", default="default", help="default: ocr for vllm/openai, else auto")
     ap.add_argument("--lease-s", type=float, default=300.0)
     ap.add_argument("--zombie-after-s", type=float, default=600.0)
     ap.add_argument("--poll-s", type=float, default=5.0)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from folio import progress
-from folio.vocabulary import ENGINES, ROUTE_MODES
+from folio.vocabulary import ENGINES, ROUTE_REQUESTS
 
 #: what ``folio --help`` says
 DESCRIPTION = "``folio`` command line: ingest PDFs through the Prefect flow, search the results."
@@ -41,10 +41,10 @@ def _parser() -> argparse.ArgumentParser:
     ing.add_argument("--out", required=True, help="output folder or s3://bucket/prefix")
     ing.add_argument("--report", help="write the JSON run report to this file")
     ing.add_argument("--engine", choices=ENGINES, default="tesseract")
-    ing.add_argument("--route", choices=ROUTE_MODES, default=None,
-                     help="auto: trust good text layers and OCR the rest (the default for "
-                     "CPU engines); ocr: every page to the engine (the default for a vision "
-                     "model: --engine vllm|openai); text-layer: never OCR")
+    ing.add_argument("--route", choices=ROUTE_REQUESTS, default="default",
+                     help="auto: trust good text layers and OCR the rest; ocr: every page to "
+                     "the engine; text-layer: never OCR; default: ocr for a vision model "
+                     "(--engine vllm|openai), auto for the others")
     ing.add_argument("--reprocess", action="store_true", help="OCR again even if already done")
     ing.add_argument("--password", help="password for encrypted PDFs (or FOLIO_PASSWORD)")
     ing.add_argument("--no-compress", action="store_true", help="skip Ghostscript compression")
@@ -88,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("source", help="a PDF, folder or s3://bucket/prefix the worker can read")
     tr.add_argument("--out", default="folio-out", help="output folder or s3://bucket/prefix")
     tr.add_argument("--engine", choices=ENGINES, default="tesseract")
-    tr.add_argument("--route", choices=ROUTE_MODES, default=None,
+    tr.add_argument("--route", choices=ROUTE_REQUESTS, default="default",
                     help="default: ocr for vllm/openai, auto for the others")
     tr.add_argument("--reprocess", action="store_true", help="OCR again even if already done")
     tr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

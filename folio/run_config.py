@@ -26,7 +26,13 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from folio.config import PipelineConfig
 from folio.errors import ConfigError
-from folio.vocabulary import GENERATIVE_ENGINES, SERVED_ENGINES, EngineName, RouteMode
+from folio.vocabulary import (
+    GENERATIVE_ENGINES,
+    SERVED_ENGINES,
+    EngineName,
+    RouteMode,
+    RouteRequest,
+)
 
 #: keys that hold secrets: read from the worker's environment, never request settings
 SECRET_SETTINGS = frozenset({"password", "ocr.api_key", "s3.secret_access_key",
@@ -50,8 +56,8 @@ class IngestRequest(BaseModel):
     sources: list[str] = Field(default_factory=list)
     out: str = "folio-out"
     engine: EngineName = "tesseract"
-    route: RouteMode | None = Field(
-        None, description="auto, ocr or text-layer; default: the engine's (default_route)")
+    route: RouteRequest = Field(
+        "default", description="auto, ocr or text-layer; default: the engine's (default_route)")
     reprocess: bool = False
     settings: dict[str, Any] = Field(default_factory=dict)
     revision: str | None = Field(
@@ -119,7 +125,7 @@ def default_route(engine: str) -> RouteMode:
 def resolve_config(
     *,
     engine: EngineName,
-    route: RouteMode | None = None,
+    route: RouteRequest | None = None,
     reprocess: bool = False,
     settings: dict[str, Any] | None = None,
 ) -> PipelineConfig:
@@ -146,8 +152,10 @@ def resolve_config(
             _merge(layered, key.split("."), value)
     _deep_update(layered, env_set)
     _merge(layered, ["ocr", "engine"], engine)
-    if route is not None or "mode" not in env_set.get("route", {}):
-        _merge(layered, ["route", "mode"], route or default_route(engine))
+    if route not in (None, "default"):
+        _merge(layered, ["route", "mode"], route)
+    elif "mode" not in env_set.get("route", {}):  # FOLIO_ROUTE__MODE, else the engine's
+        _merge(layered, ["route", "mode"], default_route(engine))
     layered["reprocess"] = reprocess
     for key, value in overrides.items():
         check_setting(key, value)

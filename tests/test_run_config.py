@@ -32,7 +32,7 @@ def test_gpu_pool_environment_equals_the_cli_options(monkeypatch: pytest.MonkeyP
            "FOLIO_OCR__PRESET": "chandra"}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    from_pool = resolve_config(engine="vllm", route=None).public_dump()  # the flow's default
+    from_pool = resolve_config(engine="vllm", route="default").public_dump()  # the flow's
     assert from_pool == expected
     assert from_pool["ocr"]["in_flight"] == 256 and from_pool["ocr"]["profile"] == "h200"
 
@@ -164,3 +164,13 @@ def test_an_s3_endpoint_with_a_scheme_and_host_is_accepted() -> None:
     config = resolve_config(engine="tesseract", route="auto",
                             settings={"s3.endpoint_url": "http://127.0.0.1:9000"})
     assert config.s3.endpoint_url == "http://127.0.0.1:9000"
+
+
+def test_a_vision_model_reads_every_page_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    """route "default" (the CLI's, the flows' and the UI form's): ocr for vllm/openai,
+    auto for a CPU engine; FOLIO_ROUTE__MODE or an explicit route wins."""
+    assert resolve_config(engine="openai", route="default").route.mode == "ocr"
+    assert resolve_config(engine="tesseract", route="default").route.mode == "auto"
+    assert resolve_config(engine="openai", route="auto").route.mode == "auto"
+    monkeypatch.setenv("FOLIO_ROUTE__MODE", "text-layer")
+    assert resolve_config(engine="openai").route.mode == "text-layer"
