@@ -35,7 +35,7 @@ from folio.engines.markdown import BLOCK_MARKDOWN_ENGINES, blocks_to_markdown
 from folio.models import Block, Label, PageResult, joined_box
 
 __all__ = ["BAND", "MAX_CHARS", "MERGE_GAP", "NUMBER_BAND", "STACK_GAP", "WINDOW", "candidates",
-           "head_blocks", "heads", "mark_running_heads"]
+           "head_blocks", "heads", "keep_page_text", "mark_running_heads"]
 
 #: the share of the page height at the top and the bottom where running heads live
 BAND = 0.12
@@ -168,6 +168,19 @@ def head_blocks(pages: Sequence[PageResult], k: int) -> dict[int, str]:
     return heads([candidates(p) if abs(j - k) <= WINDOW else [] for j, p in enumerate(pages)], k)
 
 
+def keep_page_text(blocks: Sequence[Block]) -> bool:
+    """A page's only text is never a running head: when every block with text is labelled
+    a header or footer (a one-page document's only line in the head band, a layout
+    model's "header" over a cover's title), they are Text again, so the page does not
+    lose all it says. Whether any label changed (in place)."""
+    texts = [b for b in blocks if b.content.strip()]
+    if not texts or any(b.label not in _HEAD_LABELS for b in texts):
+        return False
+    for block in texts:
+        block.label = Label.TEXT.value
+    return True
+
+
 def label_page(page: PageResult, found: dict[int, str], *, keep_in_markdown: bool = False
                ) -> int:
     """Label the page's running heads; unless ``keep_in_markdown``, its markdown is
@@ -181,8 +194,9 @@ def label_page(page: PageResult, found: dict[int, str], *, keep_in_markdown: boo
             block.label = label
             changed += 1
     page.blocks = merge_lines(page.blocks)
+    restored = keep_page_text(page.blocks)
     has_heads = any(b.label in _HEAD_LABELS for b in page.blocks)
-    if has_heads and not keep_in_markdown and page.engine in BLOCK_MARKDOWN_ENGINES:
+    if (has_heads or restored) and not keep_in_markdown and page.engine in BLOCK_MARKDOWN_ENGINES:
         page.markdown = blocks_to_markdown(
             [b for b in page.blocks if b.label not in _HEAD_LABELS])
     return changed

@@ -165,3 +165,23 @@ def test_a_footer_on_two_lines_is_one_footer() -> None:
         assert "07233 Seoul, Yeongdeungpo-gu, Uisadang-daero 1\nTel. 02-788-4510" in footers
         assert "Registration 31-9735045-001338-14\nISSN 2005-744X" in footers
         assert p.blocks[0].label == Label.TEXT.value and p.markdown.startswith("Paragraph")
+
+
+def test_a_pages_only_text_is_never_a_running_head() -> None:
+    """A one-page document whose only line a layout model labelled Page-Header came out
+    with an empty document.md, 0 chunks and outcome ok: its only text stays."""
+    only = PageResult(index=0, width_pt=W, height_pt=H, outcome=PageOutcome.OK,
+                      engine="tesseract",
+                      blocks=[block("Minutes of the board, 3 March 2024", 30, 42, 0,
+                                    Label.PAGE_HEADER.value)])
+    doc = DocumentResult(source="one.pdf", sha256="b" * 64, doc_id="b" * 20, config_hash="c",
+                         page_count=1, pages=[only])
+    mark_running_heads(doc.pages)
+    assert [b.label for b in only.blocks] == [Label.TEXT.value]
+    assert "Minutes of the board" in only.markdown
+    assert chunk_document(doc, ChunkSettings())  # and it is searchable
+    # a page with body text keeps its head labelled and out of the markdown
+    two = page(0, None, None, body(0))
+    two.blocks.insert(0, block("Minutes of the board", 30, 42, 0, Label.PAGE_HEADER.value))
+    mark_running_heads([two])
+    assert two.blocks[0].label == Label.PAGE_HEADER.value

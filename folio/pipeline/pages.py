@@ -19,6 +19,7 @@ from folio.pipeline.outcome import page_failed
 from folio.pipeline.services import Services
 from folio.quality import mean_confidence, repeat_ratio
 from folio.route import route_page
+from folio.running_heads import keep_page_text
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +176,8 @@ def apply_layout(output: EngineOutput, engine: str, page: PagePrep, min_cover: f
     blocks, changed = label_blocks(output.blocks, page.layout, min_cover, output.words,
                                    output.rulings, page.height_pt)
     blocks, moved = captions_beside(blocks)
-    if changed or moved:
+    restored = keep_page_text(blocks)  # a page's only text is no running head
+    if changed or moved or restored:
         output.blocks = blocks
         output.markdown = blocks_to_markdown(blocks)
 
