@@ -245,7 +245,7 @@ def step_offline(args: argparse.Namespace) -> dict[str, Any]:
     """Each preset's pages through one ``LLM`` built from folio's server options."""
     from vllm import LLM, SamplingParams
 
-    from folio.engines.openai_engine import encode_image, fixed_length
+    from folio.engines.openai_wire import encode_image, fixed_length
     from folio.presets import get_preset
     from folio_prefect.flows.vllm_runner import VLLMTaskRunner
 

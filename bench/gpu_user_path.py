@@ -221,7 +221,7 @@ async def send_raw(base_url: str | list[str], model: str, images: list[Path], *,
     preset's first sampling, as folio's first attempt does."""
     from openai import AsyncOpenAI
 
-    from folio.engines.openai_engine import encode_image, fixed_length
+    from folio.engines.openai_wire import encode_image, fixed_length
 
     bases = [base_url] if isinstance(base_url, str) else list(base_url)
     clients = [AsyncOpenAI(base_url=b, api_key="x", timeout=3600, max_retries=0) for b in bases]

@@ -1,6 +1,6 @@
 """GIL a GPU request's body costs folio to encode: ``json.dumps`` of the whole body against
 folio's encoder, which splices the page's base64 image in (folio/engines/openai_engine.py
-``_encode``), side by side on the same pages.
+``encode_body``), side by side on the same pages.
 
     .venv/bin/python bench/request_body.py --pdfs ../shared/corpus --pages 100
 
@@ -57,7 +57,8 @@ def page_images(pdfs: Path, pages: int, into: Path) -> list[Path]:
 
 def main() -> None:
     from folio.config import PipelineConfig
-    from folio.engines.openai_engine import OpenAIEngine, _encode, encode_image
+    from folio.engines.openai_engine import OpenAIEngine
+    from folio.engines.openai_wire import encode_body, encode_image
     from folio.gpu.vllm_server import RemoteEndpoint
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -80,12 +81,12 @@ def main() -> None:
 
     timings: dict[str, list[float]] = {"json_dumps": [], "folio_encode": []}
     for _ in range(args.repeats):  # alternating, so both meet the same moments of the host
-        for name, encode in (("json_dumps", dumps), ("folio_encode", _encode)):
+        for name, encode in (("json_dumps", dumps), ("folio_encode", encode_body)):
             started = time.perf_counter()
             for body in bodies:
                 encode(body)
             timings[name].append((time.perf_counter() - started) * 1000 / len(bodies))
-    assert all(_encode(b) == dumps(b) for b in bodies), "the bytes differ"
+    assert all(encode_body(b) == dumps(b) for b in bodies), "the bytes differ"
     ms = {name: round(statistics.median(values), 3) for name, values in timings.items()}
     mib = statistics.median(len(dumps(b)) for b in bodies) / 2**20
     save("request_body", {

@@ -16,8 +16,8 @@ from folio.engines.openai_engine import (
     EngineDownError,
     OpenAIEngine,
     client_count,
-    encode_image,
 )
+from folio.engines.openai_wire import encode_image
 from folio.errors import BadOutputError, ConfigError, EngineUnavailableError
 from folio.gpu.vllm_server import RemoteEndpoint, free_port, register_endpoint, unregister_endpoint
 from folio.models import PagePrep
@@ -223,7 +223,7 @@ def test_a_request_body_with_its_image_spliced_in_is_the_json_encoder_s() -> Non
     import json
     import os
 
-    from folio.engines.openai_engine import _IMAGE_SLOT, _encode
+    from folio.engines.openai_wire import IMAGE_SLOT, encode_body
 
     def reference(body: dict[str, Any]) -> bytes:
         return json.dumps(body, ensure_ascii=False, separators=(",", ":"),
@@ -237,8 +237,8 @@ def test_a_request_body_with_its_image_spliced_in_is_the_json_encoder_s() -> Non
                      {"type": "image_url", "image_url": {"url": url, "detail": "high"}}],
                     [{"type": "image_url", "image_url": {"url": "https://example.org/p.png"}}],
                     [{"type": "image_url", "image_url": {"url": url}},
-                     {"type": "text", "text": f"a prompt that names {_IMAGE_SLOT}"}]):
+                     {"type": "text", "text": f"a prompt that names {IMAGE_SLOT}"}]):
         body = {"model": "m", "messages": [{"role": "user", "content": content}],
                 "max_tokens": 768, "temperature": 0.0, "ignore_eos": True}
-        assert _encode(body) == reference(body)
-        assert json.loads(_encode(body)) == body
+        assert encode_body(body) == reference(body)
+        assert json.loads(encode_body(body)) == body

@@ -68,7 +68,7 @@ def test_chandra_bad_boxes_become_none() -> None:
 
 
 def test_olmocr_front_matter_markdown_and_html_table() -> None:
-    meta, body = olmocr.parse_front_matter(sample("olmocr2_page.md"))
+    meta, body = olmocr.split_front_matter(sample("olmocr2_page.md"))
     assert meta == {"primary_language": "en", "is_rotation_valid": True, "rotation_correction": 0,
                     "is_table": False, "is_diagram": False}
     assert body.startswith("# Network latency audit")
@@ -83,8 +83,8 @@ def test_olmocr_front_matter_markdown_and_html_table() -> None:
 
 
 def test_olmocr_without_or_with_broken_front_matter() -> None:
-    assert olmocr.parse_front_matter("no front matter")[0] == {}
-    meta, body = olmocr.parse_front_matter("---\nprimary_language: en\nstill going")
+    assert olmocr.split_front_matter("no front matter")[0] == {}
+    meta, body = olmocr.split_front_matter("---\nprimary_language: en\nstill going")
     assert meta == {} and body.startswith("---")
     blocks, _ = olmocr.parse("---\nprimary_language: null\n---\n", width_pt=W, height_pt=H)
     assert blocks == []  # a blank page

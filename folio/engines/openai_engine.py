@@ -1,15 +1,12 @@
 """OCR through any OpenAI-compatible chat endpoint: a vLLM server the task runner owns,
 or one someone else runs (``--engine openai --endpoint URL``).
 
-One request per page, made as the preset's reference pipeline makes it
-(:meth:`OpenAIEngine.request_body`): the rendered image as a PNG data URL and the
-preset's prompt in the reference's order, the attempt's sampling (temperature, top_p)
-from the preset's ladder, the preset's ``max_tokens``. Requests in flight are bounded per
-endpoint by a semaphore every engine instance for that endpoint shares (a server fed more
-than it batches only queues, and a flood of large images costs the server memory). 5xx,
-429 and connection failures are retried with exponential backoff; when the endpoint is a
-supervised server that crashed, the request waits for the restart and is sent again
-without using up its retries.
+One request per page, as the preset's reference pipeline makes it
+(:meth:`OpenAIEngine.request_body`; the wire format is :mod:`folio.engines.openai_wire`).
+Requests in flight are bounded per endpoint by a semaphore every engine for that endpoint
+shares. 5xx, 429 and connection failures are retried with exponential backoff; a request
+to a supervised server that crashed waits for the restart and is sent again without
+using up its retries.
 
 Answers are judged as the reference judges them (:meth:`OpenAIEngine.output_problem`),
 and an unusable one raises :class:`EngineBadOutputError` carrying the :class:`Attempt`,
@@ -24,17 +21,12 @@ so the pipeline records it and asks again on the next step of the ladder:
 
 from __future__ import annotations
 
-import base64
-import io
 import itertools
-import json
 import logging
 import random
 import threading
 import time
-import zlib
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -44,6 +36,16 @@ from folio.answer_gate import answer_work
 from folio.config import PipelineConfig
 from folio.engines.base import EngineOutput
 from folio.engines.dispatch import Dispatcher, NoEngineError
+from folio.engines.openai_wire import (
+    JSON_HEADERS,
+    Reply,
+    Retryable,
+    encode_body,
+    encode_image,
+    fixed_length,
+    read_json,
+    read_stream,
+)
 from folio.errors import (
     BadOutputError,
     ConfigError,
@@ -117,23 +119,6 @@ def endpoint_semaphore(base_url: str, limit: int) -> threading.BoundedSemaphore:
         elif _SEMAPHORE_LIMITS[key] != limit:
             log.warning("in-flight limit for %s stays %d (asked %d)", key, _SEMAPHORE_LIMITS[key], limit)
         return _SEMAPHORES[key]
-
-
-class _Retryable(Exception):
-    """A failure worth retrying: transport error, 5xx/429, a stream cut short."""
-
-    def __init__(self, message: str, *, connection: bool = False, timeout: bool = False) -> None:
-        super().__init__(message)
-        self.connection = connection  # the server may be gone (restart?)
-        self.timeout = timeout
-
-
-@dataclass
-class _Reply:
-    text: str
-    finish_reason: str | None
-    prompt_tokens: int | None
-    completion_tokens: int | None
 
 
 class OpenAIEngine:
@@ -336,7 +321,7 @@ class OpenAIEngine:
             raise EngineBadOutputError(record.error, attempt=record, usable=output)
         return output
 
-    def output_problem(self, reply: _Reply) -> str | None:
+    def output_problem(self, reply: Reply) -> str | None:
         """Why the answer is unusable as the preset's reference pipeline judges it, or
         None. With ``ignore_eos`` (benchmarks) every answer is length-limited by design
         and accepted."""
@@ -381,31 +366,31 @@ class OpenAIEngine:
         body.update(self.extra_body)
         return body
 
-    def _give_up(self, record: Attempt, started: float, error: _Retryable, failures: int) -> NoReturn:
+    def _give_up(self, record: Attempt, started: float, error: Retryable, failures: int) -> NoReturn:
         record.error = f"after {failures} tries: {error}"
         record.seconds = round(time.perf_counter() - started, 3)
         if error.timeout:
             raise EngineTimeoutError(record.error, attempt=record)
         raise EngineDownError(record.error, attempt=record)
 
-    def _backoff(self, failures: int, error: _Retryable, where: str) -> None:
+    def _backoff(self, failures: int, error: Retryable, where: str) -> None:
         delay = self.backoff_s * 2 ** (failures - 1) * (0.5 + random.random())
         log.info("%s: %s; retry %d in %.1f s", where, error, failures, delay)
         time.sleep(delay)
 
     def _complete_spread(self, dispatch: Dispatcher, body: dict[str, Any], record: Attempt,
-                         started: float) -> _Reply:
+                         started: float) -> Reply:
         """Several servers: send to the least busy; a server whose connection fails is set
         aside and the request goes to another without spending a retry (bounded: every
         server, each through its restarts); 5xx and timeouts retry with backoff."""
         failures = moves = 0
-        content = _encode(body)
+        content = encode_body(body)
         while True:
             try:
                 with dispatch.lease(self.restart_wait_s) as slot:
                     try:
                         return self._post(body, content, slot.endpoint)
-                    except _Retryable as exc:
+                    except Retryable as exc:
                         error, failed = exc, slot
             except NoEngineError as exc:
                 record.error = f"server gone: {exc}"
@@ -420,20 +405,20 @@ class OpenAIEngine:
                 self._give_up(record, started, error, failures)
             self._backoff(failures, error, failed.endpoint.base_url)
 
-    def _complete(self, body: dict[str, Any], record: Attempt, started: float) -> _Reply:
+    def _complete(self, body: dict[str, Any], record: Attempt, started: float) -> Reply:
         """Send with retries: backoff on 5xx/transport errors; through a server restart
         the request is re-sent without spending a retry (bounded by the restarts)."""
         if self._dispatch is not None:
             return self._complete_spread(self._dispatch, body, record, started)
         failures = 0
         resubmits = 0
-        content = _encode(body)
+        content = encode_body(body)
         while True:
             generation = getattr(self.endpoint, "generation", None)
             try:
                 with self._semaphore:
                     return self._post(body, content)
-            except _Retryable as exc:
+            except Retryable as exc:
                 error = exc
             if error.connection and generation is not None and resubmits <= self._max_resubmits():
                 if not self.endpoint.wait_ready(self.restart_wait_s):
@@ -453,7 +438,7 @@ class OpenAIEngine:
         return int(getattr(self.endpoint, "max_restarts", 0)) + 1
 
     def _post(self, body: dict[str, Any], content: bytes,
-              endpoint: Endpoint | None = None) -> _Reply:
+              endpoint: Endpoint | None = None) -> Reply:
         """``content`` is ``body`` encoded, once per page before a slot is taken: a page's
         JSON (its image in base64) costs milliseconds of GIL that a slot would wait on."""
         url = f"{(endpoint or self.endpoint).base_url}/chat/completions"
@@ -463,21 +448,21 @@ class OpenAIEngine:
         try:
             if body.get("stream"):
                 with client.stream("POST", url, content=content,
-                                   headers=_JSON_HEADERS) as response:
+                                   headers=JSON_HEADERS) as response:
                     self._check_status(response, streamed=True)
-                    return _read_stream(response.iter_lines())
-            response = client.post(url, content=content, headers=_JSON_HEADERS)
+                    return read_stream(response.iter_lines())
+            response = client.post(url, content=content, headers=JSON_HEADERS)
             self._check_status(response, streamed=False)
-            return _read_json(response.json())
+            return read_json(response.json())
         except httpx.TimeoutException as exc:
-            raise _Retryable(f"timeout: {type(exc).__name__}", timeout=True) from exc
+            raise Retryable(f"timeout: {type(exc).__name__}", timeout=True) from exc
         except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError,
                 httpx.WriteError, httpx.CloseError) as exc:
-            raise _Retryable(f"connection: {type(exc).__name__}: {exc}", connection=True) from exc
+            raise Retryable(f"connection: {type(exc).__name__}: {exc}", connection=True) from exc
         except httpx.TransportError as exc:
-            raise _Retryable(f"transport: {type(exc).__name__}: {exc}") from exc
+            raise Retryable(f"transport: {type(exc).__name__}: {exc}") from exc
         except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise _Retryable(f"malformed response: {type(exc).__name__}: {exc}") from exc
+            raise Retryable(f"malformed response: {type(exc).__name__}: {exc}") from exc
         finally:
             with self._open_lock:
                 self._open -= 1
@@ -497,7 +482,7 @@ class OpenAIEngine:
             response.read()
         detail = response.text[:300]
         if code == 429 or code >= 500:
-            raise _Retryable(f"HTTP {code}: {detail}")
+            raise Retryable(f"HTTP {code}: {detail}")
         if code in (401, 403, 404):
             raise ConfigError(f"{self.endpoint.base_url}: HTTP {code}: {detail}")
         # 400/413/422: the server refused this page's request (too many tokens, bad image)
@@ -514,135 +499,3 @@ class OpenAIEngine:
         if not data:
             raise ConfigError(f"{self.endpoint.base_url} serves no model")
         return str(data[0]["id"])
-
-
-_JSON_HEADERS = {"Content-Type": "application/json"}
-
-
-def _encode(body: dict[str, Any]) -> bytes:
-    """A request body as httpx's ``json=`` would send it (compact, no NaN), its base64
-    images spliced in as bytes rather than run through the JSON encoder.
-
-    Why: a page's image is a data URL of about 0.3 MB (more for scans), and ``json.dumps``
-    scans every character of it for escapes, holding the GIL: encoding the request bodies
-    was a tenth of the flow process's GIL samples on the H200 at 7 pages/s. Base64 needs
-    no escaping, so the bytes are the same, at a thirteenth of the time
-    (bench/results/request_body.json: 0.93 against 0.07 ms a body on 100 corpus pages);
-    other URLs (and anything unexpected) go through the encoder."""
-    images: list[str] = []
-    original = body
-
-    def swap(part: Any) -> Any:
-        image = part.get("image_url") if isinstance(part, dict) else None
-        if not isinstance(image, dict):
-            return part
-        url = image.get("url")
-        if (isinstance(url, str) and url.startswith("data:") and ";base64," in url[:64]
-                and url.isascii() and '"' not in url and "\\" not in url):
-            images.append(url)
-            return {**part, "image_url": {**image, "url": _IMAGE_SLOT}}
-        return part
-
-    messages = body.get("messages")
-    if isinstance(messages, list):
-        body = {**body, "messages": [
-            {**m, "content": [swap(c) for c in m["content"]]}
-            if isinstance(m, dict) and isinstance(m.get("content"), list) else m
-            for m in messages]}
-    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-    if not images:
-        return text
-    pieces = text.split(_IMAGE_SLOT.encode())
-    if len(pieces) != len(images) + 1:  # the slot's text elsewhere in the body: no splice
-        return json.dumps(original, ensure_ascii=False, separators=(",", ":"),
-                          allow_nan=False).encode()
-    out = [pieces[0]]
-    for url, piece in zip(images, pieces[1:], strict=True):
-        out += [url.encode("ascii"), piece]
-    return b"".join(out)
-
-
-#: where :func:`_encode` puts a page's image while the rest of the body is JSON-encoded
-_IMAGE_SLOT = "folio-image-slot-7f3c9e1d5b2a4c60"
-
-
-def _read_json(payload: dict[str, Any]) -> _Reply:
-    if "error" in payload and "choices" not in payload:
-        raise ValueError(f"error payload: {payload['error']}")
-    choice = payload["choices"][0]
-    usage = payload.get("usage") or {}
-    return _Reply(
-        text=(choice.get("message") or {}).get("content") or "",
-        finish_reason=choice.get("finish_reason"),
-        prompt_tokens=usage.get("prompt_tokens"),
-        completion_tokens=usage.get("completion_tokens"),
-    )
-
-
-def _read_stream(lines: Iterator[str]) -> _Reply:
-    """Server-sent events until ``data: [DONE]``; a stream that ends before it, or an
-    error event, is a retryable failure (the answer may be incomplete)."""
-    parts: list[str] = []
-    finish: str | None = None
-    usage: dict[str, Any] = {}
-    for line in lines:
-        if not line.startswith("data:"):
-            continue
-        data = line[5:].strip()
-        if data == "[DONE]":
-            return _Reply("".join(parts), finish, usage.get("prompt_tokens"), usage.get("completion_tokens"))
-        event = json.loads(data)
-        if "error" in event:
-            raise _Retryable(f"stream error: {event['error']}")
-        for choice in event.get("choices") or []:
-            parts.append((choice.get("delta") or {}).get("content") or "")
-            finish = choice.get("finish_reason") or finish
-        usage = event.get("usage") or usage
-    raise _Retryable("stream ended before [DONE]", connection=True)
-
-
-def fixed_length(data_url: str, lengths: Sequence[int], default: int) -> int:
-    """A page's token count in an ``ignore_eos`` benchmark: one of ``lengths`` chosen by a
-    hash of its image, so the pipeline, the raw engine and the offline engine give a page
-    the same count (``default`` without lengths)."""
-    if not lengths:
-        return default
-    return int(lengths[zlib.crc32(data_url.encode("ascii", "replace")) % len(lengths)])
-
-
-def encode_image(path: Path, max_pixels: int, *, turn: int = 0) -> tuple[str, tuple[int, int]]:
-    """(data URL, (width, height)). PNG and JPEG go as they are; other formats, images
-    over ``max_pixels`` (5% slack) and images to turn (``turn`` degrees counter-clockwise,
-    PIL's transpose, as olmOCR turns a page) are re-encoded as PNG, downscaled to fit."""
-    from PIL import Image
-
-    raw = path.read_bytes()
-    with Image.open(io.BytesIO(raw)) as image:
-        size = image.size
-        fmt = (image.format or "").upper()
-        too_big = size[0] * size[1] > max_pixels * 1.05
-        turn %= 360
-        if fmt in ("PNG", "JPEG") and not too_big and not turn:
-            mime = "png" if fmt == "PNG" else "jpeg"
-            return f"data:image/{mime};base64,{base64.b64encode(raw).decode()}", size
-        rgb = image.convert("RGB")
-        if turn:
-            rgb = rgb.transpose(_TURNS[turn])
-            size = rgb.size
-        if too_big:
-            scale = (max_pixels / (size[0] * size[1])) ** 0.5
-            size = (max(1, int(size[0] * scale)), max(1, int(size[1] * scale)))
-            rgb = rgb.resize(size, Image.Resampling.LANCZOS)
-        buffer = io.BytesIO()
-        rgb.save(buffer, format="PNG")
-    return f"data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}", size
-
-
-def _turns() -> dict[int, Any]:
-    from PIL import Image
-
-    return {90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180,
-            270: Image.Transpose.ROTATE_270}
-
-
-_TURNS = _turns()

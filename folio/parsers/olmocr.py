@@ -112,6 +112,3 @@ def parse(
     _, body = split_front_matter(text)
     return markdown.parse(body, width_pt=width_pt, height_pt=height_pt, image_px=image_px)
 
-
-#: the name earlier versions used
-parse_front_matter = split_front_matter
