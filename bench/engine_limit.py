@@ -134,7 +134,7 @@ def _args_for(args: argparse.Namespace, preset: str) -> argparse.Namespace:
 
 
 def config_for(args: argparse.Namespace, preset: str) -> Any:
-    """What the CLI resolves for ``folio ingest --route ocr --preset P`` with the
+    """What the CLI resolves for ``folio ingest --preset P`` (route ocr, the default) with the
     benchmark's settings (servers, pages and pipeline all read it)."""
     return gup.resolved(_args_for(args, preset), user_options(args, preset))
 
@@ -158,9 +158,11 @@ def variant_settings(args: argparse.Namespace) -> list[str]:
 
 def user_options(args: argparse.Namespace, preset: str) -> list[str]:
     """What the benchmark adds to the user's command line beyond bench/gpu_user_path.py's
-    settings: the route and the server options of the preset's model shape and, for a
+    settings: the server options of the preset's model shape and, for a
     variant, its own server options (after the benchmark's) and folio settings."""
-    out = ["--route", "ocr"]
+    # no --route: `--engine vllm` sends every page to the model by default (route ocr),
+    # so the phases' pages are the same; a variant may ask another (route.mode=auto)
+    out: list[str] = []
     extra = _shape(args, preset)[1] + variant_args(args)
     if extra:
         base = list(gup.SETTINGS["server.extra_args"][0])
@@ -282,25 +284,28 @@ def step_offline(args: argparse.Namespace) -> dict[str, Any]:
                   for u in urls]
         mm = preset.mm_processor_kwargs(config.render.max_pixels)
         llm.chat(conversations[:4], params[:4], use_tqdm=False, mm_processor_kwargs=mm)  # warm-up
-        clock = _Clock()
-        t0 = time.perf_counter()
-        outs = llm.chat(conversations, params, use_tqdm=clock, mm_processor_kwargs=mm)
-        seconds = time.perf_counter() - t0
-        added = clock.marks.get("Processed prompts", t0) - t0
-        prompt_tokens = sum(len(o.prompt_token_ids or []) for o in outs)
-        completion = sum(len(o.outputs[0].token_ids) for o in outs)
-        result = {"preset": name, "pages": len(outs), "seconds": round(seconds, 2),
-                  "pages_per_s": round(len(outs) / seconds, 3),
-                  "preprocessing_seconds": round(added, 2),
-                  "after_preprocessing_seconds": round(seconds - added, 2),
-                  "prompt_tokens_per_page": prompt_tokens // max(1, len(outs)),
-                  "completion_tokens_per_page": completion // max(1, len(outs)),
-                  "output_tokens_per_s": round(completion / seconds)}
-        print(json.dumps(result), flush=True)
-        results.append(result)
-        _save(args, f"offline-{name}", {"phase": "offline", **result, "engine_start_s":
-                                        round(start_s, 1), "engine_kwargs": kwargs,
-                                        "mm_processor_kwargs": mm})
+        # --repeats: the same pages again on the same engine, each run its own phase file
+        # (the report takes the median, as for the served and pipeline phases)
+        for run in range(1, args.repeats + 1):
+            clock = _Clock()
+            t0 = time.perf_counter()
+            outs = llm.chat(conversations, params, use_tqdm=clock, mm_processor_kwargs=mm)
+            seconds = time.perf_counter() - t0
+            added = clock.marks.get("Processed prompts", t0) - t0
+            prompt_tokens = sum(len(o.prompt_token_ids or []) for o in outs)
+            completion = sum(len(o.outputs[0].token_ids) for o in outs)
+            result = {"preset": name, "run_on_engine": run, "pages": len(outs),
+                      "seconds": round(seconds, 2), "pages_per_s": round(len(outs) / seconds, 3),
+                      "preprocessing_seconds": round(added, 2),
+                      "after_preprocessing_seconds": round(seconds - added, 2),
+                      "prompt_tokens_per_page": prompt_tokens // max(1, len(outs)),
+                      "completion_tokens_per_page": completion // max(1, len(outs)),
+                      "output_tokens_per_s": round(completion / seconds)}
+            print(json.dumps(result), flush=True)
+            results.append(result)
+            _save(args, f"offline-{name}", {"phase": "offline", **result, "engine_start_s":
+                                            round(start_s, 1), "engine_kwargs": kwargs,
+                                            "mm_processor_kwargs": mm})
     return {"phase": "offline", "results": results, "engine_kwargs": kwargs}
 
 
@@ -335,7 +340,8 @@ def step_served(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def step_pipeline(args: argparse.Namespace) -> dict[str, Any]:
-    """``folio ingest --route ocr`` on the documents of the preset's pages."""
+    """``folio ingest`` (the engine's default route, ocr) on the documents of the preset's
+    pages."""
     gup.use_gpu(args)
     pw = preset_work(args, args.preset)
     pargs = _args_for(args, args.preset)
@@ -355,6 +361,9 @@ def step_pipeline(args: argparse.Namespace) -> dict[str, Any]:
             "run_on_server": args.run_on_server,
             "documents": run.report["totals"]["documents"], "pages": run.pages,
             "seconds": seconds, "pages_per_s": round(run.pages / seconds, 3),
+            # every page of the documents a second, the model's and the text layer's
+            # (differs from pages_per_s on a route that keeps text layers: --route auto)
+            "document_pages_per_s": run.report["totals"].get("pages_per_s"),
             "cli_wall_seconds": run.wall_seconds,
             "completion_tokens_per_page": run.tokens // max(run.pages, 1),
             "totals": run.report["totals"], "attempt_errors": run.attempt_errors,
@@ -462,6 +471,10 @@ def report(work: Path, out_dir: Path, command: str, gpu_name: str = "") -> dict[
             if "pipeline" in rate and "served" in rate else None,
         }
         if "pipeline" in got:  # every run, with its place on its server
+            docs = [r["document_pages_per_s"] for r in got["pipeline"]
+                    if r.get("document_pages_per_s") is not None]
+            if docs:  # all the documents' pages, layer-kept ones too
+                row["pipeline_document_pages_per_s"] = round(statistics.median(docs), 3)
             row["pipeline_runs"] = [{"pages_per_s": r["pages_per_s"],
                                      "run_on_server": r.get("run_on_server"),
                                      "measured_at": r.get("measured_at") or os.environ.get(
@@ -540,6 +553,8 @@ def main() -> None:
                     help='a pipeline variant\'s folio settings, a JSON list: '
                          '["limits.ocr_extra_pages=0"]')
     ap.add_argument("--tag", default="", help="the variant's name in the results")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="offline: timed runs of the same pages on one engine")
     ap.add_argument("--run-on-server", type=int,
                     help="pipeline: how many runs its server has served, this one included")
     ap.add_argument("--fake", action="store_true", help="the fake server instead of vLLM")

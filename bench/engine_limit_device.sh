@@ -4,7 +4,8 @@
 # run one after the other, each with the GPU to itself.
 #
 #   bash bench/engine_limit_device.sh setup            # after staging: install, model, pages
-#   bash bench/engine_limit_device.sh offline [P,..]   # LLM.chat, those presets (default $PRESETS; background)
+#   bash bench/engine_limit_device.sh offline [P,..]   # LLM.chat, those presets (default $PRESETS; background;
+#                                                      # REPEATS=3: three timed runs on one engine)
 #   bash bench/engine_limit_device.sh offline-wait     # until the offline phase is done
 #   bash bench/engine_limit_device.sh seed             # the committed result's phases, kept unless re-run
 #   bash bench/engine_limit_device.sh served chandra   # folio's shared server, the same pages
@@ -70,7 +71,7 @@ case "${1:-}" in
   offline)
     # offline [PRESETS]: in the background, so the phase may run past one call's 10 minutes;
     # one model per offline step (olmocr2 has a model of its own)
-    setsid nohup $E offline --presets "${2:-$PRESETS}" > $W/offline.log 2>&1 &
+    setsid nohup $E offline --presets "${2:-$PRESETS}" --repeats "${REPEATS:-1}" > $W/offline.log 2>&1 &
     echo $! > /tmp/elim-offline.pid
     wait_offline "${WAIT:-540}"
     ;;
@@ -133,7 +134,8 @@ case "${1:-}" in
     # the steps given (one argument each, split like a shell line) one after the other in
     # the background: a step may run past the 10 minutes of the call that started it
     shift; printf '%s\n' "$@" > $W/plan.txt
-    OUT=$W/out setsid nohup bash bench/engine_limit_device.sh run-plan > $W/plan.log 2>&1 &
+    # WAIT= : the steps wait their own default, not the short wait of the call that began them
+    OUT=$W/out WAIT= setsid nohup bash bench/engine_limit_device.sh run-plan > $W/plan.log 2>&1 &
     echo $! > /tmp/elim-plan.pid
     wait_pid /tmp/elim-plan.pid "${WAIT:-540}" $W/plan.log
     ;;

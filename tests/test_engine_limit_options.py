@@ -56,3 +56,13 @@ def test_a_pipeline_variant_sets_folio_settings_as_a_user_does(tmp_path: Path) -
         config_for(_variant(tmp_path, '["limits.ocr_extra_page=0"]'), "olmocr2")
     with pytest.raises(SystemExit, match="key=value"):
         user_options(_variant(tmp_path, '["limits"]'), "olmocr2")
+
+
+def test_the_phases_take_the_engines_default_route_and_a_variant_another(
+        tmp_path: Path) -> None:
+    """No ``--route`` on the benchmark's command line: its pages go where a user's go with
+    ``--engine vllm`` (every page to the model); ``route.mode=auto`` is the variant that keeps
+    trusted text layers, for the default route's GPU pages/s side by side."""
+    assert "--route" not in user_options(_variant(tmp_path, ""), "olmocr2")
+    assert config_for(_variant(tmp_path, ""), "olmocr2").route.mode == "ocr"
+    assert config_for(_variant(tmp_path, '["route.mode=auto"]'), "olmocr2").route.mode == "auto"
