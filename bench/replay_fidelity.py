@@ -5,7 +5,8 @@ weights, its prompt) wrote for page 1 of each PDF in ``olmocr/bench/``. This ben
 those answers, with their YAML front matter put back as the model writes it, through the
 OpenAI test double (``tests/openai_fake.py``: each request gets the answer of the page
 whose image it carries) to ``folio ingest --engine openai --preset olmocr2``, once on the
-default route and once on the OCR route, and scores folio's page markdown and the answers
+default route, once on the OCR route and once on route auto (trusted text layers kept),
+and scores folio's page markdown and the answers
 themselves with the pages' olmOCR unit tests (olmOCR's own test code when the ``olmocr``
 package is installed, else ``bench/fidelity_scoring.py``; math tests excluded
 everywhere: they need a KaTeX renderer in a browser). Where the model's answer reaches
@@ -13,7 +14,8 @@ folio intact, folio's score equals the answers' own.
 
     .venv/bin/python bench/replay_fidelity.py [--corpus DIR] [--out PATH] [--keep DIR]
 
-``--keep DIR`` leaves folio's outputs there (``out-default/``, ``out-ocr/``) to read.
+``--keep DIR`` leaves folio's outputs there (``out-default/``, ``out-ocr/``, ``out-auto/``)
+to read.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ PRESET = "olmocr2"
 FRONT_MATTER = ("---\nprimary_language: en\nis_rotation_valid: True\nrotation_correction: 0\n"
                 "is_table: False\nis_diagram: False\n---\n")
 #: route row -> the CLI arguments that pick it (none: the route a user gets by default)
-ROUTES: dict[str, list[str]] = {"default": [], "ocr": ["--route", "ocr"]}
+ROUTES: dict[str, list[str]] = {"default": [], "ocr": ["--route", "ocr"],
+                                "auto": ["--route", "auto"]}
 EXCLUDED_TYPES = frozenset({"math"})
 #: every way a run here differs from `folio ingest` as a user with olmOCR 2 runs it
 SETTINGS: dict[str, dict[str, str]] = {
@@ -56,8 +59,10 @@ SETTINGS: dict[str, dict[str, str]] = {
                      "why": "it replays olmOCR's own answers page by page (the nearest "
                             "reference image) in place of a GPU server running the model; it "
                             "serves the preset's model id, so folio discovers it as it would"},
-    "route.mode": {"value": "ocr (the ocr row only; the default row leaves the route alone)",
-                   "why": "every page goes to the model, as olmOCR sends every page"},
+    "route.mode": {"value": "ocr in the ocr row, auto in the auto row; the default row leaves "
+                            "the route alone",
+                   "why": "ocr: every page goes to the model, as olmOCR sends every page; auto: "
+                          "the option that keeps trusted text layers, measured beside it"},
     "store.kind": {"value": "none", "why": "scored on the markdown, which embeddings and the "
                    "vector store do not change"},
     "prefect": {"value": "FOLIO_PREFECT_SERVER=ephemeral, PREFECT_HOME in a temporary folder",
