@@ -295,3 +295,21 @@ def chunk_document(doc: DocumentResult, settings: ChunkSettings) -> list[Chunk]:
     for page in sorted(doc.pages, key=lambda p: p.index):
         chunks += stream.add(page)
     return chunks + stream.close()
+
+
+def page_chunk_texts(doc: DocumentResult, page: PageResult, settings: ChunkSettings) -> list[str]:
+    """What the chunker keeps of one page, by itself: its chunks' texts and the headings
+    it enters into the heading path (a heading is carried by the chunks after it, not in
+    their text). The same rules as :func:`chunk_document` on blocks whose running heads are
+    already labelled (:func:`folio.running_heads.mark_running_heads`); used to check that
+    the chunks agree with the page's markdown (:mod:`folio.text_agreement`)."""
+    chunker = _Chunker(doc=doc, settings=settings)
+    headings: list[str] = []
+    blocks = (sorted(page.blocks, key=lambda b: b.order) if page.blocks
+              else _blocks_from_markdown(page.markdown))
+    for block in blocks:
+        if block.label.lower() in _HEADING_LABELS and block.content.strip():
+            headings.append(_heading(block)[1])
+        chunker.block(block, page.index + 1)
+    chunker.flush()
+    return [c.text for c in chunker.chunks] + headings
