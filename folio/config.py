@@ -154,6 +154,16 @@ class ValidationSettings(BaseModel):
         "fail (engines that report one, as tesseract does: readable print scores 0.85-0.96, "
         "gibberish from an upside-down, handwritten or blurred page about 0.3-0.45)"
     )
+    min_markdown_recall: float = Field(
+        0.9, ge=0, le=1, description="pages whose markdown holds a smaller share of their "
+        "body text's words (running heads aside) fail: text lost between the page and "
+        "document.md (on the corpus every page keeps all of it)"
+    )
+    min_chunk_recall: float = Field(
+        0.9, ge=0, le=1, description="pages whose chunks (text and heading path) hold a "
+        "smaller share of their markdown's words fail: text lost between document.md and "
+        "the vector store (on the corpus every page keeps 0.998 or more)"
+    )
     data_docs: bool = Field(
         True, description="also build Great Expectations Data Docs (about 0.5 s per document)"
     )

@@ -27,11 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from folio.config import ValidationSettings
+from folio.chunking import page_chunk_texts
+from folio.config import ChunkSettings, ValidationSettings
 from folio.engines.base import GENERATIVE_ENGINES
 from folio.errors import FolioError
-from folio.models import KNOWN_LABELS, PageOutcome, PageResult
+from folio.models import KNOWN_LABELS, DocumentResult, PageOutcome, PageResult
 from folio.quality import mean_confidence, repeat_ratio, text_chars
+from folio.text_agreement import PageAgreement, page_agreement
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -107,6 +109,19 @@ def suite_definitions(settings: ValidationSettings) -> list[ExpectationSpec]:
             only_where_false=("quarantined",),
         ),
         ExpectationSpec(
+            "markdown-keeps-text", "pages", between,
+            {"column": "markdown_recall", "min_value": settings.min_markdown_recall},
+            "the page's words reach document.md (running heads aside): a page whose only "
+            "line was taken for a running head once lost all its text and passed",
+            only_where_false=("quarantined",),
+        ),
+        ExpectationSpec(
+            "chunks-keep-markdown", "pages", between,
+            {"column": "chunk_recall", "min_value": settings.min_chunk_recall},
+            "the markdown's words reach the chunks the vector store gets",
+            only_where_false=("quarantined",),
+        ),
+        ExpectationSpec(
             "page-unique", "pages", "ExpectColumnValuesToBeUnique", {"column": "page_key"},
             "exactly one result per page index of a document",
         ),
@@ -140,6 +155,7 @@ def pages_frame(doc_id: str, pages: list[PageResult], item: int = 0) -> pd.DataF
     import pandas as pd
 
     counts = Counter(p.index for p in pages)
+    agreements = [_agreement(doc_id, p) for p in pages]
     return pd.DataFrame(
         {
             "item": [item] * len(pages),
@@ -155,6 +171,9 @@ def pages_frame(doc_id: str, pages: list[PageResult], item: int = 0) -> pd.DataF
             ],
             # NaN (not checked) where the engine reports no confidence
             "ocr_confidence": [_confidence(p) for p in pages],
+            # NaN (not checked) where there is nothing to owe (folio.text_agreement)
+            "markdown_recall": [_nan(a.markdown_recall) for a in agreements],
+            "chunk_recall": [_nan(a.chunk_recall) for a in agreements],
             "n_results": [counts[p.index] for p in pages],
         }
     )
@@ -177,6 +196,19 @@ def blocks_frame(pages: list[PageResult], item: int = 0) -> pd.DataFrame:
     frame["bottom_margin"] = frame["height"] - frame["y1"]
     frame["min_side"] = np.fmin(frame["x1"] - frame["x0"], frame["y1"] - frame["y0"])
     return frame
+
+
+def _agreement(doc_id: str, page: PageResult) -> PageAgreement:
+    """The page's words in its markdown and its chunks. The chunker here keeps running
+    heads, so whether a run keeps them in its markdown or not, every word of the markdown
+    is owed to the chunks; its sizes do not change which words a page's chunks hold."""
+    doc = DocumentResult(source=doc_id, doc_id=doc_id, pages=[page])
+    chunks = page_chunk_texts(doc, page, ChunkSettings(keep_headers_footers=True))
+    return page_agreement(page, chunks)
+
+
+def _nan(value: float | None) -> float:
+    return float("nan") if value is None else value
 
 
 def _confidence(page: PageResult) -> float:

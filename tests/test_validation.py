@@ -247,3 +247,17 @@ def test_a_gpu_run_validates_in_the_child_unless_told_otherwise() -> None:
         {"ocr": {"engine": "openai"}, "validation": {"child_process": False}}))
     assert in_child(PipelineConfig.model_validate(
         {"ocr": {"engine": "tesseract"}, "validation": {"child_process": True}}))
+
+
+def test_a_page_whose_text_did_not_reach_the_markdown_or_chunks_fails() -> None:
+    """Issue 30: a page that loses its text between its blocks and document.md (or between
+    document.md and the chunks) is quarantined with a reason, not reported ok."""
+    lost = page(1).model_copy(update={"markdown": ""})  # blocks say it all, markdown nothing
+    extra = page(2).model_copy(update={"markdown": page(2).markdown + "\n\n" + sentences(9, 8)})
+    heads_only = page(3).model_copy(update={"blocks": [
+        Block(label="Page-Header", bbox=BBox(x0=72, y0=20, x1=300, y1=30), content="Journal 4",
+              order=0), *page(3).blocks[1:]]})  # a running head owes nothing to the markdown
+    failures = validate_pages("doc", [page(0), lost, extra, heads_only], SETTINGS)
+    assert failures == {1: ["markdown-keeps-text"], 2: ["chunks-keep-markdown"]}
+    frame = pages_frame("doc", [page(0), lost, heads_only])
+    assert list(frame["markdown_recall"]) == [1.0, 0.0, 1.0]

@@ -6,7 +6,6 @@ from folio import progress
 from folio.models import DocumentOutcome, DocumentResult
 from folio.pipeline.outcome import quarantine
 from folio.pipeline.services import Services
-from folio.running_heads import mark_running_heads
 from folio.stores.base import DocumentVectors
 
 
@@ -20,10 +19,7 @@ def load_document(doc: DocumentResult, services: Services) -> DocumentResult:
         if doc.outcome is DocumentOutcome.QUARANTINED:
             outputs.write_quarantine(services.sink, doc)
             return doc
-        # running headers and footers labelled (kept in the JSON, out of the markdown
-        # and the chunks), as the early chunk streams judged them
-        mark_running_heads(doc.pages,
-                           keep_in_markdown=services.config.chunk.keep_headers_footers)
+        # running heads were labelled before validation (folio.pipeline.validate)
         clock = services.clock
         if services.config.store.kind == "none":
             with clock.span("outputs"):

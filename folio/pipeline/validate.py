@@ -5,12 +5,18 @@ from __future__ import annotations
 from folio.models import DocumentOutcome, DocumentResult, PageOutcome
 from folio.pipeline.outcome import quarantine
 from folio.pipeline.services import Services
+from folio.running_heads import mark_running_heads
 
 
 def validate_document(doc: DocumentResult, services: Services) -> DocumentResult:
-    """Great Expectations over the document's pages; failing pages are quarantined."""
+    """Great Expectations over the document's pages; failing pages are quarantined.
+
+    Running heads are labelled first (kept in the JSON, out of the markdown and the
+    chunks, as the early chunk streams judged them), so the suite checks the markdown and
+    chunks the load stage writes: a page left without text by them fails here."""
     if doc.cached or (doc.outcome is DocumentOutcome.QUARANTINED and doc.reason):
         return doc
+    mark_running_heads(doc.pages, keep_in_markdown=services.config.chunk.keep_headers_footers)
     if services.config.validation.enabled and doc.pages:
         try:  # in one GX run with the other documents waiting for validation
             with services.clock.span("validate"):
