@@ -1,4 +1,5 @@
-"""Shared helpers for benchmarks: process-tree peak RSS, medians, result files."""
+"""Shared helpers for benchmarks: the corpus, result files (command, commit), process-tree
+peak RSS, medians. Host CPU by kind of process is bench/host_cpu.py's."""
 
 from __future__ import annotations
 
@@ -10,10 +11,44 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "results"
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "bench" / "results"
+
+
+def corpus_dir() -> Path:
+    """The corpus benchmarks read: FOLIO_CORPUS_DIR, else ../shared/corpus beside the checkout."""
+    return Path(os.environ.get("FOLIO_CORPUS_DIR", REPO.parent / "shared" / "corpus"))
+
+
+def readable_pdfs(folder: Path) -> Iterator[tuple[Path, Any]]:
+    """The PDFs under ``folder`` (sorted, so the same ones each run), each with its open
+    ``pypdfium2.PdfDocument``; files pdfium cannot open are skipped (malformed files are
+    tests/test_corpus.py's business, not a benchmark's)."""
+    import pypdfium2 as pdfium
+
+    for pdf in sorted(folder.rglob("*.pdf")):
+        try:
+            doc = pdfium.PdfDocument(str(pdf))
+        except Exception:
+            continue
+        yield pdf, doc
+
+
+def command(python: str = ".venv/bin/python", argv: list[str] | None = None) -> str:
+    """The command line as run, for a result's ``command``."""
+    return " ".join(shlex.quote(a) for a in [python, *(sys.argv if argv is None else argv)])
+
+
+def git(*args: str, cwd: Path | None = None) -> str:
+    """``git ARGS`` in the checkout (or ``cwd``), its output stripped: a result's commit
+    (``git("rev-parse", "--short", "HEAD")``) and whether the tree differed from it
+    (``git("status", "--porcelain", "--", "folio")``)."""
+    return subprocess.run(["git", *args], cwd=cwd or REPO, capture_output=True,
+                          text=True).stdout.strip()
 
 
 def _children(pid: int) -> list[int]:
@@ -83,7 +118,7 @@ def median(values: list[float]) -> float:
 
 
 def save(name: str, data: dict[str, Any]) -> Path:
-    data = {"command": " ".join(shlex.quote(a) for a in [".venv/bin/python", *sys.argv]), **data}
+    data = {"command": command(), **data}
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(data, indent=2) + "\n")

@@ -16,7 +16,6 @@ a fixed 200-DPI plan over the same pages.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _measure import median, save
+from _measure import corpus_dir, median, save
 
 from folio.config import PipelineConfig
 from folio.errors import FolioError
@@ -37,7 +36,7 @@ TOKEN_PX = 32 * 32
 
 
 def corpus_pdfs() -> list[Path]:
-    root = Path(os.environ.get("FOLIO_CORPUS_DIR", Path(__file__).resolve().parents[2] / "shared" / "corpus"))
+    root = corpus_dir()
     if (root / "MANIFEST.tsv").is_file():
         return sorted(root.rglob("*.pdf"))
     from folio.samples import make_samples

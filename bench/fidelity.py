@@ -32,8 +32,6 @@ import datetime as dt
 import json
 import os
 import resource
-import shlex
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,7 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _measure import descendants, median
+from _measure import command, corpus_dir, descendants, git, median
 from fidelity_scoring import (
     TABLE_LABEL,
     header_footer_scores,
@@ -393,8 +391,7 @@ def _merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    default_corpus = os.environ.get("FOLIO_CORPUS_DIR", str(REPO.parent / "shared" / "corpus"))
-    parser.add_argument("--corpus", default=default_corpus)
+    parser.add_argument("--corpus", default=str(corpus_dir()))
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "fidelity.json"))
     parser.add_argument("--only", default=",".join(CATEGORIES),
                         help="comma-separated categories: " + ",".join(CATEGORIES))
@@ -461,12 +458,10 @@ def main(argv: list[str] | None = None) -> None:
     summary = summarise(scored)
     print_tables(scored, summary)
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
-                            capture_output=True, text=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "folio"], cwd=REPO,
-                                capture_output=True, text=True).stdout.strip())
+    commit = git("rev-parse", "--short", "HEAD")
+    dirty = bool(git("status", "--porcelain", "--", "folio"))
     result = {
-        "command": " ".join(shlex.quote(a) for a in [".venv/bin/python", *sys.argv]),
+        "command": command(),
         "commit": commit,
         "folio_tree_dirty": dirty,
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

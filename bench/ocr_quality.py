@@ -10,7 +10,6 @@ corpus's reference ``linn.txt``: word recall (order-free) and sequence similarit
 from __future__ import annotations
 
 import csv
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _measure import median, save
+from _measure import corpus_dir, median, save
 
 from folio.config import PipelineConfig
 from folio.io.sources import discover
@@ -29,7 +28,7 @@ REFERENCE = "ocrmypdf/linn.txt"
 
 
 def main() -> None:
-    root = Path(os.environ.get("FOLIO_CORPUS_DIR", Path(__file__).resolve().parents[2] / "shared" / "corpus"))
+    root = corpus_dir()
     if not (root / "MANIFEST.tsv").is_file():
         raise SystemExit(f"corpus absent at {root}: set FOLIO_CORPUS_DIR")
     with open(root / "MANIFEST.tsv", newline="") as fh:

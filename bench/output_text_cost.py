@@ -31,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _measure import save
+from _measure import readable_pdfs, save
 from synthetic_text_vocab import sample_text
 
 TOKENS = 768  # the GPU benchmark's fixed answer length (bench/gpu_user_path.SETTINGS)
@@ -53,15 +53,10 @@ def outputs(work: Path) -> dict[str, Path]:
 
 def pick_pdfs(folder: Path, pages: int, into: Path) -> int:
     """Small PDFs from ``folder`` (sorted, so the same ones each time) until ``pages``."""
-    import pypdfium2 as pdfium
-
     into.mkdir(parents=True, exist_ok=True)
     total = 0
-    for pdf in sorted(folder.rglob("*.pdf")):
-        try:
-            n = len(pdfium.PdfDocument(str(pdf)))
-        except Exception:  # malformed files are other benchmarks' business
-            continue
+    for pdf, doc in readable_pdfs(folder):
+        n = len(doc)
         if n > 12:
             continue
         shutil.copy(pdf, into / f"{total:04d}-{pdf.name}")

@@ -26,23 +26,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _measure import save
+from _measure import readable_pdfs, save
 
 
 def page_images(pdfs: Path, pages: int, into: Path) -> list[Path]:
     """The first ``pages`` pages of the PDFs (sorted), rendered for olmocr2 as PNG."""
-    import pypdfium2 as pdfium
-
     from folio.pdf.pdfium_doc import render
     from folio.presets import get_preset
 
     preset = get_preset("olmocr2")
     out: list[Path] = []
-    for pdf in sorted(pdfs.rglob("*.pdf")):
-        try:
-            doc = pdfium.PdfDocument(str(pdf))
-        except Exception:  # malformed files are other benchmarks' business
-            continue
+    for _, doc in readable_pdfs(pdfs):
         for page in doc:
             width, height = page.get_size()
             scale = min(preset.longest_side_px / max(width, height),

@@ -43,7 +43,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench._measure import save
+from bench._measure import git, save
 
 SIZES = [100_000, 1_000_000]
 PREFIX = "in/"
@@ -198,11 +198,6 @@ def ratio(by: dict[int, dict[str, Any]], big: int, small: int, field: str) -> fl
 
 def commit() -> str:
     """HEAD, and whether tracked files differed from it when the bench ran."""
-
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=REPO)
-        return done.stdout.strip()
-
     dirty = git("status", "--porcelain", "--untracked-files=no")
     return git("rev-parse", "HEAD") + (" (with uncommitted changes)" if dirty else "")
 
