@@ -1,0 +1,57 @@
+"""docs/ARCHITECTURE.md's layer figure is the one the code gives (scripts/architecture.py),
+and in it the core imports nothing of the Prefect edge (the import-level check of the
+whole core, Prefect included, is tests/test_core_is_prefect_free.py's)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "architecture.py"
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("folio_architecture_doc", SCRIPT)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_committed_figure_is_the_one_the_code_gives() -> None:
+    arch = _script()
+    committed = arch.committed(arch.DOC.read_text())
+    assert committed == arch.render(), (
+        "docs/ARCHITECTURE.md's figure is stale: run python scripts/architecture.py")
+
+
+def test_every_unit_has_a_layer() -> None:
+    arch = _script()
+    units = arch._units()
+    assert sorted(u for u in arch.graph() if u not in units) == [], (
+        "list the new unit's layer in LAYERS (scripts/architecture.py)")
+
+
+def test_the_core_imports_nothing_of_the_prefect_edge() -> None:
+    arch = _script()
+    edge = {u for layer, _, members in arch.LAYERS if layer == "edge" for u in members}
+    graph = arch.graph()
+    core = [u for u in graph if u not in edge]
+    assert core and {u: sorted(graph[u] & edge) for u in core if graph[u] & edge} == {}
+
+
+def test_relative_imports_and_splits_map_to_their_unit(tmp_path: Path) -> None:
+    arch = _script()
+    units = arch._units()
+    assert arch.unit_of("folio.validation_child", units) == "validation"
+    assert arch.unit_of("folio.table_grid.rows", units) == "table_grid"
+    assert arch.unit_of("folio_prefect.flows.cli", units) == "flows/cli.py"
+    assert arch.unit_of("folio_prefect.flows.ingest", units) == "flows"
+    assert arch.unit_of("prefect.flows", units) is None
+    module = tmp_path / "stage.py"
+    module.write_text("from ..io import sinks\nfrom . import load\n")
+    assert arch.imports("folio.pipeline.stage", module) >= {"folio.io.sinks",
+                                                             "folio.pipeline.load"}
