@@ -42,7 +42,7 @@ LAYERS: list[tuple[str, str, list[str]]] = [
     ("engines", "engines", ["engines", "parsers"]),
     ("document", "document assembly", ["table_grid", "running_heads", "caption_order",
                                        "chunking", "embeddings"]),
-    ("validation", "validation", ["validation"]),
+    ("validation", "validation", ["validation", "text_agreement"]),
     ("stores", "vector stores", ["stores"]),
     ("io", "io: sources, sinks, outputs, claims", ["io", "outputs", "claims"]),
     ("gpu", "gpu: servers, profiles", ["gpu"]),
