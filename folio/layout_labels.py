@@ -38,7 +38,8 @@ from collections.abc import Sequence
 from folio.models import BBox, Block, Label, Region, TableCell, WordBox, joined_box
 from folio.quality import normalize_words
 from folio.running_heads import BAND
-from folio.table_grid import TableGrid, build_grid, grid_html, lines, words_inside
+from folio.table_grid import TableGrid, build_grid, grid_html, words_inside
+from folio.table_rows import lines
 
 __all__ = ["CELL_MAX_WORDS", "FIGURE_TABLE_MIN", "MERGED", "PRIORITY", "cover",
            "dense_columns", "label_blocks", "merge_blocks", "region_for", "with_grid"]
