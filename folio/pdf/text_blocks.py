@@ -1,0 +1,278 @@
+"""A text layer's lines cut into paragraph blocks, in reading order. Pure.
+
+Why: :mod:`folio.pdf.text_layer` reads pdfium's glyphs into lines; what a reader needs is
+blocks: runs on one baseline joined, short lines side by side kept as table cells, lines
+stacked into paragraphs (same column, small gap, same font size), labelled heading or
+text, and ordered by recursive XY cut (columns, bands, numbered grids). None of that
+touches pdfium, so it lives apart from the extraction.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from folio.models import BBox, Block, Label
+
+#: pdfium marks a hyphen it believes was inserted at a line break with U+0002 (per-char
+#: and bounded text) or U+FFFE (full text); the word continues on the next line
+_BREAK_HYPHENS = ("\x02", "\ufffe")
+#: a line this much larger than the body text is a heading
+_HEADER_RATIO = 1.15
+#: lines closer than this many line heights belong to the same paragraph
+_PARAGRAPH_GAP = 0.7
+#: runs that pdfium broke apart are rejoined across at most a word space; a 1em column
+#: gutter (LaTeX's) must stay open
+_JOIN_EM = 0.5
+#: lines shorter than this sharing a row are table cells, not lines of a paragraph
+_CELL_MAX_CHARS = 25
+_MAX_CUT_DEPTH = 64
+
+
+@dataclass
+class _Line:
+    bbox: BBox
+    text: str
+    size: float | None
+    cell: bool = False  # short, with another short line on its row: a table cell
+
+    @property
+    def height(self) -> float:
+        """Font size when known: a tight box around "massa." is half the line's height."""
+        return max(self.bbox.y1 - self.bbox.y0, self.size or 0.0)
+
+
+@dataclass
+class _Para:
+    lines: list[_Line]
+    bbox: BBox = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.bbox = self.lines[0].bbox
+
+    def add(self, line: _Line) -> None:
+        self.lines.append(line)
+        self.bbox = self.bbox.union(line.bbox)
+
+
+def _clean(text: str) -> str:
+    """Normalise line ends and re-join words pdfium saw hyphenated at a line break."""
+    # pdfium returns UTF-16; broken fonts yield lone surrogates, which JSON cannot carry
+    text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    for mark in _BREAK_HYPHENS:
+        text = text.replace(mark + "\n", "").replace(mark, "")
+    return text
+
+
+def _merge_runs(lines: list[_Line]) -> list[_Line]:
+    """Join runs on one baseline that pdfium broke apart (content drawn out of order)."""
+    merged: list[_Line] = []
+    for line in sorted(lines, key=lambda ln: (round(ln.bbox.y0), ln.bbox.x0)):
+        last = merged[-1] if merged else None
+        if last is not None and _same_line(last, line):
+            sizes = [s for s in (last.size, line.size) if s is not None]
+            merged[-1] = _Line(
+                last.bbox.union(line.bbox), f"{last.text} {line.text}", max(sizes, default=None)
+            )
+        else:
+            merged.append(line)
+    return merged
+
+
+def _same_line(a: _Line, b: _Line) -> bool:
+    height = min(a.bbox.y1 - a.bbox.y0, b.bbox.y1 - b.bbox.y0)
+    overlap = min(a.bbox.y1, b.bbox.y1) - max(a.bbox.y0, b.bbox.y0)
+    gap = b.bbox.x0 - a.bbox.x1
+    limit = _JOIN_EM * max(a.height, b.height)
+    return height > 0 and overlap >= 0.5 * height and -limit <= gap <= limit
+
+
+def _mark_cells(lines: list[_Line]) -> list[_Line]:
+    """Flag short lines that share a row with another short line (table cells).
+
+    Cells stay single blocks, so a table reads row by row instead of being stacked
+    into one "paragraph" per column; long lines side by side are text columns.
+    """
+    short = [line for line in lines if len(line.text) < _CELL_MAX_CHARS]
+    rows: dict[int, list[_Line]] = {}
+    for line in short:
+        rows.setdefault(round(line.bbox.y1 / 2), []).append(line)
+    for line in short:
+        key = round(line.bbox.y1 / 2)
+        neighbours = [n for k in (key - 1, key, key + 1) for n in rows.get(k, [])]
+        line.cell = any(n is not line and _same_row(n.bbox, line.bbox) for n in neighbours)
+    return lines
+
+
+def _same_row(a: BBox, b: BBox) -> bool:
+    overlap = min(a.y1, b.y1) - max(a.y0, b.y0)
+    return overlap >= 0.5 * min(a.y1 - a.y0, b.y1 - b.y0) and (a.x1 <= b.x0 or b.x1 <= a.x0)
+
+
+def _paragraphs(lines: list[_Line]) -> list[_Para]:
+    """Stack lines into paragraphs: same column, small gap, same font size.
+
+    Lines come top to bottom; a paragraph whose last line is already far above the
+    current line is closed, so the search stays short on pages with thousands of runs.
+    """
+    paras: list[_Para] = []
+    open_paras: list[_Para] = []
+    for line in sorted(lines, key=lambda ln: (ln.bbox.y0, ln.bbox.x0)):
+        open_paras = [p for p in open_paras if not _closed(p, line)]
+        target = next((p for p in reversed(open_paras) if _continues(p, line)), None)
+        if target is None:
+            target = _Para([line])
+            paras.append(target)
+            open_paras.append(target)
+        else:
+            target.add(line)
+    return paras
+
+
+def _closed(para: _Para, line: _Line) -> bool:
+    last = para.lines[-1]
+    return line.bbox.y0 - last.bbox.y1 > _PARAGRAPH_GAP * max(last.height, line.height)
+
+
+def _continues(para: _Para, line: _Line) -> bool:
+    last = para.lines[-1]
+    height = max(last.height, line.height)
+    gap = line.bbox.y0 - last.bbox.y1
+    overlap = min(last.bbox.x1, line.bbox.x1) - max(last.bbox.x0, line.bbox.x0)
+    narrower = min(last.bbox.x1 - last.bbox.x0, line.bbox.x1 - line.bbox.x0)
+    return (
+        height > 0
+        and not (line.cell or last.cell)
+        and -0.5 * height <= gap <= _PARAGRAPH_GAP * height
+        and overlap >= 0.3 * narrower
+        and _similar_size(last.size, line.size)
+    )
+
+
+def _similar_size(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return max(a, b) <= _HEADER_RATIO * min(a, b)
+
+
+def _blocks(paras: list[_Para], body_size: float | None) -> list[Block]:
+    ordered = _xy_order(paras)
+    return [
+        Block(label=_label(p, body_size), bbox=p.bbox, content=_join(p.lines), order=i)
+        for i, p in enumerate(ordered)
+    ]
+
+
+def _label(para: _Para, body_size: float | None) -> str:
+    sizes = [line.size for line in para.lines if line.size is not None]
+    if body_size and sizes and min(sizes) >= _HEADER_RATIO * body_size and len(para.lines) <= 3:
+        return Label.SECTION_HEADER.value
+    return Label.TEXT.value
+
+
+def _join(lines: Iterable[_Line]) -> str:
+    out = ""
+    for line in lines:
+        if out.endswith(_BREAK_HYPHENS):
+            out = out[:-1] + line.text
+        else:
+            out = f"{out} {line.text}" if out else line.text
+    return _clean(out)
+
+
+def _xy_order(paras: list[_Para], depth: int = 0) -> list[_Para]:
+    """Reading order by recursive XY cut.
+
+    Columns are cut first when every side holds real paragraphs (two-column text);
+    otherwise horizontal bands are cut first, so table rows read across; consecutive
+    bands that share a column gap are one section (:func:`_sections`), so a full-width
+    title over two columns whose headings line up across the gutter does not make the
+    page read row by row. Deep cuts (pathological layouts) fall back to top-to-bottom
+    order.
+    """
+    if len(paras) <= 1 or depth > _MAX_CUT_DEPTH:
+        return sorted(paras, key=lambda p: (p.bbox.y0, p.bbox.x0))
+    columns = _cut(paras, vertical=True)
+    bands = _cut(paras, vertical=False)
+    if len(columns) > 1 and all(any(len(p.lines) > 1 for p in col) for col in columns):
+        groups = columns
+    elif len(bands) > 1:
+        sections = _sections(bands)
+        groups = sections if len(sections) > 1 else bands  # one section: rows of a table
+    elif len(columns) > 1:
+        groups = columns
+    else:
+        return sorted(paras, key=lambda p: (p.bbox.y0, p.bbox.x0))
+    return [para for group in groups for para in _xy_order(group, depth + 1)]
+
+
+def _sections(bands: list[list[_Para]]) -> list[list[_Para]]:
+    """Consecutive bands joined while each splits into columns and so do they together
+    (their gutters line up): a stretch of two-column text whose headings or equations
+    sit level across the gutter, to be cut into columns next. A band spanning the page
+    (a title, a wide figure) ends the stretch. With a single band nothing changes.
+
+    A stretch whose numbered items ("1.", "2.", ...) run in order across the rows and
+    out of order down the columns is a grid of items the author numbered row by row:
+    its bands stay apart (read across), as the numbers say."""
+    if len(bands) < 2:
+        return bands
+    runs: list[list[list[_Para]]] = []
+    split_last = False
+    for band in bands:
+        split = len(_cut(band, vertical=True)) > 1
+        if runs and split and split_last and len(
+                _cut([p for b in runs[-1] for p in b] + band, vertical=True)) > 1:
+            runs[-1].append(band)
+        else:
+            runs.append([band])
+        split_last = split
+    out: list[list[_Para]] = []
+    for run in runs:
+        if len(run) > 1 and _numbered_across(run):
+            out += run
+        else:
+            out.append([p for b in run for p in b])
+    return out
+
+
+_ITEM_NUMBER = re.compile(r"^\s*(\d{1,3})[.)]\s")
+
+
+def _numbered_across(run: list[list[_Para]]) -> bool:
+    """Whether the numbered paragraphs of these bands count up row by row (left to right
+    in each band) but not column by column."""
+    def numbers(paras: list[_Para]) -> list[int]:
+        found = (_ITEM_NUMBER.match(p.lines[0].text) for p in paras)
+        return [int(m.group(1)) for m in found if m]
+
+    across = numbers([p for band in run for p in sorted(band, key=lambda q: q.bbox.x0)])
+    columns = _cut([p for band in run for p in band], vertical=True)
+    down = numbers([p for col in columns for p in sorted(col, key=lambda q: q.bbox.y0)])
+
+    def rising(values: list[int]) -> bool:
+        return all(a < b for a, b in zip(values, values[1:], strict=False))
+
+    return len(across) >= 3 and rising(across) and not rising(down)
+
+
+def _cut(paras: list[_Para], *, vertical: bool) -> list[list[_Para]]:
+    """Split where no paragraph covers a stretch of the x (vertical) or y axis."""
+
+    def span(p: _Para) -> tuple[float, float]:
+        box = p.bbox
+        return (box.x0, box.x1) if vertical else (box.y0, box.y1)
+
+    groups: list[list[_Para]] = []
+    reach = -math.inf
+    for para in sorted(paras, key=lambda p: span(p)[0]):
+        start, end = span(para)
+        if groups and start < reach:
+            groups[-1].append(para)
+        else:
+            groups.append([para])
+        reach = max(reach, end)
+    return groups
