@@ -253,12 +253,10 @@ def lancedb_store(args: argparse.Namespace) -> Iterator[Bench]:
     import lancedb
 
     from bench.s3_like import start_s3_like_server
-    from folio.stores.lancedb_store import (
-        LanceDBStore,
-        LanceTuning,
-        chunk_schema,
-        lance_storage_options,
-    )
+    from folio.stores.lance_s3 import lance_storage_options
+    from folio.stores.lance_schema import chunk_schema
+    from folio.stores.lance_tuning import LanceTuning
+    from folio.stores.lancedb_store import LanceDBStore
 
     # moto lost a part of a 1.4 GB bulk-load upload with lance's 10 parts at once on a
     # loaded 2-core host ("Missing part"); fewer at once (bulk files only: a measured

@@ -235,7 +235,7 @@ def audit(client: Any, s3: Any, sources: list[str], config_hash: str) -> dict[st
 
     from folio.claims import ClaimLedger
     from folio.io.s3 import ObjectRef, head_object
-    from folio.stores.lancedb_store import lance_storage_options
+    from folio.stores.lance_s3 import lance_storage_options
 
     ledger = ClaimLedger.for_output(f"s3://{BUCKET}/out", s3, config_hash)
     done_names = ledger.done_names()

@@ -14,7 +14,8 @@ from lancedb.table import LanceTable
 
 from folio.config import StoreSettings
 from folio.stores.base import DocumentVectors
-from folio.stores.lancedb_store import LanceDBStore, LanceTuning
+from folio.stores.lance_tuning import LanceTuning
+from folio.stores.lancedb_store import LanceDBStore
 from tests.store_data import chunks, vectors
 
 DIM = 16

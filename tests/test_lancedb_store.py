@@ -11,7 +11,9 @@ from folio.config import S3Settings, StoreSettings
 from folio.errors import ConfigError
 from folio.stores import NullStore, default_vector_uri, open_store
 from folio.stores.base import DocumentVectors, VectorStore
-from folio.stores.lancedb_store import LanceDBStore, chunk_schema, lance_storage_options
+from folio.stores.lance_s3 import lance_storage_options
+from folio.stores.lance_schema import chunk_schema
+from folio.stores.lancedb_store import LanceDBStore
 from tests.store_data import DIM, chunks, vectors
 
 
@@ -113,7 +115,7 @@ def test_search_sees_its_own_writes_at_once_and_others_within_the_staleness(
     ``search_staleness_s``."""
     import time
 
-    from folio.stores.lancedb_store import LanceTuning
+    from folio.stores.lance_tuning import LanceTuning
 
     uri = str(tmp_path / "v")
     mine = LanceDBStore(uri, dim=DIM, tuning=LanceTuning(search_staleness_s=0.5))

@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from folio.stores.base import DocumentVectors
-from folio.stores.lancedb_store import LanceDBStore, LanceTuning, lance_storage_options
+from folio.stores.lance_s3 import lance_storage_options
+from folio.stores.lance_tuning import LanceTuning
+from folio.stores.lancedb_store import LanceDBStore
 from folio.stores.upkeep import Upkeep
 from tests.s3_server import S3Server
 from tests.store_data import chunks, vectors

@@ -69,7 +69,7 @@ def processings(corpus: dict[str, Any], out: str) -> Counter[str]:
 def vector_rows(corpus: dict[str, Any], out: str) -> Any:
     import lancedb
 
-    from folio.stores.lancedb_store import lance_storage_options
+    from folio.stores.lance_s3 import lance_storage_options
 
     db = lancedb.connect(f"s3://{corpus['bucket']}/{out}/_vectors",
                          storage_options=lance_storage_options(corpus["s3"]))

@@ -42,7 +42,9 @@ def open_store(
     if settings.kind == "none":
         return NullStore()
     if settings.kind == "lancedb":
-        from folio.stores.lancedb_store import LanceDBStore, LanceTuning, lance_storage_options
+        from folio.stores.lance_s3 import lance_storage_options
+        from folio.stores.lance_tuning import LanceTuning
+        from folio.stores.lancedb_store import LanceDBStore
 
         uri = settings.uri or default_uri
         scheme, sep, _ = uri.partition("://")

@@ -26,12 +26,10 @@ IVF_SQ, not IVF_PQ: on 2 cores PQ training took 77-134 s per 100k 384-dim rows, 
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -39,20 +37,20 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from folio.config import S3Settings, StoreSettings
 from folio.errors import ConfigError, StorageError
 from folio.models import Chunk
 from folio.stores.base import (
     DocumentVectors,
     batch_label,
-    box_records,
     check_batch,
     legacy_hit,
 )
 from folio.stores.lance_import import import_lancedb
+from folio.stores.lance_schema import _RESULT_COLUMNS, _rows, chunk_schema
+from folio.stores.lance_tuning import LanceTuning
 from folio.stores.upkeep import Upkeep
 
-__all__ = ["LanceDBStore", "LanceTuning", "chunk_schema", "lance_storage_options"]
+__all__ = ["LanceDBStore"]
 
 log = logging.getLogger(__name__)
 
@@ -62,148 +60,9 @@ _VECTOR_INDEX_NAME = re.compile(r"vector_ivf_(\d+)p")
 #: columns the write path filters on: ``id`` (upsert join), ``doc_id`` (stale-row delete)
 _SCALAR_INDEXED = ("id", "doc_id")
 
-_RESULT_COLUMNS = [
-    "id",
-    "doc_id",
-    "source",
-    "chunk_index",
-    "kind",
-    "text",
-    "page_start",
-    "page_end",
-    "headings",
-    "boxes",
-]
-
-
-#: where a chunk's text lies: page from 1, box in PDF points (top-left origin). Tables
-#: written before pages counted from 1 hold a JSON string here (:func:`legacy_hit`)
-BOXES_TYPE = pa.list_(pa.struct([
-    pa.field("page", pa.int32()),
-    pa.field("x0", pa.float64()),
-    pa.field("y0", pa.float64()),
-    pa.field("x1", pa.float64()),
-    pa.field("y1", pa.float64()),
-]))
-
-
-def chunk_schema(dim: int) -> pa.Schema:
-    """Explicit schema: a fixed-size float32 vector column is what LanceDB indexes."""
-    return pa.schema(
-        [
-            pa.field("id", pa.string(), nullable=False),
-            pa.field("doc_id", pa.string(), nullable=False),
-            pa.field("source", pa.string()),
-            pa.field("chunk_index", pa.int32()),
-            pa.field("kind", pa.string()),
-            pa.field("text", pa.string()),
-            pa.field("page_start", pa.int32()),
-            pa.field("page_end", pa.int32()),
-            pa.field("headings", pa.list_(pa.string())),
-            pa.field("boxes", BOXES_TYPE),  # folio.stores.base.box_records
-            pa.field("vector", pa.list_(pa.float32(), dim)),
-        ]
-    )
-
-
-def lance_storage_options(s3: S3Settings) -> dict[str, str]:
-    """object_store options for an ``s3://`` URI, mirroring :func:`folio.io.s3.make_client`.
-
-    Unset values are left to object_store's own env lookup; a named profile is resolved
-    through boto3 (object_store has no profile support).
-    """
-    opts: dict[str, str] = {}
-    endpoint = (
-        s3.endpoint_url
-        or os.environ.get("AWS_ENDPOINT_URL_S3")
-        or os.environ.get("AWS_ENDPOINT_URL")
-    )
-    if endpoint:
-        opts["aws_endpoint"] = endpoint
-        opts["allow_http"] = str(endpoint.startswith("http://")).lower()
-    region = s3.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    if region:
-        opts["aws_region"] = region
-    elif endpoint:
-        opts["aws_region"] = "us-east-1"  # S3 clones ignore it, but signing needs one
-    if s3.access_key_id and s3.secret_access_key is not None:
-        opts["aws_access_key_id"] = s3.access_key_id
-        opts["aws_secret_access_key"] = s3.secret_access_key.get_secret_value()
-        if s3.session_token is not None:
-            opts["aws_session_token"] = s3.session_token.get_secret_value()
-    elif s3.profile:
-        opts.update(_profile_credentials(s3.profile))
-    return opts
-
-
-def _profile_credentials(profile: str) -> dict[str, str]:
-    import boto3
-    from botocore.exceptions import BotoCoreError
-
-    try:
-        creds = boto3.session.Session(profile_name=profile).get_credentials()
-    except BotoCoreError as exc:
-        raise ConfigError(f"AWS profile {profile!r}: {type(exc).__name__}") from None
-    if creds is None:
-        raise ConfigError(f"AWS profile {profile!r} has no credentials")
-    frozen = creds.get_frozen_credentials()
-    opts = {"aws_access_key_id": frozen.access_key, "aws_secret_access_key": frozen.secret_key}
-    if frozen.token:
-        opts["aws_session_token"] = frozen.token
-    return opts
-
 
 def _sql_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
-
-
-def _rows(chunks: list[Chunk], vectors: npt.NDArray[np.float32], schema: pa.Schema) -> pa.Table:
-    dim = vectors.shape[1]
-    flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
-    columns = {
-        "id": [c.id for c in chunks],
-        "doc_id": [c.doc_id for c in chunks],
-        "source": [c.source for c in chunks],
-        "chunk_index": [c.index for c in chunks],
-        "kind": [c.kind for c in chunks],
-        "text": [c.text for c in chunks],
-        "page_start": [c.page_start for c in chunks],
-        "page_end": [c.page_end for c in chunks],
-        "headings": [c.headings for c in chunks],
-        "boxes": [box_records(c) for c in chunks],
-    }
-    arrays = [pa.array(columns[f.name], type=f.type) for f in schema if f.name != "vector"]
-    arrays.append(pa.FixedSizeListArray.from_arrays(flat, dim))
-    return pa.Table.from_arrays(arrays, schema=schema)
-
-
-@dataclass(frozen=True)
-class LanceTuning:
-    """Maintenance schedule and ANN search knobs (see :class:`~folio.config.StoreSettings`)."""
-
-    maintain_every_writes: int = 20
-    maintain_retry_s: float = 30.0
-    keep_versions: timedelta = timedelta(minutes=10)
-    ann_index_min_rows: int = 10_000
-    ann_rows_per_partition: int = 4096
-    ann_nprobes: int = 20
-    ann_refine_factor: int = 0
-    search_staleness_s: float = 1.0
-    prewarm_index: bool = True
-
-    @classmethod
-    def from_settings(cls, settings: StoreSettings) -> LanceTuning:
-        return cls(
-            maintain_every_writes=settings.maintain_every_writes,
-            maintain_retry_s=settings.maintain_retry_s,
-            keep_versions=timedelta(seconds=settings.keep_versions_s),
-            ann_index_min_rows=settings.ann_index_min_rows,
-            ann_rows_per_partition=settings.ann_rows_per_partition,
-            ann_nprobes=settings.ann_nprobes,
-            ann_refine_factor=settings.ann_refine_factor,
-            search_staleness_s=settings.search_staleness_s,
-            prewarm_index=settings.prewarm_index,
-        )
 
 
 class LanceDBStore:

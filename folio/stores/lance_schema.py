@@ -1,0 +1,81 @@
+"""The LanceDB chunk table's shape: its Arrow schema, a batch's rows, the columns read back.
+
+Why: :mod:`folio.stores.lancedb_store` is about writing, upkeep and searching; what a row
+of the table holds (a fixed-size float32 vector column LanceDB can index, a chunk's
+boxes as a list of structs) is one concern of its own, read by the store and by the
+benchmarks that build tables outside it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from folio.models import Chunk
+from folio.stores.base import box_records
+
+__all__ = ["BOXES_TYPE", "chunk_schema"]
+
+_RESULT_COLUMNS = [
+    "id",
+    "doc_id",
+    "source",
+    "chunk_index",
+    "kind",
+    "text",
+    "page_start",
+    "page_end",
+    "headings",
+    "boxes",
+]
+
+
+#: where a chunk's text lies: page from 1, box in PDF points (top-left origin). Tables
+#: written before pages counted from 1 hold a JSON string here (:func:`legacy_hit`)
+BOXES_TYPE = pa.list_(pa.struct([
+    pa.field("page", pa.int32()),
+    pa.field("x0", pa.float64()),
+    pa.field("y0", pa.float64()),
+    pa.field("x1", pa.float64()),
+    pa.field("y1", pa.float64()),
+]))
+
+
+def chunk_schema(dim: int) -> pa.Schema:
+    """Explicit schema: a fixed-size float32 vector column is what LanceDB indexes."""
+    return pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("doc_id", pa.string(), nullable=False),
+            pa.field("source", pa.string()),
+            pa.field("chunk_index", pa.int32()),
+            pa.field("kind", pa.string()),
+            pa.field("text", pa.string()),
+            pa.field("page_start", pa.int32()),
+            pa.field("page_end", pa.int32()),
+            pa.field("headings", pa.list_(pa.string())),
+            pa.field("boxes", BOXES_TYPE),  # folio.stores.base.box_records
+            pa.field("vector", pa.list_(pa.float32(), dim)),
+        ]
+    )
+
+
+def _rows(chunks: list[Chunk], vectors: npt.NDArray[np.float32], schema: pa.Schema) -> pa.Table:
+    dim = vectors.shape[1]
+    flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
+    columns = {
+        "id": [c.id for c in chunks],
+        "doc_id": [c.doc_id for c in chunks],
+        "source": [c.source for c in chunks],
+        "chunk_index": [c.index for c in chunks],
+        "kind": [c.kind for c in chunks],
+        "text": [c.text for c in chunks],
+        "page_start": [c.page_start for c in chunks],
+        "page_end": [c.page_end for c in chunks],
+        "headings": [c.headings for c in chunks],
+        "boxes": [box_records(c) for c in chunks],
+    }
+    arrays = [pa.array(columns[f.name], type=f.type) for f in schema if f.name != "vector"]
+    arrays.append(pa.FixedSizeListArray.from_arrays(flat, dim))
+    return pa.Table.from_arrays(arrays, schema=schema)
