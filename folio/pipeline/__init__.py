@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from folio.io.sources import SourceRef
 from folio.models import DocumentResult
+from folio.pipeline.limits import SchedulerLimits, ocr_concurrency
 from folio.pipeline.load import load_document
 from folio.pipeline.outcome import page_failed, quarantine
 from folio.pipeline.pages import clip_blocks, page_problem, process_page
@@ -29,7 +30,7 @@ from folio.pipeline.prepare import (
     sha256_file,
     start_document,
 )
-from folio.pipeline.scheduler import PageScheduler, SchedulerLimits, ocr_concurrency
+from folio.pipeline.scheduler import PageScheduler
 from folio.pipeline.services import Services
 from folio.pipeline.validate import decide_outcome, validate_document
 

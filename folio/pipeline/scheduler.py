@@ -52,19 +52,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from folio import progress
-from folio.config import PipelineConfig
-from folio.engines.base import GENERATIVE_ENGINES
-from folio.gpu.vllm_server import configured_endpoints
 from folio.io.sources import SourceRef
 from folio.models import DocumentResult, PagePrep, PageResult
+from folio.pipeline.limits import SchedulerLimits
 from folio.pipeline.outcome import page_failed, quarantine
+from folio.pipeline.page_jobs import needs_engine, worker_jobs
 from folio.pipeline.pages import discard_image, process_page
 from folio.pipeline.prepare import PreparedDocument
 from folio.pipeline.services import Services
-from folio.route import route_page
 
 if TYPE_CHECKING:
     from folio.pdf.page_worker import WorkerJob
@@ -76,76 +74,6 @@ log = logging.getLogger(__name__)
 FIRST_PAGE_ESTIMATE = 512 * 1024
 
 Prepare = Callable[[SourceRef], "PreparedDocument | DocumentResult"]
-
-
-class SchedulerLimits(BaseModel):
-    """How much of each kind of work runs at once (derived from the configuration)."""
-
-    ocr_concurrency: int = Field(ge=1, description="requests at the engine at once (its "
-                                 "in-flight budget; a CPU engine's pages at once)")
-    ocr_threads: int = Field(ge=1, description="pages in the engine ladder at once: the "
-                             "budget and the pages encoded or parsed outside a request")
-    render_workers: int = Field(ge=1, description="page-worker children at once")
-    render_burst: int = Field(ge=1, description="page-worker children at once while the "
-                              "engine is short of pages")
-    prepare_workers: int = Field(ge=1, description="documents being prepared at once")
-    prepare_burst: int = Field(ge=1, description="documents being prepared at once while "
-                               "the engine is short of pages (no page waiting, the ladder "
-                               "below its budget)")
-    pages_per_worker: int = Field(ge=1)
-    image_budget_bytes: int = Field(ge=1, description="rendered images waiting on disk")
-    watermark_pages: int = Field(ge=1, description="pages waiting or rendering before render "
-                                 "pauses; admit documents below this many near pages")
-    max_documents: int = Field(ge=1, description="documents admitted and not finished")
-
-    @classmethod
-    def from_config(cls, config: PipelineConfig) -> SchedulerLimits:
-        limits = config.limits
-        ocr = ocr_concurrency(config)
-        return cls(
-            ocr_concurrency=ocr,
-            ocr_threads=ocr_threads(config),
-            render_workers=limits.render_workers,
-            render_burst=max(limits.render_workers, limits.render_burst_workers),
-            prepare_workers=limits.document_concurrency,
-            # preparing is mostly child processes (probe, Ghostscript): when many short
-            # documents come first, it is what the engine waits on; like rendering, it
-            # may then take the cores a served engine leaves idle
-            prepare_burst=max(2 * limits.document_concurrency, limits.render_burst_workers),
-            pages_per_worker=limits.pages_per_worker,
-            image_budget_bytes=limits.prepared_image_mb * 1024 * 1024,
-            # enough ready pages to refill the engine twice over while more render
-            watermark_pages=max(2 * ocr, 4 * limits.pages_per_worker),
-            max_documents=max(8, 2 * ocr, 4 * limits.document_concurrency),
-        )
-
-
-def ocr_concurrency(config: PipelineConfig) -> int:
-    """Pages in the ladder at once: a generative engine's in-flight budget (the requests
-    it keeps at each server, times its servers), else the CPU page concurrency."""
-    if config.ocr.engine in GENERATIVE_ENGINES:
-        return max(config.ocr.in_flight, 1) * server_count(config)
-    return max(config.limits.page_concurrency, 1)
-
-
-def ocr_threads(config: PipelineConfig) -> int:
-    """Pages in the ladder at once. A generative engine's request slots are taken inside
-    the engine (a semaphore per server, or the dispatcher's per-engine budgets), so the
-    ladder keeps a quarter more pages (at least two): those are encoded and waiting for a
-    slot, or parsing an answer that already gave its slot back. With exactly one thread
-    per slot, a page's client-side time (reading and encoding its image, parsing the
-    answer, and waiting for the GIL while documents are validated and loaded) left a slot
-    empty at the server for as long. ``limits.ocr_extra_pages`` sets the extra pages."""
-    budget = ocr_concurrency(config)
-    if config.ocr.engine not in GENERATIVE_ENGINES:
-        return budget
-    extra = config.limits.ocr_extra_pages
-    return budget + (max(2, budget // 4) if extra is None else extra)
-
-
-def server_count(config: PipelineConfig) -> int:
-    """The servers a generative engine spreads pages over (at least one)."""
-    return max(1, len(configured_endpoints(config.ocr)))
 
 
 class QueueSample(BaseModel):
@@ -546,14 +474,6 @@ class PageScheduler:
             log.exception("per-page work for %s failed", doc.source)
 
 
-def needs_engine(page: PagePrep, config: PipelineConfig) -> bool:
-    """Whether the page goes up the engine ladder (else its text layer, or its error,
-    is its result, and it takes no engine slot)."""
-    if page.error:
-        return False
-    return route_page(page, config.route).kind not in ("text-layer", "none")
-
-
 def _image_size(page: PagePrep) -> int:
     if not page.image_path:
         return 0
@@ -561,28 +481,3 @@ def _image_size(page: PagePrep) -> int:
         return os.path.getsize(page.image_path)
     except OSError:
         return 0
-
-
-def worker_jobs(prep: PreparedDocument, config: PipelineConfig) -> list[WorkerJob]:
-    """The document's pages in batches, one page-worker child each."""
-    from folio.pdf.page_worker import WorkerJob
-
-    doc = prep.result
-    size = config.limits.pages_per_worker
-    return [
-        WorkerJob(
-            pdf=prep.pdf,
-            text_pdf=prep.text_pdf,
-            password=None if doc.repaired else config.password,
-            pages=list(range(start, min(start + size, doc.page_count))),
-            out_dir=Path(prep.work_dir) / "pages",
-            render_settings=config.render,
-            route_settings=config.route,
-            render="untrusted" if config.route.mode == "auto" else "all",
-            memory_mb=config.limits.worker_memory_mb,
-            timeout_s=config.limits.document_timeout_s,
-            layout=config.active_layout(),
-            ocr_resolution=config.ocr.engine == "tesseract",
-        )
-        for start in range(0, doc.page_count, size)
-    ]
