@@ -23,15 +23,14 @@ import httpx
 import pytest
 
 from folio.errors import EngineUnavailableError
+from folio.gpu.inflight_slots import SlotSemaphore, slot_semaphore
+from folio.gpu.vllm_server import probe_server
 from folio.gpu.shared_server import (
     SharedServerSpec,
-    SlotSemaphore,
     acquire,
     pid_alive,
     read_state,
-    slot_semaphore,
 )
-from folio.gpu.vllm_server import probe_server
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE = str(Path(__file__).parent / "openai_fake.py")
@@ -210,7 +209,7 @@ def test_server_that_exits_at_once_fails_fast_with_its_log(
 SLOT_WORKER = """
 import fcntl, json, random, sys, threading, time
 from pathlib import Path
-from folio.gpu.shared_server import slot_semaphore
+from folio.gpu.inflight_slots import slot_semaphore
 state_dir, counter = Path(sys.argv[1]), Path(sys.argv[2])
 sem = slot_semaphore(state_dir, "k", 4)
 
@@ -257,7 +256,7 @@ def test_slot_semaphore_bounds_threads_of_several_processes(tmp_path: Path) -> N
 HOLD_SLOTS = """
 import sys, time
 from pathlib import Path
-from folio.gpu.shared_server import slot_semaphore
+from folio.gpu.inflight_slots import slot_semaphore
 sem = slot_semaphore(Path(sys.argv[1]), "k", 3)
 for _ in range(3):
     assert sem.acquire(timeout=5)
