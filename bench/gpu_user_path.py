@@ -58,7 +58,7 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 # another thread can deadlock on a module lock
 import httpx
 
-from folio.gpu.vllm_server import read_metrics
+from folio.gpu.server_probe import read_metrics
 
 #: token counts of real answers: olmOCR 2's answers to its bench pages
 #: (../shared/corpus/olmocr/bench_answers, front matter put back as it answers), UTF-8 bytes

@@ -19,7 +19,8 @@ from folio.engines.openai_engine import (
 )
 from folio.engines.openai_wire import encode_image
 from folio.errors import BadOutputError, ConfigError, EngineUnavailableError
-from folio.gpu.vllm_server import RemoteEndpoint, free_port, register_endpoint, unregister_endpoint
+from folio.gpu.server_probe import free_port
+from folio.gpu.vllm_server import RemoteEndpoint, register_endpoint, unregister_endpoint
 from folio.models import PagePrep
 from folio.presets import get_preset
 from tests.openai_fake import FakeServer

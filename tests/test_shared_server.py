@@ -24,7 +24,7 @@ import pytest
 
 from folio.errors import EngineUnavailableError
 from folio.gpu.inflight_slots import SlotSemaphore, slot_semaphore
-from folio.gpu.vllm_server import probe_server
+from folio.gpu.server_probe import probe_server
 from folio.gpu.shared_server import (
     SharedServerSpec,
     acquire,

@@ -26,8 +26,9 @@ from folio.config import PipelineConfig
 from folio.engines.openai_engine import OpenAIEngine
 from folio.errors import ConfigError, EngineUnavailableError
 from folio.gpu.preflight import QWEN3_VL_8B_CONFIG
+from folio.gpu.server_probe import probe_server
 from folio.gpu.shared_server import SharedEndpoint
-from folio.gpu.vllm_server import VLLMServer, active_endpoint, probe_server
+from folio.gpu.vllm_server import VLLMServer, active_endpoint
 from folio.models import PagePrep
 from folio_prefect.flows.vllm_runner import VLLMTaskRunner, current_endpoint
 from tests.openai_fake import FakeServer

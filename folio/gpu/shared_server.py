@@ -44,7 +44,7 @@ from pydantic import BaseModel, Field
 
 from folio.errors import EngineUnavailableError
 from folio.gpu.inflight_slots import SlotSemaphore, slot_semaphore
-from folio.gpu.vllm_server import probe_server, read_metrics
+from folio.gpu.server_probe import probe_server, read_metrics
 from folio.process_files import flocked, pid_alive, proc_start_time, write_atomic
 
 log = logging.getLogger(__name__)

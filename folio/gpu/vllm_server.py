@@ -20,9 +20,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,9 +32,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Protocol, Self
 
-import httpx
-
 from folio.errors import EngineUnavailableError
+from folio.gpu.server_probe import free_port, probe_server, read_metrics
 
 if TYPE_CHECKING:
     from folio.config import OcrSettings
@@ -51,7 +48,6 @@ _LAUNCHER = (
     "if os.getppid()!=int(sys.argv[1]):\n sys.exit(70)\n"
     "os.execvp(sys.argv[2],sys.argv[2:])\n"
 )
-_PROM_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEnaNIf]+)")
 
 
 class Endpoint(Protocol):
@@ -120,78 +116,6 @@ def configured_endpoints(ocr: OcrSettings) -> list[Endpoint]:
                 for url in urls]
     active = active_endpoint()
     return endpoint_members(active) if active is not None else []
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Prometheus text -> {metric name: value summed over label sets}.
-
-    Example:
-        >>> parse_prometheus('vllm:num_requests_running{model_name="m"} 3.0\\n# HELP x\\n')
-        {'vllm:num_requests_running': 3.0}
-    """
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        match = _PROM_LINE.match(line)
-        if match:
-            try:
-                out[match.group(1)] = out.get(match.group(1), 0.0) + float(match.group(3))
-            except ValueError:
-                continue
-    return out
-
-
-def _root(base_url: str) -> str:
-    return base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url.rstrip("/")
-
-
-def probe_server(base_url: str, timeout_s: float = 2.0) -> tuple[bool, str | None]:
-    """(healthy, first served model id): ``/health`` 200 and ``/v1/models`` answers."""
-    root = _root(base_url)
-    try:
-        with httpx.Client(timeout=timeout_s) as client:
-            health = client.get(f"{root}/health")
-            if health.status_code != 200:
-                return False, None
-            models = client.get(f"{root}/v1/models")
-            if models.status_code != 200:
-                return False, None
-            data = models.json().get("data") or []
-            return True, (str(data[0]["id"]) if data else None)
-    except (httpx.HTTPError, ValueError, KeyError):
-        return False, None
-
-
-def read_metrics(base_url: str, timeout_s: float = 2.0,
-                 client: httpx.Client | None = None) -> dict[str, float]:
-    """vLLM's gauges from ``/metrics``; ``running``/``waiting``/``kv_cache_usage`` added
-    as short names. Empty when the endpoint has no metrics. Callers that poll pass a
-    ``client``: a new one per call builds an SSL context each time (about 20 ms of CPU)."""
-    try:
-        url = f"{_root(base_url)}/metrics"
-        response = (client.get(url, timeout=timeout_s) if client is not None
-                    else httpx.get(url, timeout=timeout_s))
-    except httpx.HTTPError:
-        return {}
-    if response.status_code != 200:
-        return {}
-    values = parse_prometheus(response.text)
-    short = {
-        "running": "vllm:num_requests_running",
-        "waiting": "vllm:num_requests_waiting",
-        "kv_cache_usage": "vllm:kv_cache_usage_perc",
-    }
-    for name, metric in short.items():
-        if metric in values:
-            values[name] = values[metric]
-    if "kv_cache_usage" not in values and "vllm:gpu_cache_usage_perc" in values:
-        values["kv_cache_usage"] = values["vllm:gpu_cache_usage_perc"]
-    return values
 
 
 class RemoteEndpoint:
