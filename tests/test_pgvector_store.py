@@ -21,7 +21,8 @@ from folio.errors import ConfigError, StorageError
 from folio.stores import open_store
 from folio.stores.base import DocumentVectors, VectorStore
 from folio.stores.lancedb_store import LanceDBStore
-from folio.stores.pgvector_store import PgVectorStore, redact_dsn
+from folio.stores.pg_dsn import redact_dsn
+from folio.stores.pgvector_store import PgVectorStore
 from tests.store_data import DIM, chunks, vectors
 
 SECRET = "s3cret-pw/never+shown"

@@ -17,3 +17,41 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from folio.errors import ConfigError
 
 __all__ = ["redact_dsn"]
+
+#: connection parameters shown in names and errors; everything else may be a secret
+_SHOWN_PARAMS = ("host", "hostaddr", "port", "dbname", "user")
+_SECRET_PARAMS = ("password", "sslpassword")
+
+
+def redact_dsn(dsn: str) -> str:
+    """Host, port, database and user of ``dsn`` as a conninfo string: never a password.
+
+    Raises:
+        ConfigError: ``dsn`` is not a PostgreSQL URI or ``key=value`` string (the message
+            does not echo it, since it may hold a password).
+    """
+    return _shown(_parse_dsn(dsn))
+
+
+def _shown(params: dict[str, Any]) -> str:
+    return make_conninfo(**{k: v for k, v in params.items() if k in _SHOWN_PARAMS})
+
+
+def _secret_forms(params: dict[str, Any]) -> list[str]:
+    """Each password as given and URL-encoded (a URI DSN holds the encoded form), longest
+    first so that blanking a shorter form never leaves part of a longer one."""
+    values = [str(params[key]) for key in _SECRET_PARAMS if params.get(key)]
+    forms = {form for v in values for form in (v, quote(v, safe=""), quote_plus(v))}
+    return sorted(forms, key=len, reverse=True)
+
+
+def _parse_dsn(dsn: str) -> dict[str, Any]:
+    if not dsn.strip():
+        raise ConfigError("empty PostgreSQL DSN: set store.uri to postgresql://user@host/db")
+    try:
+        return conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:  # libpq's message quotes the DSN: not shown
+        raise ConfigError(
+            "store.uri is not a PostgreSQL DSN (postgresql://user:password@host:port/db "
+            "or 'host=... dbname=...')"
+        ) from None

@@ -26,20 +26,18 @@ message is built from a redacted copy or scrubbed of it.
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
-from urllib.parse import quote, quote_plus
 
 import numpy as np
 import numpy.typing as npt
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
@@ -52,9 +50,11 @@ from folio.stores.base import (
     check_batch,
     legacy_hit,
 )
+from folio.stores.pg_dsn import _parse_dsn, _secret_forms, _shown
+from folio.stores.pg_schema import _COLUMNS, _vector_text, create_tables
 from folio.stores.upkeep import Upkeep
 
-__all__ = ["PgVectorStore", "redact_dsn"]
+__all__ = ["PgVectorStore"]
 
 log = logging.getLogger(__name__)
 
@@ -62,22 +62,11 @@ T = TypeVar("T")
 
 #: plain identifiers only; 48 characters leave room for the derived index names (63 max)
 _TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}")
-#: connection parameters shown in names and errors; everything else may be a secret
-_SHOWN_PARAMS = ("host", "hostaddr", "port", "dbname", "user")
-_SECRET_PARAMS = ("password", "sslpassword")
-#: advisory lock key (an arbitrary constant) serialising schema changes across processes:
-#: concurrent CREATE ... IF NOT EXISTS can still fail on PostgreSQL's catalog unique keys
-_DDL_LOCK_KEY = 0x466F6C69  # "Foli"
 #: an HNSW scan never yields more rows than hnsw.ef_search (pgvector's default: 40, which
 #: found the query's own chunk first in 64% of searches at 100k rows); the store's
 #: ``ef_search`` is raised to k when k is larger
 _EF_SEARCH_MAX = 1000
-_HNSW_MAX_DIM = 2000  # pgvector 0.6-0.8's limit for an HNSW index on vector(n)
 _CONNECT_TIMEOUT_S = 10
-_COLUMNS = (
-    "id", "doc_id", "source", "chunk_index", "kind", "text",
-    "page_start", "page_end", "headings", "boxes", "vector",
-)  # fmt: skip
 #: the side table's name is the main table's plus this (48 + 6 characters fit in 63)
 _DELTA_SUFFIX = "_delta"
 #: rows an upkeep transaction moves into the HNSW table at most (whole documents, at least
@@ -86,53 +75,6 @@ _MOVE_ROWS = 2000
 #: a store asks for upkeep after this many rows written since it last asked, whatever the
 #: number of writes: the side table is searched exactly, so it must stay small
 _DELTA_ROWS = 10_000
-
-
-def redact_dsn(dsn: str) -> str:
-    """Host, port, database and user of ``dsn`` as a conninfo string: never a password.
-
-    Raises:
-        ConfigError: ``dsn`` is not a PostgreSQL URI or ``key=value`` string (the message
-            does not echo it, since it may hold a password).
-    """
-    return _shown(_parse_dsn(dsn))
-
-
-def _shown(params: dict[str, Any]) -> str:
-    return make_conninfo(**{k: v for k, v in params.items() if k in _SHOWN_PARAMS})
-
-
-def _secret_forms(params: dict[str, Any]) -> list[str]:
-    """Each password as given and URL-encoded (a URI DSN holds the encoded form), longest
-    first so that blanking a shorter form never leaves part of a longer one."""
-    values = [str(params[key]) for key in _SECRET_PARAMS if params.get(key)]
-    forms = {form for v in values for form in (v, quote(v, safe=""), quote_plus(v))}
-    return sorted(forms, key=len, reverse=True)
-
-
-def _parse_dsn(dsn: str) -> dict[str, Any]:
-    if not dsn.strip():
-        raise ConfigError("empty PostgreSQL DSN: set store.uri to postgresql://user@host/db")
-    try:
-        return conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:  # libpq's message quotes the DSN: not shown
-        raise ConfigError(
-            "store.uri is not a PostgreSQL DSN (postgresql://user:password@host:port/db "
-            "or 'host=... dbname=...')"
-        ) from None
-
-
-def _vector_text(row: npt.NDArray[np.float32]) -> str:
-    """pgvector's text input. Nine significant digits parse back to the same float32
-    (FLT_DECIMAL_DIG), and one ``%`` over the row costs a third of a ``repr`` per value:
-    under load this formatting was most of a write's time (1.7 s per 1000 384-dim rows by
-    ``repr``, 0.56 s so)."""
-    return _vector_format(row.shape[0]) % tuple(row.tolist())
-
-
-@functools.cache
-def _vector_format(dim: int) -> str:
-    return "[" + ",".join(["%.9g"] * dim) + "]"
 
 
 class PgVectorStore:
@@ -319,41 +261,7 @@ class PgVectorStore:
         return True
 
     def _create(self, conn: psycopg.Connection[Any]) -> None:
-        t = sql.Identifier(self._table_name)
-        columns = sql.SQL(
-            " id text PRIMARY KEY,"
-            " doc_id text NOT NULL,"
-            " source text,"
-            " chunk_index integer,"
-            " kind text,"
-            " text text,"
-            " page_start integer,"
-            " page_end integer,"
-            " headings jsonb NOT NULL DEFAULT '[]',"
-            " boxes jsonb NOT NULL DEFAULT '[]',"  # folio.stores.base.box_records
-            " vector vector({dim}) NOT NULL"
-        ).format(dim=sql.Literal(self.dim))
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK_KEY,))
-            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            for name in (self._table_name, self.delta_table):
-                conn.execute(
-                    sql.SQL("CREATE TABLE IF NOT EXISTS {t} ({columns})").format(
-                        t=sql.Identifier(name), columns=columns
-                    )
-                )
-                conn.execute(
-                    sql.SQL("CREATE INDEX IF NOT EXISTS {i} ON {t} (doc_id)").format(
-                        i=sql.Identifier(f"{name}_doc_id_idx"), t=sql.Identifier(name)
-                    )
-                )
-            if self.dim > _HNSW_MAX_DIM:
-                return  # pgvector cannot index it: searches scan the table exactly
-            conn.execute(
-                sql.SQL(
-                    "CREATE INDEX IF NOT EXISTS {i} ON {t} USING hnsw (vector vector_cosine_ops)"
-                ).format(i=sql.Identifier(f"{self._table_name}_vector_hnsw_idx"), t=t)
-            )
+        create_tables(conn, self._table_name, self.delta_table, self.dim)
 
     def _lock_documents(self) -> sql.Composed:
         """Every listed document's write lock in one statement, in the order of the lock
