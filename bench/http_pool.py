@@ -1,6 +1,6 @@
 """CPU a GPU request costs folio's HTTP client with hundreds of requests in flight: one
 ``httpx.Client`` for all of them against the engine's default, a client for every
-:data:`~folio.engines.openai_engine.CONNECTIONS_PER_CLIENT` connections, side by side.
+:data:`~folio.engines.endpoint_bounds.CONNECTIONS_PER_CLIENT` connections, side by side.
 
     .venv/bin/python bench/http_pool.py --pdfs ../shared/corpus --requests 3072
 
@@ -50,7 +50,8 @@ def free_port() -> int:
 def run_once(url: str, image: Path, *, clients: int | None, in_flight: int,
              requests: int, delay: float) -> dict[str, Any]:
     """``requests`` pages through one engine from the ladder's threads; CPU and wall."""
-    from folio.engines.openai_engine import OpenAIEngine, client_count
+    from folio.engines.endpoint_bounds import client_count
+    from folio.engines.openai_engine import OpenAIEngine
     from folio.gpu.vllm_server import RemoteEndpoint
     from folio.models import PagePrep
     from folio.presets import get_preset

@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, str, list[str]]] = [
     ("reading", "page reading", ["route", "layer_or_ocr", "answer_gate", "quality", "layout",
                                  "layout_labels", "onnx_session"]),
     ("engines", "engines", ["engines", "parsers"]),
-    ("document", "document assembly", ["table_grid", "running_heads", "caption_order",
+    ("document", "document assembly", ["table_grid", "table_columns", "table_rows", "running_heads", "caption_order",
                                        "chunking", "embeddings"]),
     ("validation", "validation", ["validation", "text_agreement"]),
     ("stores", "vector stores", ["stores"]),

@@ -198,7 +198,7 @@ def test_large_or_odd_images_are_reencoded(tmp_path: Path) -> None:
 
 
 def test_threads_share_one_semaphore_per_endpoint() -> None:
-    from folio.engines.openai_engine import endpoint_semaphore
+    from folio.engines.endpoint_bounds import endpoint_semaphore
 
     url = f"http://127.0.0.1:{free_port()}/v1"
     sems = set()
