@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 #: OCR engines for pages without a trustworthy text layer
-EngineName = Literal["tesseract", "text-layer", "vllm", "openai"]
+EngineName = Literal["tesseract", "text-layer", "vllm", "openai", "rapidocr"]
 #: which pages go to the engine: auto (judge each text layer), ocr (all), text-layer (none)
 RouteMode = Literal["auto", "ocr", "text-layer"]
 
@@ -19,5 +19,7 @@ RouteRequest = Literal["default", "auto", "ocr", "text-layer"]
 ROUTE_REQUESTS: tuple[str, ...] = get_args(RouteRequest)
 #: engines that send pages to a vision-language model (sampling, token budgets, retries)
 GENERATIVE_ENGINES: frozenset[str] = frozenset({"vllm", "openai"})
+#: CPU OCR engines that read a rendered page image (render plan: folio.pdf.ocr_resolution)
+CPU_OCR_ENGINES: frozenset[str] = frozenset({"tesseract", "rapidocr"})
 #: engines whose flow runs own (or share) a vLLM server on this worker's GPUs
 SERVED_ENGINES: frozenset[str] = frozenset({"vllm"})

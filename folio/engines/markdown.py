@@ -6,7 +6,7 @@ from folio.models import Block, Label
 
 #: engines whose page markdown is made from their blocks (a VLM's own markdown is kept):
 #: relabelling their blocks (layout regions, running heads) rebuilds their markdown
-BLOCK_MARKDOWN_ENGINES = frozenset({"text-layer", "tesseract"})
+BLOCK_MARKDOWN_ENGINES = frozenset({"text-layer", "tesseract", "rapidocr"})
 
 _PREFIX = {Label.TITLE.value: "# ", Label.SECTION_HEADER.value: "## "}
 

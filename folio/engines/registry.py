@@ -22,7 +22,8 @@ def build_engine(name: str, config: PipelineConfig) -> OcrEngine:
     """Build the engine called ``name`` from ``config``.
 
     Raises:
-        ConfigError: unknown name, a missing language pack, or a missing optional module.
+        ConfigError: unknown name, a missing language pack, or a missing optional module
+            (``rapidocr`` without ``folio[rapidocr]``).
         EngineUnavailableError: the engine's program is not installed (``tesseract``).
 
     Example:
@@ -35,6 +36,10 @@ def build_engine(name: str, config: PipelineConfig) -> OcrEngine:
         return TesseractEngine(
             languages=config.ocr.languages, timeout_s=config.limits.page_timeout_s
         )
+    if name == "rapidocr":  # optional: folio[rapidocr]; ConfigError with the hint if absent
+        from folio.engines.rapidocr_engine import RapidOcrEngine
+
+        return RapidOcrEngine()
     if name == "text-layer":
         from folio.engines.text_layer import TextLayerEngine
 
