@@ -11,11 +11,17 @@ then bands), and hands them to the same block builder as Tesseract
 header labels from line heights, confidences, and word boxes for table grids.
 
 Measured by ``bench/ocr_engines.py`` (bench/results/ocr_engines.json) against Tesseract on
-the corpus's scans: Tesseract stays the default (see there and the README).
+the corpus's nine ``linn`` scan pages: word recall 0.958 vs 0.966 (median), sequence
+similarity 0.873 vs 0.979, 10.9 vs 3.2 CPU s a page; Tesseract stays the default. On
+``linn`` this module's reading order lifts sequence similarity from 0.737 (RapidOCR's line
+order) to 0.899.
 
 Not done here, unlike Tesseract: no page-level orientation check (RapidOCR's line
-classifier turns upside-down lines, not pages on their side), and ``ocr.languages`` is
-not used (the wheel's recogniser reads Chinese and English).
+classifier turns upside-down lines, not pages: on OCRmyPDF's ``cardinal``, pages turned
+180 and 270 degrees lose a quarter of their words, and no turned page reads in order), and ``ocr.languages`` is not used (the
+wheel's recogniser reads Chinese and English). The pipeline's finer render for small text
+(``ocr_resolution``) is asked for ``tesseract`` only in folio/pipeline/scheduler.py;
+``CPU_OCR_ENGINES`` in folio.vocabulary is the set meant there.
 
 Example:
     >>> engine = RapidOcrEngine()  # doctest: +SKIP
