@@ -35,6 +35,7 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 
+from folio.headings import keeps_heading
 from folio.models import BBox, Block, Label, Region, TableCell, WordBox, joined_box
 from folio.quality import normalize_words
 from folio.running_heads import BAND
@@ -117,7 +118,9 @@ def label_blocks(blocks: Sequence[Block], regions: Sequence[Region], min_cover: 
         block = original
         region = region_for(block.bbox, regions, min_cover) if block.bbox is not None else None
         label = block.label
-        if region is not None and not (region.label is Label.TEXT and label != Label.TEXT.value):
+        if region is not None and not (region.label is Label.TEXT and label != Label.TEXT.value
+                                       or keeps_heading(label, block.content, block.bbox,
+                                                        region, regions, cover, min_cover)):
             label = region.label.value
         if label != block.label:
             changed += 1

@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from folio import headings
 from folio.models import BBox, Block, Label
 
 #: pdfium marks a hyphen it believes was inserted at a line break with U+0002 (per-char
@@ -37,6 +38,7 @@ class _Line:
     text: str
     size: float | None
     cell: bool = False  # short, with another short line on its row: a table cell
+    style: headings.Style = field(default_factory=headings.Style)
 
     @property
     def height(self) -> float:
@@ -75,7 +77,8 @@ def _merge_runs(lines: list[_Line]) -> list[_Line]:
         if last is not None and _same_line(last, line):
             sizes = [s for s in (last.size, line.size) if s is not None]
             merged[-1] = _Line(
-                last.bbox.union(line.bbox), f"{last.text} {line.text}", max(sizes, default=None)
+                last.bbox.union(line.bbox), f"{last.text} {line.text}", max(sizes, default=None),
+                style=last.style.joined(line.style),
             )
         else:
             merged.append(line)
@@ -112,7 +115,7 @@ def _same_row(a: BBox, b: BBox) -> bool:
     return overlap >= 0.5 * min(a.y1 - a.y0, b.y1 - b.y0) and (a.x1 <= b.x0 or b.x1 <= a.x0)
 
 
-def _paragraphs(lines: list[_Line]) -> list[_Para]:
+def _paragraphs(lines: list[_Line], body: headings.Body | None = None) -> list[_Para]:
     """Stack lines into paragraphs: same column, small gap, same font size.
 
     Lines come top to bottom; a paragraph whose last line is already far above the
@@ -122,7 +125,7 @@ def _paragraphs(lines: list[_Line]) -> list[_Para]:
     open_paras: list[_Para] = []
     for line in sorted(lines, key=lambda ln: (ln.bbox.y0, ln.bbox.x0)):
         open_paras = [p for p in open_paras if not _closed(p, line)]
-        target = next((p for p in reversed(open_paras) if _continues(p, line)), None)
+        target = next((p for p in reversed(open_paras) if _continues(p, line, body)), None)
         if target is None:
             target = _Para([line])
             paras.append(target)
@@ -137,7 +140,7 @@ def _closed(para: _Para, line: _Line) -> bool:
     return line.bbox.y0 - last.bbox.y1 > _PARAGRAPH_GAP * max(last.height, line.height)
 
 
-def _continues(para: _Para, line: _Line) -> bool:
+def _continues(para: _Para, line: _Line, body: headings.Body | None = None) -> bool:
     last = para.lines[-1]
     height = max(last.height, line.height)
     gap = line.bbox.y0 - last.bbox.y1
@@ -149,6 +152,8 @@ def _continues(para: _Para, line: _Line) -> bool:
         and -0.5 * height <= gap <= _PARAGRAPH_GAP * height
         and overlap >= 0.3 * narrower
         and _similar_size(last.size, line.size)
+        and not (body is not None and headings.breaks_paragraph(
+            [(ln.text, ln.style) for ln in para.lines], (line.text, line.style), body))
     )
 
 
@@ -158,17 +163,16 @@ def _similar_size(a: float | None, b: float | None) -> bool:
     return max(a, b) <= _HEADER_RATIO * min(a, b)
 
 
-def _blocks(paras: list[_Para], body_size: float | None) -> list[Block]:
+def _blocks(paras: list[_Para], body: headings.Body) -> list[Block]:
     ordered = _xy_order(paras)
     return [
-        Block(label=_label(p, body_size), bbox=p.bbox, content=_join(p.lines), order=i)
+        Block(label=_label(p, body), bbox=p.bbox, content=_join(p.lines), order=i)
         for i, p in enumerate(ordered)
     ]
 
 
-def _label(para: _Para, body_size: float | None) -> str:
-    sizes = [line.size for line in para.lines if line.size is not None]
-    if body_size and sizes and min(sizes) >= _HEADER_RATIO * body_size and len(para.lines) <= 3:
+def _label(para: _Para, body: headings.Body) -> str:
+    if headings.is_heading([(line.text, line.style) for line in para.lines], body):
         return Label.SECTION_HEADER.value
     return Label.TEXT.value
 

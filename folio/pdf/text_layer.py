@@ -9,6 +9,7 @@ cut into paragraph blocks by :mod:`folio.pdf.text_blocks`.
 
 from __future__ import annotations
 
+import ctypes
 import math
 import statistics
 import unicodedata
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
+from folio import headings
 from folio.config import RouteSettings
 from folio.models import TextLayer, WordBox
 from folio.pdf.pdfium_doc import PageGeometry, hidden_text_share, page_geometry
@@ -206,9 +208,15 @@ class _Run:
     top: float = -math.inf
     size: float = 0.0
     vertical: bool = False  # its glyphs run up or down the page
+    style: headings.Style = field(default_factory=headings.Style)
 
     def add(self, char: str, box: pdfium_c.FS_RECTF, size: float | None,
-            vertical: bool = False) -> None:
+            vertical: bool = False, face: tuple[str, bool, bool] | None = None) -> None:
+        if face is not None:  # (name, bold, italic) of the glyph's font
+            self.style.glyphs += 1
+            self.style.bold += face[1]
+            self.style.italic += face[2]
+            self.style.face = self.style.face or face[0]
         if not self.chars or self.right == -math.inf:
             self.vertical = vertical
         self.chars.append(char)
@@ -242,7 +250,8 @@ class _Run:
         if not text or self.right == -math.inf:
             return None
         box = geometry.to_top_left(self.left, self.bottom, self.right, self.top)
-        return _Line(box, text, self.size or None)
+        self.style.size = self.size or None
+        return _Line(box, text, self.size or None, style=self.style)
 
 
 @dataclass
@@ -289,9 +298,10 @@ def extract(
         text = _clean(textpage.get_text_range())
     finally:
         textpage.close()
-    body = statistics.median(scan.sizes) if scan.sizes else None
+    size = statistics.median(scan.sizes) if scan.sizes else None
     lines = _mark_cells(_merge_runs(scan.lines))
-    blocks = _blocks(_paragraphs(lines), body)
+    body = headings.body_of([line.style for line in lines if not line.cell], size)
+    blocks = _blocks(_paragraphs(lines, body), body)
     score, why = score_text(
         text, page_area_pt2=width_pt * height_pt, chars_with_unicode_errors=scan.unicode_errors
     )
@@ -317,6 +327,7 @@ def _scan_chars(textpage: pdfium.PdfTextPage, geometry: PageGeometry) -> _Scan:
     previous: tuple[str, tuple[float, float, float, float]] = ("", (0.0, 0.0, 0.0, 0.0))
     box = pdfium_c.FS_RECTF()
     matrix = pdfium_c.FS_MATRIX()
+    fonts = _Fonts(textpage)
     for index in range(textpage.count_chars()):
         code = pdfium_c.FPDFText_GetUnicode(textpage, index)
         # lone UTF-16 surrogates (broken fonts) cannot be encoded: count them as bad glyphs
@@ -340,7 +351,7 @@ def _scan_chars(textpage: pdfium.PdfTextPage, geometry: PageGeometry) -> _Scan:
             scan.end_word(geometry)
         if has_box:
             here = (box.left, box.bottom, box.right, box.top)
-            run.add(char, box, size, sideways)
+            run.add(char, box, size, sideways, fonts.face(index))
             if char not in _BREAK_HYPHENS:
                 scan.word.add(char, box, size, sideways)
             if char == _LAM and previous[0] in _ALEFS and _same_box(previous[1], here):
@@ -401,3 +412,29 @@ def _low_percentile(sizes: list[float]) -> float | None:
         return None
     ordered = sorted(sizes)
     return round(ordered[int(_MIN_FONT_PERCENTILE * (len(ordered) - 1))], 2)
+
+
+class _Fonts:
+    """Each glyph's font as (name, bold, italic) (:mod:`folio.headings`), judged once a
+    font name and flags."""
+
+    def __init__(self, textpage: pdfium.PdfTextPage) -> None:
+        self.textpage = textpage
+        self.buffer = ctypes.create_string_buffer(128)
+        self.flags = ctypes.c_int()
+        self.known: dict[tuple[bytes, int, int], tuple[str, bool, bool]] = {}
+
+    def face(self, index: int) -> tuple[str, bool, bool] | None:
+        got = pdfium_c.FPDFText_GetFontInfo(self.textpage, index, self.buffer,
+                                            len(self.buffer), ctypes.byref(self.flags))
+        if not got:
+            return None
+        weight = pdfium_c.FPDFText_GetFontWeight(self.textpage, index)
+        key = (self.buffer.value, self.flags.value, weight)
+        face = self.known.get(key)
+        if face is None:
+            name = headings.face_name(self.buffer.value.decode("utf-8", "replace"))
+            face = (name, headings.is_bold(name, weight, self.flags.value),
+                    headings.is_italic(name, self.flags.value))
+            self.known[key] = face
+        return face

@@ -1,0 +1,175 @@
+"""Section headings on born-digital pages (folio.headings; issue 30, item 3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from folio.headings import (
+    Body,
+    Style,
+    breaks_paragraph,
+    is_bold,
+    is_heading,
+    is_italic,
+    keeps_heading,
+    numbered,
+)
+from folio.layout_labels import cover, label_blocks
+from folio.models import BBox, Block, Label, Region
+
+BODY = Body(size=10.0, face="Times-Roman")
+
+
+def regular(text: str, size: float = 10.0) -> tuple[str, Style]:
+    n = len(text.replace(" ", ""))
+    return text, Style(glyphs=n, size=size, face="Times-Roman")
+
+
+def bold(text: str, size: float = 10.0) -> tuple[str, Style]:
+    n = len(text.replace(" ", ""))
+    return text, Style(glyphs=n, bold=n, size=size, face="Times-Bold")
+
+
+def italic(text: str, size: float = 10.0) -> tuple[str, Style]:
+    n = len(text.replace(" ", ""))
+    return text, Style(glyphs=n, italic=n, size=size, face="Times-Italic")
+
+
+def test_a_numbered_heading_at_body_size_in_bold_is_a_heading() -> None:
+    assert is_heading([bold("5.1 Hyper Parameter Optimization")], BODY)
+
+
+def test_a_short_line_in_a_larger_font_is_a_heading() -> None:
+    assert is_heading([regular("Related Work", size=14.0)], BODY)
+    assert is_heading([regular("Results of the", 13.0), regular("second survey", 13.0)], BODY)
+
+
+def test_a_short_italic_line_standing_alone_is_a_heading() -> None:
+    assert is_heading([italic("Elastic Stop Nut")], BODY)
+
+
+def test_a_long_bold_sentence_is_not_a_heading() -> None:
+    sentence = ("We find that the proposed model performs better than every baseline on "
+                "all of the benchmarks we tried.")
+    assert not is_heading([bold(sentence)], BODY)
+    assert not is_heading([bold("Note that this holds.")], BODY)  # a sentence's full stop
+
+
+def test_a_page_number_is_not_a_heading() -> None:
+    assert not is_heading([regular("12", size=14.0)], BODY)
+    assert not is_heading([bold("7-45")], BODY)
+
+
+def test_a_numbered_list_item_set_like_the_body_is_not_a_heading() -> None:
+    assert not is_heading([regular("1. We propose a new method")], BODY)
+    assert not is_heading([regular("2.3 Results")], BODY)  # numbered, but set as the body
+
+
+def test_a_caption_in_bold_is_not_a_heading() -> None:
+    assert not is_heading([bold("Figure 3-5 Special registers and adopted authority")], BODY)
+    assert is_heading([bold("Tables and Figures")], BODY)
+
+
+def test_a_page_set_all_in_bold_has_no_bold_headings() -> None:
+    assert not is_heading([bold("Results")], Body(size=10.0, face="Times-Bold", bold=True))
+
+
+def test_numbered_in_another_face_a_little_larger_is_a_heading() -> None:
+    line = ("(1) Amendment of the act", Style(glyphs=20, size=10.8, face="Dotum-Medium"))
+    assert is_heading([line], BODY)
+    unnumbered = ("Amendment of the act", Style(glyphs=17, size=10.8, face="Dotum-Medium"))
+    assert not is_heading([unnumbered], BODY)
+
+
+def test_a_bold_heading_line_does_not_run_into_its_paragraph() -> None:
+    heading = bold("5.1 Hyper Parameter Optimization")
+    body_line = regular("We have chosen the PubTabNet data set to perform HPO, since")
+    assert breaks_paragraph([heading], body_line, BODY)
+    # a heading set after a paragraph's last line with no gap starts its own block
+    assert breaks_paragraph([body_line], bold("Elastic Stop Nut"), BODY)
+    # two body lines, and a bold phrase within a paragraph, do not break it
+    assert not breaks_paragraph([body_line], regular("the data set is large."), BODY)
+    assert not breaks_paragraph([body_line], bold("and then a sentence goes on, in bold,"),
+                                BODY)
+
+
+@pytest.mark.parametrize(("name", "weight", "flags", "want"), [
+    ("ABCDEF+Arial-BoldMT", 0, 0, True),
+    ("SFBX1000", 250, 0, True),
+    ("CMBX10", -1, 0, True),
+    ("LubalinGraphStd-Demi", 610, 0, True),
+    ("Helvetica", 700, 0, True),
+    ("Times-Roman", 400, 1 << 18, True),
+    ("Times-Roman", 400, 0, False),
+    ("SFRM1000", 250, 0, False),
+    ("KoPubDotumMedium", 400, 0, False),
+])
+def test_bold_faces(name: str, weight: int, flags: int, want: bool) -> None:
+    assert is_bold(name, weight, flags) is want
+
+
+def test_italic_faces() -> None:
+    assert is_italic("Times-Italic", 0)
+    assert is_italic("Whatever", 1 << 6)
+    assert is_italic("CMTI10", 0)
+    assert not is_italic("Times-Roman", 0)
+
+
+def test_numbering_patterns() -> None:
+    for text in ("1 Introduction", "2.3 Results", "A.1 Proofs", "IV. DISCUSSION", "(2) Scope",
+                 "3.6.6  Activating RCAC"):
+        assert numbered(text), text
+    for text in ("Introduction", "2023 was a year", "In 2.3 we"):
+        assert not numbered(text), text
+
+
+def test_a_heading_the_model_also_sees_as_a_running_head_stays_a_heading() -> None:
+    box = BBox(x0=72, y0=75, x1=263, y1=85)
+    head = Region(label=Label.PAGE_HEADER, bbox=BBox(x0=70, y0=74, x1=265, y1=86), score=0.8,
+                  source_class="page-header")
+    section = Region(label=Label.SECTION_HEADER, bbox=BBox(x0=70, y0=73, x1=266, y1=87),
+                     score=0.5, source_class="section-header")
+    title = Block(label=Label.SECTION_HEADER.value, bbox=box, content="The Evolution", order=0)
+    out, _ = label_blocks([title], [head, section], 0.5)
+    assert out[0].label == Label.SECTION_HEADER.value
+    out, _ = label_blocks([title], [head], 0.5)  # the model alone: a running head
+    assert out[0].label == Label.PAGE_HEADER.value
+    assert not keeps_heading(Label.TEXT.value, "The Evolution", box, head, [head, section],
+                             cover, 0.5)
+    caption = Region(label=Label.CAPTION, bbox=head.bbox, score=0.9, source_class="caption")
+    assert keeps_heading(Label.SECTION_HEADER.value, "3.6.6 Activating RCAC", box, caption,
+                         [caption, section], cover, 0.5)
+    assert not keeps_heading(Label.SECTION_HEADER.value, "Figure 3-10 Column masks", box,
+                             caption, [caption, section], cover, 0.5)
+
+
+def test_a_papers_numbered_heading_heads_the_chunks_after_it(corpus: Path,
+                                                             tmp_path: Path) -> None:
+    """A born-digital arXiv page: '5.1 Hyper Parameter Optimization' (bold, body size) ran
+    into its paragraph, and every chunk's heading path was empty."""
+    from folio.chunking import chunk_document
+    from folio.config import PipelineConfig
+    from folio.io.sources import discover
+    from folio.pipeline import Services, process_document
+
+    pdf = corpus / "docling" / "2305.03393v1-pg9.pdf"
+    if not pdf.is_file():
+        pytest.skip(f"{pdf} absent")
+    config = PipelineConfig.model_validate(
+        {"store": {"kind": "none"}, "work_dir": str(tmp_path / "work")})
+    services = Services(config, str(tmp_path / "out"))
+    try:
+        doc = process_document(discover([str(pdf)], config.s3)[0], services)
+    finally:
+        services.close()
+    lines = doc.pages[0].markdown.splitlines()
+    assert "## 5.1 Hyper Parameter Optimization" in lines
+    assert "## 5.2 Quantitative Results" in lines
+    chunks = chunk_document(doc, config.chunk)
+    paths = [c.headings for c in chunks]
+    assert ["5.1 Hyper Parameter Optimization"] in paths
+    assert ["5.2 Quantitative Results"] in paths
+    after = [c for c in chunks if c.text.startswith("We have chosen the PubTabNet")]
+    assert after and after[0].headings == ["5.1 Hyper Parameter Optimization"]
