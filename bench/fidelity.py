@@ -14,6 +14,16 @@ time, and scores:
 
     .venv/bin/python bench/fidelity.py [--corpus DIR] [--out PATH]
         [--only olmocr,docling,linn] [--limit N] [--set layout.enabled=false ...]
+        [--peers folio,pymupdf4llm,pdfium] [--peer-python PEER_VENV/bin/python]
+
+``--peers`` scores other converters beside folio in the same run, with the same scorers
+(``bench/fidelity_peers.py``): ``pymupdf4llm`` (PyMuPDF4LLM with PyMuPDF-Layout, headers
+and footers off; AGPL, so it runs only in its own virtualenv's interpreter, named by
+``--peer-python`` or $FOLIO_PEER_PYTHON, and is skipped, said so in the result, without
+one) and ``pdfium`` (the raw text layer, pypdfium2 ``get_text_range`` per page). Each
+peer runs in a child process of its own; its CPU seconds are its process tree's. The
+result gets one block per system under ``systems`` and a ``side_by_side`` table; folio's
+figures stay at the top level as before.
 
 ``--set KEY=VALUE`` changes one setting (dotted, as in ``folio.config``; VALUE read as
 JSON when it parses, else as a string) so that two runs differ in that setting alone (the
@@ -43,6 +53,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _measure import command, corpus_dir, descendants, git, median
+from fidelity_peers import (
+    PEERS,
+    SYSTEMS,
+    Output,
+    PeerRun,
+    peer_output,
+    peer_python,
+    print_side_by_side,
+    run_peer,
+    side_by_side,
+)
 from fidelity_scoring import (
     TABLE_LABEL,
     header_footer_scores,
@@ -166,22 +187,22 @@ def run_document(pdf: Path, services: Services, config: PipelineConfig) -> dict[
             "rusage_cpu_seconds": rusage_cpu}
 
 
-def page_texts(doc: DocumentResult | None) -> dict[int, str | None]:
-    """1-based page -> markdown; None for a page folio quarantined."""
+def folio_output(doc: DocumentResult | None) -> Output | None:
+    """folio's document as the scorers read it: None when folio failed the document; a
+    page it quarantined has markdown None (and no blocks)."""
     if doc is None or doc.outcome == DocumentOutcome.QUARANTINED:
-        return {}
-    return {p.index + 1: (None if p.outcome == PageOutcome.QUARANTINED else p.markdown)
-            for p in doc.pages}
+        return None
+    out = Output(page_count=doc.page_count)
+    for p in doc.pages:
+        ok = p.outcome != PageOutcome.QUARANTINED
+        out.pages[p.index + 1] = p.markdown if ok else None
+        if ok:
+            out.blocks[p.index + 1] = [(b.label, b.content) for b in p.blocks]
+    return out
 
 
-def full_text(doc: DocumentResult | None) -> str:
-    """The whole document's markdown as a user receives it ("" when folio failed it)."""
-    texts = page_texts(doc)
-    return "\n\n".join(t or "" for _, t in sorted(texts.items()))
-
-
-def score_olmocr(row: Row, corpus: Path, doc: DocumentResult | None) -> dict[str, Any]:
-    texts = page_texts(doc)
+def score_olmocr(row: Row, corpus: Path, doc: Output | None) -> dict[str, Any]:
+    texts = doc.pages if doc is not None else {}
     results = []
     for line in (corpus / row.truth[0]).read_text().splitlines():
         if not line.strip():
@@ -195,18 +216,17 @@ def score_olmocr(row: Row, corpus: Path, doc: DocumentResult | None) -> dict[str
             "counted": rates["tests_counted"]}
 
 
-def score_docling(row: Row, corpus: Path, doc: DocumentResult | None) -> dict[str, Any]:
+def score_docling(row: Row, corpus: Path, doc: Output | None) -> dict[str, Any]:
     md_file = next(f for f in row.truth if f.endswith(".md"))
     json_file = next(f for f in row.truth if f.endswith(".json"))
     reference = strip_md_markup((corpus / md_file).read_text())
     gt = json.loads((corpus / json_file).read_text())
-    texts = page_texts(doc)
     pages: dict[int, tuple[str, list[tuple[str, str]]]] = {}
     if doc is not None:
-        for p in doc.pages:
-            if texts.get(p.index + 1) is not None:
-                pages[p.index + 1] = (p.markdown, [(b.label, b.content) for b in p.blocks])
-    hypothesis = strip_html_tags(full_text(doc))
+        for n, markdown in doc.pages.items():
+            if markdown is not None:
+                pages[n] = (markdown, doc.blocks.get(n, []))
+    hypothesis = strip_html_tags(doc.full_text() if doc is not None else "")
     return {
         "word_recall": round(word_recall(reference, hypothesis), 4),
         "sequence_similarity": round(sequence_similarity(reference, hypothesis), 4),
@@ -215,12 +235,12 @@ def score_docling(row: Row, corpus: Path, doc: DocumentResult | None) -> dict[st
     }
 
 
-def score_linn(row: Row, corpus: Path, doc: DocumentResult | None) -> dict[str, Any]:
+def score_linn(row: Row, corpus: Path, doc: Output | None) -> dict[str, Any]:
     """Every page of every variant is the same brochure page (cardinal.pdf holds it four
     times, turned), so each page is compared with ``linn.txt`` and the pages averaged;
     joining the pages would cut the order score of a multi-page variant to 1/pages."""
     reference = (corpus / LINN_REFERENCE).read_text()
-    texts = page_texts(doc)
+    texts = doc.pages if doc is not None else {}
     pages = doc.page_count if doc is not None and doc.page_count else 1
     hyps = [strip_html_tags(texts.get(i) or "") for i in range(1, pages + 1)]
     recall = [word_recall(reference, h) for h in hyps]
@@ -304,8 +324,10 @@ def summarise(docs: list[dict[str, Any]]) -> dict[str, Any]:
             if docs else None,
             "total": round(sum(cpu), 1),
             "per_page_overall": round(sum(cpu) / pages, 3) if pages else None,
+            **_slowest(docs),
             "measure": "process-tree CPU (self + reaped children + live descendants incl. "
-                       "what they reaped, from /proc) delta per document",
+                       "what they reaped, from /proc) delta per document; a page's figure "
+                       "is its document's CPU over its pages (exact for one-page documents)",
         },
         "wall_seconds_per_page": {
             "median": round(median([d["seconds"] / max(1, d["pages"]) for d in docs]), 3)
@@ -315,7 +337,21 @@ def summarise(docs: list[dict[str, Any]]) -> dict[str, Any]:
         "documents": len(docs),
         "pages": pages,
         "documents_failed": [d["source"] for d in docs if d["outcome"] != "ok"],
+        "documents_failed_count": sum(1 for d in docs if d["outcome"] != "ok"),
     }
+
+
+def _slowest(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The highest CPU seconds a page (a document's CPU over its pages) and the document
+    with the most CPU seconds, each with its source."""
+    if not docs:
+        return {"max_page": None, "slowest_document": None}
+    by_page = max(docs, key=lambda d: d["cpu_seconds"] / max(1, d["pages"]))
+    by_doc = max(docs, key=lambda d: d["cpu_seconds"])
+    return {"max_page": {"seconds": round(by_page["cpu_seconds"] / max(1, by_page["pages"]), 2),
+                         "source": by_page["source"], "pages": by_page["pages"]},
+            "slowest_document": {"cpu_seconds": by_doc["cpu_seconds"],
+                                 "source": by_doc["source"], "pages": by_doc["pages"]}}
 
 
 def print_tables(docs: list[dict[str, Any]], summary: dict[str, Any]) -> None:
@@ -355,6 +391,87 @@ def print_tables(docs: list[dict[str, Any]], summary: dict[str, Any]) -> None:
         print(f"  {k:28} {summary[k]}")
     print(f"  {'table_structure':28} {json.dumps({k: v for k, v in summary['table_structure'].items() if k != 'measure'})}")
     print(f"  {'cpu_seconds_per_page':28} {json.dumps({k: v for k, v in summary['cpu_seconds_per_page'].items() if k != 'measure'})}")
+
+
+def _score(row: Row, corpus: Path, output: Output | None) -> dict[str, Any]:
+    try:
+        return SCORERS[row.category](row, corpus, output)
+    except Exception as exc:  # a scoring bug must not hide the other documents
+        traceback.print_exc()
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def run_folio(rows: list[Row], corpus: Path, config: PipelineConfig, tmp: str,
+              warm_up: Path | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """folio on every row in this process, one document at a time, scored; ``warm_up``
+    first, untimed (engines, layout model, validation loaded: one-time start-up a long
+    run amortises), its CPU reported apart."""
+    docs: list[dict[str, Any]] = []
+    warm: dict[str, Any] = {}
+    if warm_up is not None:  # an output of its own: the sink would answer it from there
+        scratch = Services(config, str(Path(tmp) / "out-warm-up"))
+        try:
+            run = run_document(warm_up, scratch, config)
+        finally:
+            scratch.close()
+        warm = {"warm_up": str(warm_up), "error": run["error"],
+                "cpu_seconds": round(tree_cpu_seconds(), 3)}
+    services = Services(config, str(Path(tmp) / "out"))
+    try:
+        for n, row in enumerate(rows, 1):
+            run = run_document(corpus / row.pdf, services, config)
+            doc: DocumentResult | None = run["doc"]
+            scores = _score(row, corpus, folio_output(doc))
+            pages = doc.page_count if doc is not None and doc.page_count else 0
+            docs.append({
+                "category": row.category, "source": row.pdf, "kind": row.kind,
+                "ground_truth": row.truth,
+                "outcome": "crashed" if run["error"] else (doc.outcome.value if doc else "none"),
+                "reason": run["error"] or (doc.reason if doc else ""),
+                "pages": pages,
+                "routes": [p.route for p in doc.pages] if doc else [],
+                "page_outcomes": [p.outcome.value for p in doc.pages] if doc else [],
+                "labels": sorted({b.label for p in doc.pages for b in p.blocks}) if doc else [],
+                "markdown_chars": [len(p.markdown) for p in doc.pages] if doc else [],
+                "seconds": round(run["seconds"], 2),
+                "seconds_per_page": round(run["seconds"] / max(1, pages), 2),
+                "cpu_seconds": round(run["cpu_seconds"], 2),
+                "rusage_cpu_seconds": round(run["rusage_cpu_seconds"], 2),
+                "scores": scores,
+            })
+            print(f"[{n}/{len(rows)}] {row.category:7} {row.pdf:44} {docs[-1]['outcome']:>10} "
+                  f"{run['seconds']:6.1f}s", flush=True)
+    finally:
+        services.close()
+    return docs, warm
+
+
+def peer_documents(rows: list[Row], corpus: Path, run: PeerRun) -> list[dict[str, Any]]:
+    """A peer's per-document rows, scored as folio's are: a document the peer failed
+    (``crashed``) or never reached (``not run``: it died or timed out first) has no pages
+    and fails its tests."""
+    docs = []
+    for row in rows:
+        record = run.records.get(str(corpus / row.pdf))
+        output = peer_output(record)
+        pages = output.page_count if output is not None else 0
+        seconds = float(record["seconds"]) if record else 0.0
+        docs.append({
+            "category": row.category, "source": row.pdf, "kind": row.kind,
+            "ground_truth": row.truth,
+            "outcome": "ok" if output is not None else ("crashed" if record else "not run"),
+            "reason": (record or {}).get("error") or "",
+            "pages": pages,
+            "labels": sorted({label for blocks in (output.blocks.values() if output else [])
+                              for label, _ in blocks}),
+            "markdown_chars": [len(t or "") for _, t in sorted(output.pages.items())]
+            if output else [],
+            "seconds": round(seconds, 2),
+            "seconds_per_page": round(seconds / max(1, pages), 2),
+            "cpu_seconds": round(float(record["cpu_seconds"]), 2) if record else 0.0,
+            "scores": _score(row, corpus, output),
+        })
+    return docs
 
 
 def overrides(pairs: list[str]) -> dict[str, Any]:
@@ -398,6 +515,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--limit", type=int, default=None, help="at most N documents")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="change one setting for this run, e.g. layout.enabled=false")
+    parser.add_argument("--peers", default=",".join(SYSTEMS),
+                        help="comma-separated systems to run and score: " + ",".join(SYSTEMS))
+    parser.add_argument("--peer-python", default=None,
+                        help="the interpreter of a virtualenv holding bench/requirements-"
+                             "peers.txt (default: $FOLIO_PEER_PYTHON); without one the "
+                             "pymupdf4llm peer is skipped and the result says so")
+    parser.add_argument("--no-warm-up", action="store_true",
+                        help="time the first document with each system's start-up in it "
+                             "(default: each system converts the first document once, "
+                             "untimed, before the timed pass; its CPU is reported apart)")
+    parser.add_argument("--peer-timeout", type=float, default=7200.0,
+                        help="seconds one peer may take over all documents")
     args = parser.parse_args(argv)
     extra = overrides(args.set)
     settings = dict(SETTINGS)
@@ -417,46 +546,77 @@ def main(argv: list[str] | None = None) -> None:
     if args.limit is not None:
         rows = rows[: args.limit]
 
+    systems_run = [p.strip() for p in args.peers.split(",") if p.strip()]
+    if unknown_peers := set(systems_run) - set(SYSTEMS):
+        raise SystemExit(f"unknown peers: {sorted(unknown_peers)} (known: {', '.join(SYSTEMS)})")
+
     started = time.monotonic()
     docs: list[dict[str, Any]] = []
+    peer_runs: dict[str, PeerRun] = {}
+    system_wall: dict[str, float] = {}
+    warm_ups: dict[str, dict[str, Any]] = {}
+    warm_up = corpus / rows[0].pdf if rows and not args.no_warm_up else None
     with tempfile.TemporaryDirectory(prefix="folio-fidelity-") as tmp:
         config = PipelineConfig.model_validate(_merged(
             {"store": {"kind": "none"}, "work_dir": str(Path(tmp) / "work")}, extra))
-        services = Services(config, str(Path(tmp) / "out"))
-        try:
-            for n, row in enumerate(rows, 1):
-                run = run_document(corpus / row.pdf, services, config)
-                doc: DocumentResult | None = run["doc"]
-                try:
-                    scores = SCORERS[row.category](row, corpus, doc)
-                except Exception as exc:  # a scoring bug must not hide the other documents
-                    traceback.print_exc()
-                    scores = {"error": f"{type(exc).__name__}: {exc}"}
-                pages = doc.page_count if doc is not None and doc.page_count else 0
-                docs.append({
-                    "category": row.category, "source": row.pdf, "kind": row.kind,
-                    "ground_truth": row.truth,
-                    "outcome": "crashed" if run["error"] else (doc.outcome.value if doc else "none"),
-                    "reason": run["error"] or (doc.reason if doc else ""),
-                    "pages": pages,
-                    "routes": [p.route for p in doc.pages] if doc else [],
-                    "page_outcomes": [p.outcome.value for p in doc.pages] if doc else [],
-                    "labels": sorted({b.label for p in doc.pages for b in p.blocks}) if doc else [],
-                    "markdown_chars": [len(p.markdown) for p in doc.pages] if doc else [],
-                    "seconds": round(run["seconds"], 2),
-                    "seconds_per_page": round(run["seconds"] / max(1, pages), 2),
-                    "cpu_seconds": round(run["cpu_seconds"], 2),
-                    "rusage_cpu_seconds": round(run["rusage_cpu_seconds"], 2),
-                    "scores": scores,
-                })
-                print(f"[{n}/{len(rows)}] {row.category:7} {row.pdf:44} {docs[-1]['outcome']:>10} "
-                      f"{run['seconds']:6.1f}s", flush=True)
-        finally:
-            services.close()
+        if "folio" in systems_run:
+            docs, warm_ups["folio"] = run_folio(rows, corpus, config, tmp, warm_up)
+            system_wall["folio"] = round(time.monotonic() - started, 1)
+        for name in systems_run:
+            if name == "folio":
+                continue
+            print(f"running peer {name} on {len(rows)} documents ...", flush=True)
+            peer_runs[name] = run_peer(PEERS[name], [corpus / r.pdf for r in rows],
+                                       python=peer_python(args.peer_python), workdir=Path(tmp),
+                                       timeout=args.peer_timeout, warm_up=warm_up)
+            run = peer_runs[name]
+            warm_ups[name] = run.warm_up
+            if run.status != "ran":
+                print(f"peer {name} skipped: {run.reason}", file=sys.stderr)
+            elif run.reason:
+                print(f"peer {name}: {run.reason}\n{run.log_tail}", file=sys.stderr)
+            system_wall[name] = run.wall_seconds
     wall = time.monotonic() - started
     scored = [d for d in docs if "error" not in d["scores"]]
-    summary = summarise(scored)
-    print_tables(scored, summary)
+    summary = summarise(scored) if "folio" in systems_run else {}
+    if summary:
+        print_tables(scored, summary)
+
+    systems: dict[str, dict[str, Any]] = {}
+    summaries: dict[str, dict[str, Any]] = {}
+    for name in systems_run:
+        if name == "folio":
+            summaries[name] = summary
+            systems[name] = {"status": "ran", "license": "folio's own",
+                             "settings": settings, "wall_seconds": system_wall.get(name),
+                             "warm_up": warm_ups.get(name),
+                             "summary": summary,
+                             "per_document": "at the top level: per_document"}
+            continue
+        run = peer_runs[name]
+        spec = PEERS[name]
+        block: dict[str, Any] = {"status": run.status, "reason": run.reason,
+                                 "license": spec.license, "settings": spec.settings,
+                                 "python": run.python, "description": run.description}
+        if run.status == "ran":
+            pdocs = peer_documents(rows, corpus, run)
+            pscored = [d for d in pdocs if "error" not in d["scores"]]
+            summaries[name] = summarise(pscored)
+            block.update({"exit_code": run.exit_code, "wall_seconds": run.wall_seconds,
+                          "warm_up": run.warm_up,
+                          "process_cpu_seconds": run.process_cpu_seconds,
+                          "process_cpu_note": "the child's whole CPU (rusage), start-up and "
+                                              "model loading included; per-document figures "
+                                              "leave start-up out",
+                          "summary": summaries[name], "per_document": pdocs})
+            if run.reason:
+                block["log_tail"] = run.log_tail
+        else:
+            block["log_tail"] = run.log_tail
+        systems[name] = block
+    table = side_by_side(summaries) if summaries else {}
+    if table:
+        print_side_by_side(table)
 
     commit = git("rev-parse", "--short", "HEAD")
     dirty = bool(git("status", "--porcelain", "--", "folio"))
@@ -512,13 +672,22 @@ def main(argv: list[str] | None = None) -> None:
                              "in that page's markdown (lower is better)",
         },
         "wall_seconds": round(wall, 1),
+        "wall_seconds_by_system": system_wall,
+        "warm_up": {"document": str(warm_up.relative_to(corpus)) if warm_up else None,
+                    "why": "each system converts it once before the timed pass, so the "
+                           "per-document CPU leaves out one-time start-up (imports, models, "
+                           "validation), which a long ingestion run amortises; "
+                           "cpu_seconds = the process's CPU up to the end of the warm-up",
+                    **{k: v.get("cpu_seconds") for k, v in warm_ups.items()}},
+        "side_by_side": table,
         **summary,
+        "systems": systems,
         "per_document": docs,
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2, default=str) + "\n")
-    print(f"\nwrote {out} ({len(docs)} documents, {summary['pages']} pages, {wall:.0f}s)")
+    print(f"\nwrote {out} ({len(rows)} documents, systems {', '.join(systems)}, {wall:.0f}s)")
 
 
 if __name__ == "__main__":
