@@ -18,10 +18,10 @@ order) to 0.899.
 
 Not done here, unlike Tesseract: no page-level orientation check (RapidOCR's line
 classifier turns upside-down lines, not pages: on OCRmyPDF's ``cardinal``, pages turned
-180 and 270 degrees lose a quarter of their words, and no turned page reads in order), and ``ocr.languages`` is not used (the
-wheel's recogniser reads Chinese and English). The pipeline's finer render for small text
-(``ocr_resolution``) is asked for ``tesseract`` only in folio/pipeline/scheduler.py;
-``CPU_OCR_ENGINES`` in folio.vocabulary is the set meant there.
+180 and 270 degrees lose a quarter of their words, and no turned page reads in order), and
+``ocr.languages`` is not used (the wheel's recogniser reads Chinese and English). Like
+Tesseract, it gets the pipeline's finer render for small text (``ocr_resolution``, asked for
+every engine of ``CPU_OCR_ENGINES``), as ``bench/ocr_engines.py`` measured it.
 
 Example:
     >>> engine = RapidOcrEngine()  # doctest: +SKIP

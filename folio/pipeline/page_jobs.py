@@ -15,6 +15,7 @@ from folio.config import PipelineConfig
 from folio.models import PagePrep
 from folio.pipeline.prepare import PreparedDocument
 from folio.route import route_page
+from folio.vocabulary import CPU_OCR_ENGINES
 
 if TYPE_CHECKING:
     from folio.pdf.page_worker import WorkerJob
@@ -49,7 +50,8 @@ def worker_jobs(prep: PreparedDocument, config: PipelineConfig) -> list[WorkerJo
             memory_mb=config.limits.worker_memory_mb,
             timeout_s=config.limits.document_timeout_s,
             layout=config.active_layout(),
-            ocr_resolution=config.ocr.engine == "tesseract",
+            # a CPU OCR engine reads small text better from a finer render
+            ocr_resolution=config.ocr.engine in CPU_OCR_ENGINES,
         )
         for start in range(0, doc.page_count, size)
     ]
