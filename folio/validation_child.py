@@ -37,7 +37,7 @@ from folio.errors import FolioError, TimeoutExpired, WorkerCrashedError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from folio.validation import ExpectationSpec, Table
+    from folio.validation_gx import ExpectationSpec, Table
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class ValidationChild:
 
     def failures(self, frames: dict[Table, pd.DataFrame], specs: list[ExpectationSpec],
                  run_name: str) -> dict[tuple[int, int], list[str]]:
-        """The failures :func:`folio.validation.failures_here` finds, found in the child.
+        """The failures :func:`folio.validation_gx.failures_here` finds, found in the child.
 
         Raises:
             FolioError: GX itself failed on an expectation (``validation-error``).
@@ -181,7 +181,7 @@ def shared_child() -> ValidationChild:
 def _serve(inp: IO[bytes], out: IO[bytes]) -> None:
     import great_expectations  # noqa: F401  (imported before the first request arrives)
 
-    from folio import validation
+    from folio import validation_gx
 
     while True:
         header = inp.read(_HEADER)
@@ -189,7 +189,7 @@ def _serve(inp: IO[bytes], out: IO[bytes]) -> None:
             return  # the parent closed stdin (or died): done
         frames, specs, run_name = pickle.loads(inp.read(int.from_bytes(header, "big")))
         try:
-            reply: tuple[Any, ...] = ("ok", validation.failures_here(frames, specs, run_name)[0])
+            reply: tuple[Any, ...] = ("ok", validation_gx.failures_here(frames, specs, run_name)[0])
         except FolioError as err:
             reply = ("error", err.code, str(err))
         data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
