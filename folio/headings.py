@@ -5,7 +5,9 @@ it by how it is set: a larger font than the page's body text, a bold or italic f
 the body is upright and regular, or another typeface a little larger. Its words make a
 name, not a sentence: they do not end in a full stop or a comma, they start with a capital,
 a digit or a numbering mark (``1``, ``2.3``, ``A.1``, ``IV.``, ``(2)``), and a bare number
-(a page number) or a long sentence set in bold is no heading. A line set like the body is
+(a page number) or a long sentence set in bold is no heading, save a chapter's number set
+on a line of its own in display size (:data:`CHAPTER_RATIO` times the body or more), as
+books and reports open a chapter with a large ``1`` or ``IV`` over its title. A line set like the body is
 no heading however it is numbered: ``1. We propose ...`` is a list item.
 
 The text layer (:mod:`folio.pdf.text_layer`) measures each line's :class:`Style`, the
@@ -37,6 +39,10 @@ MAX_CHARS = 90
 MAX_LINES_LARGE = 3
 MAX_LINES_FACE = 2
 
+#: a bare number (one or two digits, or a roman numeral) on its own line set this many
+#: times the body size or more is a chapter's number; a page number is set near the body's
+CHAPTER_RATIO = 2.5
+CHAPTER_NUMBER = re.compile(r"\d{1,2}|[IVXLC]{1,6}")
 #: numbering that opens a heading: 1 / 2.3 / 2.3.1. / A.1 / IV. / (2) / 3) (not a year)
 NUMBERING = re.compile(
     r"^(?:\d{1,2}(?:\.\d+)*\.?|[A-Z](?:\.\d+)+\.?|[IVXLC]+\.|\(\d+\)|\d+\))(?=\s|$)")
@@ -171,7 +177,16 @@ def is_heading(lines: Sequence[tuple[str, Style]], body: Body) -> bool:
     larger = bool(body.size and sizes and min(sizes) >= SIZE_RATIO * body.size)
     if len(lines) > (MAX_LINES_LARGE if larger else MAX_LINES_FACE):
         return False
+    if len(lines) == 1 and chapter_number(lines[0][0], lines[0][1], body):
+        return True
     return is_name(" ".join(t for t, _ in lines), len(lines))
+
+
+def chapter_number(text: str, style: Style, body: Body) -> bool:
+    """Whether a line is a chapter's number: a bare number (:data:`CHAPTER_NUMBER`) set
+    :data:`CHAPTER_RATIO` times the body's size or more."""
+    return bool(body.size and style.size and style.size >= CHAPTER_RATIO * body.size
+                and CHAPTER_NUMBER.fullmatch(text.strip()))
 
 
 def breaks_paragraph(above: Sequence[tuple[str, Style]], line: tuple[str, Style],

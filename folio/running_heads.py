@@ -12,7 +12,8 @@ these rules catch them on any engine's blocks, by what makes a running head one:
   (page numbers change); or it is a page number on its own ("7", "- 7 -", "Page 7 of 40",
   "vii"). A page number may sit further in (:data:`NUMBER_BAND`: LaTeX's default
   footer lies 12% up a letter page, 17% up an A4 one) when nothing lies beyond it and it
-  is not in brackets (an equation's number);
+  is not in brackets (an equation's number) nor set as a heading (a chapter's number in
+  display size over its title, :func:`folio.headings.chapter_number`);
 - a short line on the same baseline as a running head, in its band, belongs to it:
   a footer reads "Chapter 2. Roles and separation of duties   11" or "208 ... Global
   Report" although only the number repeats or is recognisable. The pieces of one head
@@ -83,6 +84,9 @@ def _key(text: str) -> str:
     return _SPACE.sub(" ", _DIGITS.sub("#", text.lower())).strip(" .,:;-–—|")
 
 
+_HEADING_LABELS = frozenset({Label.SECTION_HEADER.value, Label.TITLE.value})
+
+
 def candidates(page: PageResult) -> list[Candidate]:
     """The page's possible running heads: short blocks with a box in its top or bottom
     band (what :func:`heads` compares across pages; computed once a page)."""
@@ -104,7 +108,8 @@ def candidates(page: PageResult) -> list[Candidate]:
         else:
             continue
         if box.y1 > BAND * height and box.y0 < (1 - BAND) * height and (
-                _BRACKETED.match(text) or not _outermost(page.blocks, n, band)):
+                _BRACKETED.match(text) or block.label in _HEADING_LABELS
+                or not _outermost(page.blocks, n, band)):
             continue
         key = _key(text)
         if not key:

@@ -173,3 +173,11 @@ def test_a_papers_numbered_heading_heads_the_chunks_after_it(corpus: Path,
     assert ["5.2 Quantitative Results"] in paths
     after = [c for c in chunks if c.text.startswith("We have chosen the PubTabNet")]
     assert after and after[0].headings == ["5.1 Hyper Parameter Optimization"]
+
+
+def test_a_chapter_number_in_display_size_is_a_heading() -> None:
+    assert is_heading([regular("1", size=36.0)], BODY)
+    assert is_heading([bold("IV", size=30.0)], BODY)
+    assert not is_heading([regular("12", size=14.0)], BODY)  # a page number, a little larger
+    assert not is_heading([regular("2024", size=36.0)], BODY)  # a year on a cover
+    assert not is_heading([regular("1", size=36.0), regular("2", size=36.0)], BODY)

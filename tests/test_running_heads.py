@@ -143,6 +143,13 @@ def test_a_page_number_a_little_higher_counts_only_with_nothing_below_it() -> No
     assert head_blocks([listed], 0) == {}
     equation = one([piece(body(0), 72, 540, 100, 0), piece("(3)", 520, 540, 696, 1)])
     assert head_blocks([equation], 0) == {}
+    # a chapter's number in display size over its title, set as a heading, is no folio
+    chapter = one([piece("1", 500, 523, 93, 0), piece("Chapter 1. Security", 80, 540, 254, 1),
+                   piece(body(0), 72, 540, 350, 2)])
+    assert head_blocks([chapter], 0) == {0: Label.PAGE_HEADER.value}
+    chapter.blocks[0] = chapter.blocks[0].model_copy(
+        update={"label": Label.SECTION_HEADER.value})
+    assert head_blocks([chapter], 0) == {}
 
 
 def test_a_footer_on_two_lines_is_one_footer() -> None:
