@@ -5,7 +5,7 @@ export PREFECT_HOME ?= $(CURDIR)/.folio/prefect
 CORPUS ?= $(abspath ../shared/corpus)
 export FOLIO_CORPUS_DIR ?= $(CORPUS)
 
-.PHONY: setup demo test bench
+.PHONY: setup demo test test-fast bench
 
 setup:
 	@bash scripts/setup.sh
@@ -24,6 +24,13 @@ test:
 	.venv/bin/ruff check folio folio_prefect bench tests
 	.venv/bin/mypy
 	$(PY) -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder
+
+# The edit-run loop: the tests that start no server and read no corpus (marked in
+# tests/conftest.py: `stack`) and are not marked slow; `make test` runs them all.
+test-fast:
+	@bash scripts/setup.sh --test
+	@mkdir -p $(PREFECT_HOME)
+	$(PY) -m pytest -q -n 3 -m "not slow and not stack" --durations=10
 
 bench: setup
 	$(PY) bench/cpu_prep.py

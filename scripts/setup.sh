@@ -77,6 +77,12 @@ if [ "${1:-}" = "--test" ]; then
     # scores with: its fuzzy matchers (numpy and tqdm come with folio)
     VIRTUAL_ENV=$PWD/.venv $uv pip install -q "fuzzysearch==0.8.1" "rapidfuzz==3.14.6"
   fi
+  # RapidOCR, the optional CPU OCR engine (folio[rapidocr]; its wheel holds its models):
+  # the tests read a corpus scan with it, as a user who picks it would
+  if ! have rapidocr 3.10.0; then
+    echo "setup: installing RapidOCR (the optional OCR engine, for its tests)"
+    VIRTUAL_ENV=$PWD/.venv $uv pip install -q --compile-bytecode "rapidocr==3.10.0"
+  fi
   if [ ! -d .venv/reference/chandra1/chandra_ocr-0.1.8.dist-info ]; then
     echo "setup: installing Chandra 1's reference code (chandra-ocr 0.1.8) in .venv/reference"
     rm -rf .venv/reference/chandra1

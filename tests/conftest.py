@@ -41,12 +41,26 @@ LONG_FILES = ("test_corpus", "test_hosts", "test_faults", "test_trigger", "test_
               "test_gpu_deployments", "test_flow", "test_ui", "test_cli_errors", "test_sweep")
 
 
+#: fixtures that start a server or read the whole corpus: a test that uses one is marked
+#: ``stack`` (``make test-fast`` leaves those out)
+STACK_FIXTURES = frozenset({"prefect_api", "s3_server", "s3_bucket", "pg_dsn", "pg_table",
+                            "pg_cluster", "prefect_pg_url", "prefect_stack_server",
+                            "prefect_stack", "corpus"})
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Long files first (a stable sort: each file's tests stay together and in order)."""
+    """Long files first (a stable sort: each file's tests stay together and in order), and
+    the ``stack`` marker on the tests of those files and on every test that starts a
+    server or reads the corpus through a fixture."""
     def rank(item: pytest.Item) -> int:
         name = item.path.stem
         return LONG_FILES.index(name) if name in LONG_FILES else len(LONG_FILES)
 
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if (item.path.stem in LONG_FILES or fixtures & STACK_FIXTURES
+                or item.get_closest_marker("corpus")):
+            item.add_marker(pytest.mark.stack)
     items.sort(key=rank)
 
 

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PROBE = """
 import sys
 {how}
@@ -28,6 +30,7 @@ def _probe(how: str, folder: Path) -> list[str]:
     return proc.stdout.split()
 
 
+@pytest.mark.slow  # a process of its own (about 10 s)
 def test_lancedb_without_the_rest_client(tmp_path: Path) -> None:
     plain = _probe("import lancedb", tmp_path / "plain")
     assert plain[0] == "api"  # what a plain import costs: the REST client's API classes

@@ -200,6 +200,7 @@ def test_a_chunk_never_splits_the_table(tmp_path: Path) -> None:
         assert "Filing cabinet" not in " ".join(c.text for c in chunks if c.kind != "table")
 
 
+@pytest.mark.slow  # the whole pipeline with the layout model (about 10 s)
 @pytest.mark.usefixtures("layout_model")
 def test_pipeline_finds_the_table_and_writes_its_grid(tmp_path: Path) -> None:
     pdf = ruled_pdf(tmp_path / "ruled.pdf")

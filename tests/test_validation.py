@@ -191,6 +191,7 @@ def test_a_page_read_with_low_confidence_fails_and_one_without_confidence_passes
 # --- the validation child (folio/validation_child.py) ------------------------------------------
 
 
+@pytest.mark.slow  # a process of its own (about 10 s)
 def test_the_child_process_gives_the_same_verdicts_as_this_one() -> None:
     """GX in the child (a GPU run's default) fails the same pages with the same names as
     GX in the flow's process, for a batch of documents."""
@@ -208,6 +209,7 @@ def test_the_child_process_gives_the_same_verdicts_as_this_one() -> None:
     assert here[0] == {1: ["repeat-ratio"]} and here[1] == {2: ["label-known"]} and here[2]
 
 
+@pytest.mark.slow  # a process of its own (about 10 s)
 def test_a_child_that_dies_is_started_again_and_gx_errors_come_back_typed() -> None:
     """A killed child costs nothing but a restart: the next batch is answered by a new
     one. GX failing on an expectation (a column missing from the frame) is the typed
