@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shlex
 import statistics
 import subprocess
@@ -83,6 +84,24 @@ def descendants(pid: int) -> list[int]:
             found.append(child)
             stack += _children(child)
     return found
+
+
+def tree_cpu_seconds() -> float:
+    """CPU seconds of this process, its reaped children (tesseract), and its live
+    descendants with what they reaped (the page-worker zygote forks one child per page
+    and reaps it itself, so RUSAGE_CHILDREN alone would miss render time)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in descendants(os.getpid()):
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            total += sum(int(v) for v in fields[11:15]) / tick  # utime stime cutime cstime
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
 
 
 def tree_rss_kib(pid: int) -> int:

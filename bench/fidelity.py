@@ -52,7 +52,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _measure import command, corpus_dir, descendants, git, median
+from _measure import command, corpus_dir, git, median, tree_cpu_seconds
 from fidelity_peers import (
     PEERS,
     SYSTEMS,
@@ -142,24 +142,6 @@ def select_rows(corpus: Path, only: set[str]) -> tuple[list[Row], list[str]]:
                 continue
             rows.append(Row(category, r["local_path"], _kind(r["kind"]), files))
     return rows, skipped
-
-
-def tree_cpu_seconds() -> float:
-    """CPU seconds of this process, its reaped children (tesseract), and its live
-    descendants with what they reaped (the page-worker zygote forks one child per page
-    and reaps it itself, so RUSAGE_CHILDREN alone would miss render time)."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    total = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-    tick = os.sysconf("SC_CLK_TCK")
-    for pid in descendants(os.getpid()):
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-            total += sum(int(v) for v in fields[11:15]) / tick  # utime stime cutime cstime
-        except (OSError, IndexError, ValueError):
-            pass
-    return total
 
 
 def run_document(pdf: Path, services: Services, config: PipelineConfig) -> dict[str, Any]:

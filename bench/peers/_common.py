@@ -24,53 +24,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
 import sys
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+# bench/_measure.py: the standard library only, like this module (the peer's interpreter
+# has none of folio's packages)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _measure import tree_cpu_seconds
 
 #: the exit status of ``--check`` (and of a run) when the peer's package is missing
 MISSING = 3
 
 Page = dict[str, Any]
-
-
-def _children(pid: int) -> list[int]:
-    kids: list[int] = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as fh:
-                kids += [int(c) for c in fh.read().split()]
-    except OSError:
-        pass
-    return kids
-
-
-def tree_cpu_seconds() -> float:
-    """CPU seconds of this process (every thread), its reaped children and its live
-    descendants (with what they reaped)."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    total = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-    tick = os.sysconf("SC_CLK_TCK")
-    seen: set[int] = set()
-    stack = _children(os.getpid())
-    while stack:
-        pid = stack.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        stack += _children(pid)
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-            total += sum(int(v) for v in fields[11:15]) / tick  # utime stime cutime cstime
-        except (OSError, IndexError, ValueError):
-            pass
-    return total
 
 
 def main(convert: Callable[[str], list[Page]], describe: Callable[[], dict[str, Any]],
