@@ -23,7 +23,7 @@ from folio.models import BBox, Block, Chunk, DocumentResult, Label, PageOutcome,
 __all__ = ["ChunkStream", "chunk_document", "chunk_id", "embedding_text"]
 
 _HEADING_LABELS = frozenset({Label.TITLE.lower(), Label.SECTION_HEADER.lower()})
-_SKIP_LABELS = frozenset({Label.PAGE_HEADER.lower(), Label.PAGE_FOOTER.lower()})
+_SKIP_LABELS = frozenset(label.lower() for label in running_heads.HEAD_LABELS)
 _TABLE_LABEL = Label.TABLE.lower()
 _DEFAULT_SECTION_LEVEL = 2
 _MD_HEADING = re.compile(r"^(#{1,6})\s+(.*)$", re.DOTALL)

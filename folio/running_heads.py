@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from folio.engines.markdown import BLOCK_MARKDOWN_ENGINES, blocks_to_markdown
 from folio.models import Block, Label, PageResult, joined_box
 
-__all__ = ["BAND", "MAX_CHARS", "MERGE_GAP", "NUMBER_BAND", "STACK_GAP", "WINDOW", "candidates",
-           "head_blocks", "heads", "keep_page_text", "mark_running_heads"]
+__all__ = ["BAND", "HEAD_LABELS", "MAX_CHARS", "MERGE_GAP", "NUMBER_BAND", "STACK_GAP", "WINDOW",
+           "candidates", "head_blocks", "heads", "keep_page_text", "mark_running_heads"]
 
 #: the share of the page height at the top and the bottom where running heads live
 BAND = 0.12
@@ -55,7 +55,8 @@ WINDOW = 2
 #: the same place: centres at most this share of the page height apart
 SAME_HEIGHT = 0.03
 
-_HEAD_LABELS = frozenset({Label.PAGE_HEADER.value, Label.PAGE_FOOTER.value})
+#: the labels of running heads: out of the markdown and the chunks unless kept
+HEAD_LABELS = frozenset({Label.PAGE_HEADER.value, Label.PAGE_FOOTER.value})
 _PAGE_NUMBER = re.compile(
     r"^[\s\-–—.(\[]*(?:page|p\.|seite|página|pagina)?\s*"
     # arabic, or a roman front-matter number up to xxxix ("civil" and "mix" are words)
@@ -117,7 +118,7 @@ def candidates(page: PageResult) -> list[Candidate]:
         found.append(Candidate(block=n, band=band, key=key,
                                centre=(box.y0 + box.y1) / 2 / height, number=number,
                                top=box.y0 / height, bottom=box.y1 / height,
-                               labelled=block.label in _HEAD_LABELS))
+                               labelled=block.label in HEAD_LABELS))
     return found
 
 
@@ -179,7 +180,7 @@ def keep_page_text(blocks: Sequence[Block]) -> bool:
     model's "header" over a cover's title), they are Text again, so the page does not
     lose all it says. Whether any label changed (in place)."""
     texts = [b for b in blocks if b.content.strip()]
-    if not texts or any(b.label not in _HEAD_LABELS for b in texts):
+    if not texts or any(b.label not in HEAD_LABELS for b in texts):
         return False
     for block in texts:
         block.label = Label.TEXT.value
@@ -195,15 +196,15 @@ def label_page(page: PageResult, found: dict[int, str], *, keep_in_markdown: boo
     changed = 0
     for n, label in found.items():
         block: Block = page.blocks[n]
-        if block.label not in _HEAD_LABELS:
+        if block.label not in HEAD_LABELS:
             block.label = label
             changed += 1
     page.blocks = merge_lines(page.blocks)
     restored = keep_page_text(page.blocks)
-    has_heads = any(b.label in _HEAD_LABELS for b in page.blocks)
+    has_heads = any(b.label in HEAD_LABELS for b in page.blocks)
     if (has_heads or restored) and not keep_in_markdown and page.engine in BLOCK_MARKDOWN_ENGINES:
         page.markdown = blocks_to_markdown(
-            [b for b in page.blocks if b.label not in _HEAD_LABELS])
+            [b for b in page.blocks if b.label not in HEAD_LABELS])
     return changed
 
 
@@ -214,7 +215,7 @@ def merge_lines(blocks: list[Block]) -> list[Block]:
     number, a journal's name over its DOI) joined top to bottom, each into the first
     piece's place; other blocks untouched. A head written on two lines is one item of
     furniture, as a layout model's one region over both says, not two."""
-    heads = sorted((b for b in blocks if b.label in _HEAD_LABELS and b.bbox is not None),
+    heads = sorted((b for b in blocks if b.label in HEAD_LABELS and b.bbox is not None),
                    key=lambda b: (b.bbox.x0 if b.bbox else 0.0))
     lines: list[list[Block]] = []
     for block in heads:

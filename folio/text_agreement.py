@@ -22,7 +22,8 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel
 
-from folio.models import Block, Label, PageResult
+from folio.models import Block, PageResult
+from folio.running_heads import HEAD_LABELS
 
 __all__ = ["PageAgreement", "page_agreement", "recall", "words"]
 
@@ -30,7 +31,7 @@ _TAG = re.compile(r"<[^>]*>")
 _WORD = re.compile(r"\w+")
 #: blocks that leave the markdown and the chunks by design (running heads); their words
 #: are not owed to either
-_FURNITURE = frozenset({Label.PAGE_HEADER.value.lower(), Label.PAGE_FOOTER.value.lower()})
+_FURNITURE = frozenset(label.lower() for label in HEAD_LABELS)
 
 
 class PageAgreement(BaseModel):
