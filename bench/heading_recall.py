@@ -24,10 +24,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import re
-import shlex
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _measure import command, corpus_dir, git
 from fidelity_scoring import indel_ratio
 
 from folio.chunking import chunk_document
@@ -136,8 +134,7 @@ def _share(num: int, den: int) -> float | None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    default_corpus = os.environ.get("FOLIO_CORPUS_DIR", str(REPO.parent / "shared" / "corpus"))
-    parser.add_argument("--corpus", default=default_corpus)
+    parser.add_argument("--corpus", default=str(corpus_dir()))
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "heading_recall.json"))
     parser.add_argument("--phase", default="after", help="the key this run is written under")
     args = parser.parse_args(argv)
@@ -175,10 +172,8 @@ def main(argv: list[str] | None = None) -> None:
         "counts": totals,
     }
     print(json.dumps(summary, indent=1))
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
-                            capture_output=True, text=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "folio"], cwd=REPO,
-                                capture_output=True, text=True).stdout.strip())
+    commit = git("rev-parse", "--short", "HEAD")
+    dirty = bool(git("status", "--porcelain", "--", "folio"))
     out = Path(args.out)
     result: dict[str, Any] = json.loads(out.read_text()) if out.is_file() else {}
     result.update({
@@ -195,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
         "settings": SETTINGS,
     })
     result[args.phase] = {
-        "command": " ".join(shlex.quote(a) for a in [".venv/bin/python", *sys.argv]),
+        "command": command(),
         "commit": commit,
         "folio_tree_dirty": dirty,
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

@@ -42,7 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _measure import median, save
+from _measure import corpus_dir, median, save
 
 from folio.config import PipelineConfig
 from folio.engines.base import OcrEngine
@@ -58,8 +58,7 @@ CHILD = Path(__file__).resolve().parent / "_rapidocr_child.py"
 
 
 def corpus_root() -> Path:
-    default = Path(__file__).resolve().parents[2] / "shared" / "corpus"
-    root = Path(os.environ.get("FOLIO_CORPUS_DIR", default))
+    root = corpus_dir()
     if not (root / "MANIFEST.tsv").is_file():
         raise SystemExit(f"corpus absent at {root}: set FOLIO_CORPUS_DIR")
     return root
