@@ -65,10 +65,10 @@ import gpu_user_path as gup  # the GPU benchmark's documents, sender, sampler
 PRESETS = ("chandra", "olmocr2", "generic")
 
 #: what this benchmark changes beyond bench/gpu_user_path.py's SETTINGS, and why
-EXTRA_SETTINGS: dict[str, tuple[Any, str]] = {
-    "route": ("ocr", "every page to the GPU (a scanned collection's path), so the offline, "
-                     "served and pipeline phases have the same pages"),
-}
+#: what the phases change beyond bench/gpu_user_path.py's settings (the route is none of
+#: it: `--engine vllm` sends every page to the model by default, so the offline, served
+#: and pipeline phases have the same pages; a variant's own settings are in its row)
+EXTRA_SETTINGS: dict[str, tuple[Any, str]] = {}
 
 
 def engine_kwargs(argv: list[str]) -> dict[str, Any]:
