@@ -367,7 +367,10 @@ def step_pipeline(args: argparse.Namespace) -> dict[str, Any]:
             "cli_wall_seconds": run.wall_seconds,
             "completion_tokens_per_page": run.tokens // max(run.pages, 1),
             "totals": run.report["totals"], "attempt_errors": run.attempt_errors,
-            "queue": run.window, "scheduler_queue": run.report["timing"].get("queue")}
+            "queue": run.window, "scheduler_queue": run.report["timing"].get("queue"),
+            # when pages first and last ended, the finishing stages after the last page:
+            # where the seconds outside the server's busy span went
+            "timing": {k: v for k, v in run.report["timing"].items() if k != "queue"}}
 
 
 # --- report -------------------------------------------------------------------------------

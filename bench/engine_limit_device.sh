@@ -59,6 +59,9 @@ case "${1:-}" in
     if [ ! -f /tmp/site/env.sh ]; then bash .device-stage/bin/install.sh || exit 1; . /tmp/site/env.sh; fi
     export PYTHONPATH=$PWD:$PYTHONPATH
     gs --version || exit 1
+    # whether the scheduler shares CPU by session (folio's children share the flow's: see
+    # folio/pdf/zygote.py)
+    echo "sched_autogroup_enabled=$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || echo absent)"
     [ -d /tmp/synthetic-vlm ] || python3 .device-carry/make_synthetic_vlm.py /tmp/synthetic-vlm || exit 1
     python3 bench/synthetic_text_vocab.py /tmp/synthetic-vlm || exit 1  # answers that read like text
     case ",$PRESETS," in *,olmocr2,*)  # olmOCR 2's own shape (Qwen2.5-VL-7B)

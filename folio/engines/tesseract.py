@@ -69,7 +69,7 @@ def _run(cmd: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
             stderr=subprocess.PIPE,
             text=True,
             env=env,
-            start_new_session=True,
+            process_group=0,  # its own group, the caller's session: see folio/pdf/zygote.py
         )
     except FileNotFoundError as exc:
         raise EngineUnavailableError(f"{cmd[0]} not found: install tesseract-ocr") from exc

@@ -141,7 +141,7 @@ def _run_pdfwrite(
 
 
 def _run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float) -> tuple[int, str]:
-    """Run in a new session; on timeout kill the whole process group, not just gs."""
+    """Run in a process group of its own; on timeout kill the whole group, not just gs."""
     proc = subprocess.Popen(
         argv,
         stdin=subprocess.DEVNULL,
@@ -149,7 +149,7 @@ def _run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float) ->
         stderr=subprocess.STDOUT,
         env=env,
         cwd=cwd,
-        start_new_session=True,
+        process_group=0,  # its own group, the caller's session: see folio/pdf/zygote.py
     )
     try:
         output, _ = proc.communicate(timeout=timeout_s)

@@ -166,7 +166,7 @@ class _Budget:
 
 
 class _Child:
-    """A page worker process in its own session, killed with its group on exit."""
+    """A page worker process in its own process group, killed with its group on exit."""
 
     def __init__(self, op: Literal["pages", "probe"], request: WorkerRequest) -> None:
         # closed in __exit__; a file, not a pipe, so a chatty child never blocks on it
@@ -182,7 +182,7 @@ class _Child:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._stderr,
-                start_new_session=True,
+                process_group=0,  # its own group, the caller's session: see folio/pdf/zygote.py
             )
             assert self._proc.stdin is not None
             try:

@@ -5,13 +5,20 @@ pydantic, pypdfium2 and PIL imports) for every probe and every page batch. Dozen
 documents starting at once spend seconds of every core on it, and on a GPU box that is
 what keeps the first pages from the GPU. The zygote is one single-threaded child of the
 parent that imports the page worker once and then forks a fresh child per request: the
-same isolation (a process of its own in a session of its own, ``RLIMIT_AS`` set in the
-child, killed with its group), a few milliseconds to start.
+same isolation (a process of its own in a process group of its own, ``RLIMIT_AS`` set in
+the child, killed with its group), a few milliseconds to start.
+
+A process group, not a session: Linux's scheduler autogroups (on by default on most
+distributions) give every session an equal share of a busy CPU, whatever it runs. A page
+worker in a session of its own weighed as much as a whole vLLM server on the same host, so
+the render burst at a run's start (a dozen workers and Ghostscripts) starved the server's
+front end, which decodes the images the GPU waits for. In the caller's session all of
+folio's processes share one autogroup, and the server keeps its own.
 
 Protocol, over an ``AF_UNIX`` ``SOCK_SEQPACKET`` pair (one send is one message): the parent
 sends a header (op, cwd, environment) and the request with three file descriptors (the
 child's stdout, its stderr and the write end of a status pipe); the zygote forks, answers
-the child's pid once the child is in a session of its own (so the parent can kill it by
+the child's pid once the child is in a process group of its own (so the parent can kill it by
 process group at once), and when it reaps the child writes its exit code to the status pipe.
 When the parent goes away (end of file on the socket) the zygote kills every child it
 started and exits; a child dies with the zygote (``PR_SET_PDEATHSIG``).
@@ -94,7 +101,7 @@ class Zygote:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "folio.pdf.zygote", str(theirs.fileno())],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                start_new_session=True,  # a Ctrl-C to the parent's group is the parent's to handle
+                process_group=0,  # a Ctrl-C to the parent's group is the parent's to handle
             )
         finally:
             theirs.close()
@@ -266,7 +273,7 @@ def _fork(data: bytes, fds: list[int], status_fds: dict[int, int], private: list
         os.close(ready_r)
         os.close(status_w)
         return 0
-    os.read(ready_r, 1)  # its own session first: the parent kills it by process group
+    os.read(ready_r, 1)  # its own process group first: the parent kills it by group
     os.close(ready_r)
     status_fds[pid] = status_w
     return pid
@@ -277,7 +284,7 @@ def _child(header: dict[str, object], payload: bytes, out_w: int, err_fd: int, r
     """In the forked child: become a page worker, never return."""
     code = 70
     try:
-        os.setsid()
+        os.setpgid(0, 0)
         os.write(ready_w, b"1")
         os.close(ready_w)
         _die_with_parent()
