@@ -14,7 +14,9 @@ The text layer (:mod:`folio.pdf.text_layer`) measures each line's :class:`Style`
 page's :class:`Body`, and asks :func:`breaks_paragraph` whether a heading line and the
 paragraph under it (or over it) are two blocks, and :func:`is_heading` whether a
 paragraph's lines make a heading. :func:`keeps_heading` settles a layout model that sees a
-heading and a running head over the same line (the first line of a document's first page).
+heading and a running head over the same line (the first line of a document's first page),
+and :func:`refuses_heading` a heading region over words that name nothing or over the
+first body line under the engine's own heading.
 """
 
 from __future__ import annotations
@@ -212,6 +214,24 @@ def numbered(text: str) -> bool:
 
 
 _HEADINGS = frozenset({Label.TITLE, Label.SECTION_HEADER})
+_HEADING_VALUES = frozenset(h.value for h in _HEADINGS)
+
+
+def refuses_heading(label: str, text: str, region: Region, heads: Sequence[BBox],
+                    cover: Callable[[BBox, BBox], float], min_cover: float) -> bool:
+    """Whether a block the engine did not call a heading (``label``, its ``text``) keeps
+    the engine's label though the region chosen for it (``region``) is a title or section
+    header: its words do not read as a heading's (:func:`is_name`: a formula's ``a``, a
+    ``®``, a footnote of forty words), or the engine found a heading of its own inside that
+    region (``heads``: the boxes of the page's blocks the engine labelled a heading;
+    ``cover`` and ``min_cover`` as for :func:`keeps_heading`). The model's box is coarse
+    and may take in the first line of the paragraph under a heading; the engine, which
+    kept that line apart by its type, knows which line is the heading."""
+    if label in _HEADING_VALUES or region.label not in _HEADINGS:
+        return False
+    if not is_name(text):
+        return True
+    return any(cover(head, region.bbox) >= min_cover for head in heads)
 
 
 def keeps_heading(label: str, text: str, box: BBox | None, region: Region, regions: Sequence[Region],
@@ -222,7 +242,7 @@ def keeps_heading(label: str, text: str, box: BBox | None, region: Region, regio
     title or section header over it (``cover``: a function of (box, region box) giving the
     share of the box inside). The model that sees both on a document's first line is unsure;
     the type size or face the engine saw settles it."""
-    if (box is None or label not in {h.value for h in _HEADINGS}
+    if (box is None or label not in _HEADING_VALUES
             or region.label not in (Label.PAGE_HEADER, Label.CAPTION) or CAPTION.match(text)):
         return False
     return any(r.label in _HEADINGS and cover(box, r.bbox) >= min_cover

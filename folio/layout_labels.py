@@ -22,6 +22,11 @@ it), make a grid of :data:`FIGURE_TABLE_MIN` rows and columns or more
 (:func:`dense_columns`), with no word lost, is a table; charts and diagrams make no such
 grid (their labels do not line up in full rows and columns) and stay figures.
 
+Headings: a title or section-header region makes a heading only of words that read as
+one (:func:`folio.headings.refuses_heading`: not a formula's letter, a trademark sign or
+a footnote), and not of the body line under a heading the engine found in the same
+region (the model's box is coarser than the engine's type sizes).
+
 Text regions never replace a label the engine gave: CDLA's "text" is the catch-all (it
 has no list class), so a List-Item or a heading the engine found from font sizes would
 only lose information. Blocks without a box or without a covering region keep their
@@ -35,7 +40,7 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 
-from folio.headings import keeps_heading
+from folio.headings import keeps_heading, refuses_heading
 from folio.models import BBox, Block, Label, Region, TableCell, WordBox, joined_box
 from folio.quality import normalize_words
 from folio.running_heads import BAND
@@ -58,6 +63,7 @@ PRIORITY: tuple[Label, ...] = (
     Label.TEXT,
 )
 _RANK = {label: rank for rank, label in enumerate(PRIORITY)}
+_HEADING_LABELS = frozenset({Label.TITLE.value, Label.SECTION_HEADER.value})
 
 
 def cover(block: BBox, region: BBox) -> float:
@@ -114,13 +120,16 @@ def label_blocks(blocks: Sequence[Block], regions: Sequence[Region], min_cover: 
     frames: dict[int, BBox] = {}
     originals: dict[int, Block] = {}
     figures: dict[int, tuple[Region, list[tuple[Block, Block]]]] = {}
+    heads = [b.bbox for b in blocks if b.bbox is not None and b.label in _HEADING_LABELS]
     for original in blocks:
         block = original
         region = region_for(block.bbox, regions, min_cover) if block.bbox is not None else None
         label = block.label
-        if region is not None and not (region.label is Label.TEXT and label != Label.TEXT.value
-                                       or keeps_heading(label, block.content, block.bbox,
-                                                        region, regions, cover, min_cover)):
+        if region is not None and not (
+                region.label is Label.TEXT and label != Label.TEXT.value
+                or keeps_heading(label, block.content, block.bbox, region, regions, cover,
+                                 min_cover)
+                or refuses_heading(label, block.content, region, heads, cover, min_cover)):
             label = region.label.value
         if label != block.label:
             changed += 1

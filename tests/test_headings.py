@@ -181,3 +181,41 @@ def test_a_chapter_number_in_display_size_is_a_heading() -> None:
     assert not is_heading([regular("12", size=14.0)], BODY)  # a page number, a little larger
     assert not is_heading([regular("2024", size=36.0)], BODY)  # a year on a cover
     assert not is_heading([regular("1", size=36.0), regular("2", size=36.0)], BODY)
+
+
+# --- the layout model's regions against the engine's headings ------------------------------
+
+SECTION = Region(label=Label.SECTION_HEADER, bbox=BBox(x0=60, y0=100, x1=400, y1=140),
+                 score=0.8, source_class="title")
+
+
+def _block(text: str, box: BBox, label: Label = Label.TEXT, order: int = 0) -> Block:
+    return Block(label=label.value, bbox=box, content=text, order=order)
+
+
+@pytest.mark.parametrize("text", [
+    "a",  # a formula's letter on a line of its own
+    "2 + 8 = 12",  # a formula
+    "\u00ae",  # a registered-trademark sign beside a cover's title
+    "10) An index insurance pays on an index, such as rainfall, wind speed or temperature, "
+    "that measures the loss without settling the loss itself, as a claim would do.",
+])
+def test_a_heading_region_gives_no_heading_to_words_that_name_nothing(text: str) -> None:
+    out, _ = label_blocks([_block(text, BBox(x0=70, y0=105, x1=390, y1=135))], [SECTION], 0.5)
+    assert out[0].label == Label.TEXT.value
+    out, _ = label_blocks([_block("Results", BBox(x0=70, y0=105, x1=390, y1=135))],
+                          [SECTION], 0.5)
+    assert out[0].label == Label.SECTION_HEADER.value  # the model alone names a heading
+
+
+def test_a_heading_region_over_a_heading_and_its_paragraphs_first_line() -> None:
+    """The model's box takes in the body line under a heading; the engine, which set the
+    line apart by its type, keeps it text."""
+    heading = _block("(3) Principles of reading the terms", BBox(x0=70, y0=101, x1=390, y1=114),
+                     Label.SECTION_HEADER)
+    first_line = _block("Under the act on the terms, a term is read", BBox(
+        x0=80, y0=118, x1=390, y1=131), order=1)
+    out, _ = label_blocks([heading, first_line], [SECTION], 0.5)
+    assert [b.label for b in out] == [Label.SECTION_HEADER.value, Label.TEXT.value]
+    out, _ = label_blocks([first_line], [SECTION], 0.5)  # no heading of the engine's there
+    assert out[0].label == Label.SECTION_HEADER.value
