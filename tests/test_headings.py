@@ -219,3 +219,23 @@ def test_a_heading_region_over_a_heading_and_its_paragraphs_first_line() -> None
     assert [b.label for b in out] == [Label.SECTION_HEADER.value, Label.TEXT.value]
     out, _ = label_blocks([first_line], [SECTION], 0.5)  # no heading of the engine's there
     assert out[0].label == Label.SECTION_HEADER.value
+
+
+def test_runs_of_one_line_join_in_its_reading_order() -> None:
+    """A run sitting a little higher than the rest of its line (another script, another
+    size) sorts first; it still joins the line, on the side it stands: at the end of a
+    right-to-left line when it stands at its left."""
+    from folio.pdf.text_blocks import _Line, _merge_runs
+
+    arabic = _Line(BBox(x0=265, y0=73, x1=522, y1=88), "تحسين الإنتاجية بلغة R و", 13.6)
+    python = _Line(BBox(x0=224, y0=75, x1=265, y1=88), "Python", 13.6)
+    merged = _merge_runs([python, arabic])
+    assert [m.text for m in merged] == ["تحسين الإنتاجية بلغة R و Python"]
+    assert merged[0].bbox == BBox(x0=224, y0=73, x1=522, y1=88)
+    big = _Line(BBox(x0=120, y0=70, x1=200, y1=88), "Results", 14.0)
+    small = _Line(BBox(x0=72, y0=74, x1=118, y1=88), "Table 2:", 12.0)
+    assert [m.text for m in _merge_runs([small, big])] == ["Table 2: Results"]
+    # a page turned on its side: its lines stand side by side, each as tall as it is long
+    first = _Line(BBox(x0=445, y0=370, x1=456, y1=546), "Edgar in the early fourteenth", 10.6)
+    second = _Line(BBox(x0=360, y0=372, x1=371, y1=559), "Genealogical Roll of the Kings", 10.6)
+    assert len(_merge_runs([first, second])) == 2

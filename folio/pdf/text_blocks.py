@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -27,6 +28,9 @@ _PARAGRAPH_GAP = 0.7
 #: runs that pdfium broke apart are rejoined across at most a word space; a 1em column
 #: gutter (LaTeX's) must stay open
 _JOIN_EM = 0.5
+#: a run whose box is at most this many type sizes tall lies level (sub- and superscripts
+#: and a larger run on the line stay within it; a sideways run is as tall as it is long)
+_LEVEL_HEIGHT = 2.0
 #: lines shorter than this sharing a row are table cells, not lines of a paragraph
 _CELL_MAX_CHARS = 25
 _MAX_CUT_DEPTH = 64
@@ -70,15 +74,22 @@ def _clean(text: str) -> str:
 
 
 def _merge_runs(lines: list[_Line]) -> list[_Line]:
-    """Join runs on one baseline that pdfium broke apart (content drawn out of order)."""
+    """Join runs on one baseline that pdfium broke apart (content drawn out of order, or
+    a run in another script or size whose box sits a little higher), in the line's
+    reading order: left to right, or right to left in a line of a right-to-left script
+    (:func:`_right_to_left`): an Arabic heading ending in the word ``Python`` has that
+    word at its left end."""
     merged: list[_Line] = []
     for line in sorted(lines, key=lambda ln: (round(ln.bbox.y0), ln.bbox.x0)):
         last = merged[-1] if merged else None
         if last is not None and _same_line(last, line):
+            left, right = sorted((last, line), key=lambda ln: ln.bbox.x0 + ln.bbox.x1)
+            first, second = (right, left) if _right_to_left(left.text + right.text) \
+                else (left, right)
             sizes = [s for s in (last.size, line.size) if s is not None]
             merged[-1] = _Line(
-                last.bbox.union(line.bbox), f"{last.text} {line.text}", max(sizes, default=None),
-                style=last.style.joined(line.style),
+                last.bbox.union(line.bbox), f"{first.text} {second.text}",
+                max(sizes, default=None), style=last.style.joined(line.style),
             )
         else:
             merged.append(line)
@@ -86,11 +97,33 @@ def _merge_runs(lines: list[_Line]) -> list[_Line]:
 
 
 def _same_line(a: _Line, b: _Line) -> bool:
+    """Whether two runs are one line: level with each other, and at most a word space
+    apart (or overlapping by as much), ``b`` right of ``a``, or on either side when both
+    lie level (:func:`_level`; a page turned on its side stacks its lines side by side)."""
     height = min(a.bbox.y1 - a.bbox.y0, b.bbox.y1 - b.bbox.y0)
     overlap = min(a.bbox.y1, b.bbox.y1) - max(a.bbox.y0, b.bbox.y0)
     gap = b.bbox.x0 - a.bbox.x1
+    if _level(a) and _level(b):
+        gap = max(gap, a.bbox.x0 - b.bbox.x1)
     limit = _JOIN_EM * max(a.height, b.height)
     return height > 0 and overlap >= 0.5 * height and -limit <= gap <= limit
+
+
+def _level(line: _Line) -> bool:
+    """Whether a run lies level on the page: its box about one type size tall (a run
+    read across a page turned on its side has a box as tall as the run is long)."""
+    return line.size is not None and line.bbox.y1 - line.bbox.y0 <= _LEVEL_HEIGHT * line.size
+
+
+def _right_to_left(text: str) -> bool:
+    """Whether more of ``text``'s letters belong to right-to-left scripts (Arabic, Hebrew,
+    Syriac, Thaana, N'Ko) than to left-to-right ones."""
+    rtl = ltr = 0
+    for char in text:
+        kind = unicodedata.bidirectional(char)
+        rtl += kind in ("R", "AL")
+        ltr += kind == "L"
+    return rtl > ltr
 
 
 def _mark_cells(lines: list[_Line]) -> list[_Line]:
