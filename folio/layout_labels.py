@@ -22,6 +22,12 @@ it), make a grid of :data:`FIGURE_TABLE_MIN` rows and columns or more
 (:func:`dense_columns`), with no word lost, is a table; charts and diagrams make no such
 grid (their labels do not line up in full rows and columns) and stay figures.
 
+Figures that are prose: a layout model takes a cover, a back cover or a page of boxed
+columns for one picture. A figure region holding a paragraph of running prose (many words,
+wrapped lines carrying sentences on) is no figure, since a drawing's labels are short
+and sparse: its blocks take the labels the other regions or the engine give them, a
+heading only where prose follows it (:func:`_prose_figure`).
+
 Headings: a title or section-header region makes a heading only of words that read as
 one (:func:`folio.headings.refuses_heading`: not a formula's letter, a trademark sign or
 a footnote), and not of the body line under a heading the engine found in the same
@@ -144,6 +150,8 @@ def label_blocks(blocks: Sequence[Block], regions: Sequence[Region], min_cover: 
     for region, pairs in figures.values():
         table = _figure_table(region, pairs, regions, min_cover, words, rulings)
         if table is None:
+            freed = _prose_figure(region, pairs, regions, min_cover, words)
+            out = [freed.get(id(b), b) for b in out]
             continue
         cells, swap = table
         out = [swap.get(id(b), b) for b in out]
@@ -199,6 +207,56 @@ def _figure_table(region: Region, pairs: Sequence[tuple[Block, Block]],
             continue
         swap[id(block)] = _outside(original, rest, min_cover)
     return tables, swap
+
+
+def _prose_figure(region: Region, pairs: Sequence[tuple[Block, Block]],
+                  regions: Sequence[Region], min_cover: float, words: Sequence[WordBox]
+                  ) -> dict[int, Block]:
+    """A figure region that holds running prose is no figure: a paragraph of
+    :data:`CELL_MAX_WORDS` words or more whose wrapped lines carry sentences on
+    (:func:`_wrapped_prose`) is text, which a drawing's labels never are (short, sparse).
+    A layout model takes a cover, a back cover or a page of boxed columns for one picture.
+    Then each of the region's blocks (``pairs``: as the engine gave it and as labelled)
+    takes the label the other regions or the engine give it (:func:`_outside`), a heading
+    only where it heads prose (:func:`_heads_prose`): a bold label standing alone is a
+    side note or a diagram's box, a heading is followed by the text it names. Returns
+    each relabelled block's replacement by id; empty when the region holds no prose."""
+    prose = [o for o, _ in pairs
+             if o.label == Label.TEXT.value and _long(o) and _wrapped_prose(o, words)]
+    if not prose:
+        return {}
+    rest = [r for r in regions if r is not region]
+    others = [o for o, _ in pairs]
+    swap: dict[int, Block] = {}
+    for original, block in pairs:
+        freed = _outside(original, rest, min_cover)
+        if freed.label in _HEADING_LABELS and not _heads_prose(freed, others, prose, words):
+            freed = freed.model_copy(update={"label": Label.TEXT.value})
+        swap[id(block)] = freed
+    return swap
+
+
+def _heads_prose(heading: Block, blocks: Sequence[Block], prose: Sequence[Block],
+                 words: Sequence[WordBox]) -> bool:
+    """Whether the first of ``blocks`` under ``heading`` in its column (overlapping half
+    the narrower width) is one of the ``prose`` paragraphs, within :data:`TABLE_GAP` of
+    the heading's line heights."""
+    box = heading.bbox
+    if box is None:
+        return False
+    under = [b for b in blocks if b is not heading and b.bbox is not None
+             and b.bbox.y0 >= box.y1 - 1.0 and _overlap_x(box, b.bbox)]
+    if not under:
+        return False
+    first = min(under, key=lambda b: b.bbox.y0 if b.bbox else 0.0)
+    assert first.bbox is not None
+    line = (box.y1 - box.y0) / max(1, len(lines(words_inside(words, [box]))))
+    return any(first is p for p in prose) and first.bbox.y0 - box.y1 <= TABLE_GAP * line
+
+
+def _overlap_x(a: BBox, b: BBox) -> bool:
+    width = min(a.x1, b.x1) - max(a.x0, b.x0)
+    return width >= 0.5 * min(a.x1 - a.x0, b.x1 - b.x0)
 
 
 def _outside(original: Block, rest: Sequence[Region], min_cover: float) -> Block:

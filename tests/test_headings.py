@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -219,6 +220,85 @@ def test_a_heading_region_over_a_heading_and_its_paragraphs_first_line() -> None
     assert [b.label for b in out] == [Label.SECTION_HEADER.value, Label.TEXT.value]
     out, _ = label_blocks([first_line], [SECTION], 0.5)  # no heading of the engine's there
     assert out[0].label == Label.SECTION_HEADER.value
+
+
+def _back_cover_pdf(out: Path) -> Path:
+    """A back cover as a layout model sees one big picture: bold side notes on the left,
+    a column of prose in the middle, and on the right a bold three-line heading over its
+    paragraph."""
+    from folio.samples import sentences, write_postscript_pdf
+
+    def show(text: str, x: float, y: float, font: str, size: float) -> str:
+        return f"/{font} findfont {size} scalefont setfont {x} {y} moveto ({text}) show"
+
+    ps = []
+    for i, text in enumerate(("Protect columns by", "defining column", "masks")):
+        ps.append(show(text, 30, 420 - 12 * i, "Times-Bold", 12))
+    for i, text in enumerate(textwrap.wrap(sentences(3, 8), 48)[:16]):
+        ps.append(show(text, 160, 521 - 11 * i, "Times-Roman", 10))
+    for i, text in enumerate(("BUILDING TECHNICAL", "INFORMATION BASED ON",
+                              "PRACTICAL EXPERIENCE")):
+        ps.append(show(text, 430, 500 - 12 * i, "Times-Bold", 12))
+    for i, text in enumerate(textwrap.wrap(sentences(4, 5), 34)[:8]):
+        ps.append(show(text, 430, 455 - 11 * i, "Times-Roman", 10))
+    ps.append("showpage")
+    return write_postscript_pdf(out, "\n".join(ps))
+
+
+def _diagram_pdf(out: Path) -> Path:
+    """A drawing's labels: a bold title over short labels in boxes, no prose."""
+    from folio.samples import write_postscript_pdf
+
+    ps = ["/Times-Bold findfont 12 scalefont setfont 200 600 moveto (Data Flow) show"]
+    for i, text in enumerate(("Input files", "Parser", "Chunker", "Vector index")):
+        ps.append(f"/Times-Roman findfont 9 scalefont setfont {100 + 110 * i} 560 moveto "
+                  f"({text}) show")
+        ps.append(f"newpath {95 + 110 * i} 552 moveto 90 0 rlineto 0 22 rlineto -90 0 rlineto "
+                  "closepath stroke")
+    ps.append("/Times-Bold findfont 10 scalefont setfont 220 520 moveto (Stored pages) show")
+    ps.append("showpage")
+    return write_postscript_pdf(out, "\n".join(ps))
+
+
+def _read_with_figure(pdf: Path) -> list[Block]:
+    """The page's text layer relabelled with one figure region over all its text."""
+    import pypdfium2 as pdfium
+
+    from folio.config import RouteSettings
+    from folio.pdf.pdfium_doc import page_geometry
+    from folio.pdf.text_layer import extract
+
+    doc = pdfium.PdfDocument(str(pdf))
+    try:
+        page = doc[0]
+        geometry = page_geometry(page)
+        layer = extract(page, width_pt=geometry.width_pt, height_pt=geometry.height_pt,
+                        settings=RouteSettings())
+    finally:
+        doc.close()
+    boxes = [b.bbox for b in layer.blocks if b.bbox is not None]
+    frame = BBox(x0=min(b.x0 for b in boxes) - 5, y0=min(b.y0 for b in boxes) - 5,
+                 x1=max(b.x1 for b in boxes) + 5, y1=max(b.y1 for b in boxes) + 5)
+    figure = Region(label=Label.FIGURE, bbox=frame, score=0.8, source_class="figure")
+    out, _ = label_blocks(layer.blocks, [figure], 0.5, layer.words, [], geometry.height_pt)
+    return out
+
+
+def test_a_figure_region_over_prose_is_no_figure_and_its_heading_heads_the_prose(
+        tmp_path: Path) -> None:
+    blocks = _read_with_figure(_back_cover_pdf(tmp_path / "back.pdf"))
+    labels = {b.content: b.label for b in blocks}
+    heading = "BUILDING TECHNICAL INFORMATION BASED ON PRACTICAL EXPERIENCE"
+    assert labels.get(heading) == Label.SECTION_HEADER.value, labels
+    # bold side notes with no text under them head nothing
+    assert labels.get("Protect columns by defining column masks") == Label.TEXT.value, labels
+    assert Label.FIGURE.value not in labels.values()
+    assert sum(1 for label in labels.values() if label == Label.TEXT.value) == 3
+
+
+def test_a_drawings_labels_stay_a_figure(tmp_path: Path) -> None:
+    blocks = _read_with_figure(_diagram_pdf(tmp_path / "diagram.pdf"))
+    assert blocks and {b.label for b in blocks} == {Label.FIGURE.value}
 
 
 def test_runs_of_one_line_join_in_its_reading_order() -> None:

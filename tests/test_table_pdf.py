@@ -315,7 +315,7 @@ def test_a_table_taken_for_a_figure_is_a_table_with_turned_and_grouped_headings(
     assert caption and caption[0].label == Label.TEXT.value and caption[0].cells is None
 
 
-def test_prose_taken_for_a_figure_stays_a_figure(tmp_path: Path) -> None:
+def test_prose_taken_for_a_figure_is_text_not_a_table(tmp_path: Path) -> None:
     pdf = borderless_pdf(tmp_path / "borderless.pdf")
     layer = _layer(pdf).text_layer
     assert layer is not None
@@ -326,7 +326,9 @@ def test_prose_taken_for_a_figure_stays_a_figure(tmp_path: Path) -> None:
     output = TextLayerEngine().recognize(prep)
     apply_layout(output, "text-layer", prep, min_cover=0.5)
     assert not any(b.label == Label.TABLE.value for b in output.blocks)
-    assert any(b.label == Label.FIGURE.value for b in output.blocks)
+    # wrapped prose is no drawing's labels: the region is no figure (layout_labels)
+    assert not any(b.label == Label.FIGURE.value for b in output.blocks)
+    assert any(b.label == Label.TEXT.value for b in output.blocks)
 
 
 #: a table that rules every row, as a reader sees it: each body row's key is on one line
