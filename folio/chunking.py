@@ -136,15 +136,25 @@ class _Draft:
     pages: list[int] = field(default_factory=list)
     boxes: list[tuple[int, BBox]] = field(default_factory=list)
     kind: str = "text"
+    #: the boxes already in ``boxes`` as plain tuples: a membership test on the list
+    #: compared pydantic models one by one (a chunk of many small blocks took quadratic
+    #: time, the validation's text agreement and the load stage's chunking both)
+    seen: set[tuple[int, float, float, float, float]] = field(default_factory=set)
+    chars: int = 0  # the parts' characters, kept as they are added
 
     @property
     def size(self) -> int:
-        return sum(len(p) for p in self.parts) + 2 * max(0, len(self.parts) - 1)
+        return self.chars + 2 * max(0, len(self.parts) - 1)
 
     def add(self, text: str, page: int, bbox: BBox | None) -> None:
         self.parts.append(text)
         self.pages.append(page)
-        if bbox is not None and (page, bbox) not in self.boxes:
+        self.chars += len(text)
+        if bbox is None:
+            return
+        key = (page, bbox.x0, bbox.y0, bbox.x1, bbox.y1)
+        if key not in self.seen:
+            self.seen.add(key)
             self.boxes.append((page, bbox))
 
 

@@ -62,6 +62,17 @@ def test_chunks_cite_pages_from_1_and_keep_boxes() -> None:
     assert [(p, b.y0) for p, b in chunk.boxes] == [(1, 700), (2, 40)]
 
 
+def test_a_box_is_cited_once_per_chunk_however_many_blocks_share_it() -> None:
+    # an engine may cut one paragraph into several blocks over one box; the chunk cites
+    # the box once, and boxes that differ stay in reading order
+    doc = document([page(0, [block("Text", "One half of it,", 0, 100),
+                             block("Text", "the other half.", 1, 100),
+                             block("Text", "A later line.", 2, 300)])])
+    (chunk,) = chunk_document(doc, ChunkSettings(max_chars=500))
+    assert [(p, b.y0) for p, b in chunk.boxes] == [(1, 100), (1, 300)]
+    assert len(chunk.text) == len("One half of it,\n\nthe other half.\n\nA later line.")
+
+
 def test_long_block_split_on_sentences_within_limit() -> None:
     sentences = [f"Sentence number {i} says something useful." for i in range(40)]
     doc = document([page(0, [block("Text", " ".join(sentences), 0)])])
