@@ -173,7 +173,8 @@ def ingest_documents(refs: list[SourceRef], services: Services
         if isinstance(prep, PreparedDocument):
             if services.config.validation.enabled:  # GX loads while the pages are OCR'd
                 # (once; a rerun with nothing to do never loads it)
-                preload_validation(validation_in_child(services.config))
+                preload_validation(validation_in_child(services.config),
+                                   services.config.validation.child_processes)
             bar = PageProgress(prep.result.source, prep.result.page_count)
             progress_bars[prep.result.source] = bar.__enter__()
         return prep

@@ -180,11 +180,16 @@ class ValidationSettings(BaseModel):
         "GIL (None: when the OCR engine is a GPU model's, whose pages the flow's threads "
         "must keep sending; its import and runs were a quarter of the GPU flow's GIL)"
     )
+    child_processes: int = Field(
+        2, ge=1, le=16, description="child processes running the suite at once when it runs "
+        "in children: a batch of documents starts while the one before is still validated "
+        "(the last documents of a GPU run end within seconds of each other)")
 
     #: where Data Docs go, how many are kept and which process runs GX never change a
     #: page's outcome
     OPERATIONAL: ClassVar[frozenset[str]] = frozenset({"data_docs", "data_docs_dir",
-                                                       "data_docs_keep", "child_process"})
+                                                       "data_docs_keep", "child_process",
+                                                       "child_processes"})
 
 
 class ChunkSettings(BaseModel):

@@ -212,15 +212,15 @@ def in_child(config: PipelineConfig) -> bool:
 
 
 @functools.cache
-def preload(child: bool = False) -> None:
+def preload(child: bool = False, children: int = 1) -> None:
     """Import Great Expectations in the background (it takes seconds), so the first
     document to reach validation does not wait for it at the end of a run; with
-    ``child``, start the child process that runs it instead, which imports GX there.
-    Once per process and kind (cached): later calls do nothing."""
+    ``child``, start the ``children`` child processes that run it instead, each of which
+    imports GX there. Once per process and arguments (cached): later calls do nothing."""
     if child:
-        from folio.validation_child import shared_child
+        from folio.validation_child import shared_children
 
-        shared_child().start()
+        shared_children(children).start()
         return
 
     def _import() -> None:
@@ -285,9 +285,9 @@ def _run_batch(items: list[tuple[str, list[PageResult]]], settings: ValidationSe
     run_name = items[0][0] if len(items) == 1 else f"{items[0][0]}+{len(items) - 1}"
     docs_index: Path | None = None
     if child and data_docs_dir is None:
-        from folio.validation_child import shared_child
+        from folio.validation_child import shared_children
 
-        failures = shared_child().failures(frames, specs, run_name)
+        failures = shared_children(settings.child_processes).failures(frames, specs, run_name)
     else:
         failures, docs_index = failures_here(frames, specs, run_name, data_docs_dir)
     order = [s.name for s in specs]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import queue
 import selectors
 import subprocess
 import sys
@@ -43,6 +44,8 @@ log = logging.getLogger(__name__)
 
 #: a batch's GX runs take about a second; a child silent this long is stuck
 REPLY_TIMEOUT_S = 600.0
+#: how long a child whose stdin was closed may take to exit before it is killed
+STOP_WAIT_S = 20.0
 _HEADER = 8
 
 
@@ -132,7 +135,9 @@ class ValidationChild:
             try:
                 if proc.stdin is not None:
                     proc.stdin.close()
-                proc.wait(timeout=5)
+                # a healthy child exits at once; on a machine loaded tenfold its
+                # interpreter's teardown (pandas, GX) took over 5 s
+                proc.wait(timeout=STOP_WAIT_S)
             except (OSError, subprocess.TimeoutExpired):
                 proc.kill()
                 proc.wait()
@@ -164,17 +169,65 @@ def _read_exact(fd: int, size: int, deadline: float, on_timeout: Any) -> bytes:
     return b"".join(chunks)
 
 
-_SHARED: ValidationChild | None = None
-_SHARED_LOCK = threading.Lock()
+class ChildPool:
+    """The flow process's validation children, each serving one request at a time.
+
+    Why more than one: the last documents of a GPU run end within seconds of each other,
+    and with one child each waited for the batch before its own (40 documents validated
+    after the engine's last page, 2-2.5 s each, on one H200). With two, a batch starts as
+    soon as it gathers while the one before it is still running.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._children: list[ValidationChild] = []
+        self._free: queue.SimpleQueue[ValidationChild] = queue.SimpleQueue()
+
+    def ensure(self, n: int) -> ChildPool:
+        """At least ``n`` children (not started yet: :meth:`start`, or the first request)."""
+        with self._lock:
+            while len(self._children) < n:
+                child = ValidationChild()
+                self._children.append(child)
+                self._free.put(child)
+        return self
+
+    @property
+    def children(self) -> list[ValidationChild]:
+        with self._lock:
+            return list(self._children)
+
+    def start(self) -> None:
+        """Start every child now (each imports GX while the flow works); idempotent."""
+        for child in self.children:
+            child.start()
+
+    def failures(self, frames: dict[Table, pd.DataFrame], specs: list[ExpectationSpec],
+                 run_name: str) -> dict[tuple[int, int], list[str]]:
+        """:meth:`ValidationChild.failures` in the first child free (waits for one)."""
+        child = self._free.get()
+        try:
+            return child.failures(frames, specs, run_name)
+        finally:
+            self._free.put(child)
+
+    def close(self) -> None:
+        for child in self.children:
+            child.close()
+
+
+_SHARED = ChildPool()
+
+
+def shared_children(n: int = 1) -> ChildPool:
+    """The process's validation children, at least ``n`` of them (one pool per flow
+    process; a run asking for more than an earlier run did adds children)."""
+    return _SHARED.ensure(max(1, n))
 
 
 def shared_child() -> ValidationChild:
-    """The process's validation child (one per flow process)."""
-    global _SHARED
-    with _SHARED_LOCK:
-        if _SHARED is None:
-            _SHARED = ValidationChild()
-        return _SHARED
+    """The process's first validation child."""
+    return shared_children(1).children[0]
 
 
 # --- the child's side ------------------------------------------------------------------

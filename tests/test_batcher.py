@@ -38,6 +38,32 @@ def test_items_arriving_while_a_flush_runs_share_the_next_one() -> None:
     batcher.close()
 
 
+def test_with_two_workers_the_next_batch_starts_while_the_first_still_runs() -> None:
+    """Two workers (two validation children): an item arriving while a batch is being
+    flushed is flushed at once by the other worker, not after the first batch."""
+    release = threading.Event()
+    calls: list[list[int]] = []
+
+    def flush(items: list[int]) -> list[int]:
+        calls.append(list(items))
+        if 0 in items:
+            release.wait(5)  # the first batch holds its worker
+        return [i * 10 for i in items]
+
+    batcher: Batcher[int, int] = Batcher(flush, name="test", max_items=8, workers=2)
+    with ThreadPoolExecutor(4) as pool:
+        first = pool.submit(batcher.submit, 0)
+        while not calls:
+            time.sleep(0.01)
+        second = pool.submit(batcher.submit, 1)
+        assert second.result(timeout=3) == 10  # done while the first batch still runs
+        assert not first.done()
+        release.set()
+        assert first.result() == 0
+    assert calls == [[0], [1]]
+    batcher.close()
+
+
 def test_hurry_stops_an_item_waiting_for_company_that_will_not_come() -> None:
     batcher: Batcher[int, int] = Batcher(lambda items: items, name="test", max_wait_s=30)
     with ThreadPoolExecutor(1) as pool:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -237,6 +239,44 @@ def test_a_child_that_dies_is_started_again_and_gx_errors_come_back_typed() -> N
     proc = child._proc
     child.close()  # its stdin closed, it ends by itself
     assert child._proc is None and proc is not None and proc.returncode == 0
+
+
+@pytest.mark.slow  # two processes of their own
+def test_two_children_validate_two_batches_at_once() -> None:
+    """The pool's children serve one request each: two batches sent together are
+    answered by two processes, with the verdicts of the flow's own GX."""
+    import pandas as pd
+
+    from folio.validation import Table, pages_frame, suite_definitions
+    from folio.validation_child import shared_children
+
+    pool = shared_children(2)
+    pool.start()
+    specs = suite_definitions(SETTINGS)
+    looping = [page(0), page(1, "the same words again " * 60)]
+    frames: dict[Table, pd.DataFrame] = {"pages": pages_frame("d", looping)}
+    used: list[int] = []
+    real = [c.failures for c in pool.children]
+
+    def spy(n: int) -> Any:
+        def failures(*args: Any) -> Any:
+            proc = pool.children[n]._proc
+            assert proc is not None
+            used.append(proc.pid)
+            time.sleep(0.5)  # both requests are in flight together
+            return real[n](*args)
+        return failures
+
+    for n, child in enumerate(pool.children[:2]):
+        child.failures = spy(n)  # type: ignore[method-assign]
+    try:
+        with ThreadPoolExecutor(2) as threads:
+            answers = list(threads.map(lambda _: pool.failures(frames, specs, "d"), range(2)))
+    finally:
+        for n, child in enumerate(pool.children[:2]):
+            child.failures = real[n]  # type: ignore[method-assign]
+    assert answers == [{(0, 1): ["repeat-ratio"]}] * 2
+    assert len(set(used)) == 2
 
 
 def test_a_gpu_run_validates_in_the_child_unless_told_otherwise() -> None:

@@ -6,7 +6,9 @@ their item to a :class:`Batcher` and wait; one worker thread calls ``flush`` wit
 everything that has gathered (up to ``max_items``, distinct by ``key``) and hands each
 caller its own result. With ``max_wait_s = 0`` nothing waits for company: while one batch
 runs the next gathers, so batches grow exactly when the resource is the bottleneck. A
-``flush`` that raises fails every item in its batch with that error.
+``flush`` that raises fails every item in its batch with that error. With ``workers`` > 1
+that many batches run at once (a resource with several servers: validation children);
+``key`` then keeps items apart within a batch only.
 """
 
 from __future__ import annotations
@@ -39,16 +41,17 @@ class Batcher(Generic[T, R]):
 
     def __init__(self, flush: Callable[[list[T]], Sequence[R]], *, name: str,
                  max_items: int = 32, max_wait_s: float = 0.0,
-                 key: Callable[[T], Hashable] | None = None) -> None:
+                 key: Callable[[T], Hashable] | None = None, workers: int = 1) -> None:
         self._flush_fn = flush
         self.name = name
         self.max_items = max(1, max_items)
         self.max_wait_s = max(0.0, max_wait_s)
         self._key = key
+        self._workers = max(1, workers)
         self._cond = threading.Condition()
         self._pending: list[_Entry[T, R]] = []
         self._closed = False
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         #: items in each flush so far (for tests and benchmarks)
         self.batch_sizes: list[int] = []
 
@@ -61,10 +64,12 @@ class Batcher(Generic[T, R]):
             if self._closed:
                 raise RunStoppedError(f"the run stopped before {self.name} took this document")
             self._pending.append(entry)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=f"folio-{self.name}",
-                                                daemon=True)
-                self._thread.start()
+            if not self._threads:
+                for n in range(self._workers):
+                    thread = threading.Thread(target=self._run, daemon=True,
+                                              name=f"folio-{self.name}-{n}")
+                    thread.start()
+                    self._threads.append(thread)
             self._cond.notify_all()
         return entry.done.result()
 
@@ -77,12 +82,12 @@ class Batcher(Generic[T, R]):
             self._cond.notify_all()
 
     def close(self) -> None:
-        """Flush what is waiting, then stop the worker."""
+        """Flush what is waiting, then stop the workers."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-            thread = self._thread
-        if thread is not None:
+            threads = list(self._threads)
+        for thread in threads:
             thread.join()
 
     def _due(self) -> bool:
@@ -104,6 +109,8 @@ class Batcher(Generic[T, R]):
                     self._cond.wait(timeout=max(wait, 0.01))
                 batch = self._take()
             self._flush(batch)
+            with self._cond:  # another worker may be waiting for what this one left
+                self._cond.notify_all()
 
     def _take(self) -> list[_Entry[T, R]]:
         """Up to ``max_items`` entries with distinct keys, oldest first (a second entry

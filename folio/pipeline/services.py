@@ -126,7 +126,9 @@ class Services:
                 settings, child = self.config.validation, in_child(self.config)
                 self._validator = Batcher(
                     lambda items: validate_documents(items, settings, child=child),
-                    name="validation", max_items=64)
+                    name="validation", max_items=64,
+                    # one batch per child at once; in the flow's process GX runs one at a time
+                    workers=settings.child_processes if child else 1)
             return self._validator
 
     def last_document_handed_over(self) -> None:
