@@ -13,7 +13,9 @@ distributions) give every session an equal share of a busy CPU, whatever it runs
 worker in a session of its own weighed as much as a whole vLLM server on the same host, so
 the render burst at a run's start (a dozen workers and Ghostscripts) starved the server's
 front end, which decodes the images the GPU waits for. In the caller's session all of
-folio's processes share one autogroup, and the server keeps its own.
+folio's processes share one autogroup, and the server keeps its own (olmOCR 2 on one
+H200: the pipeline went from 0.919x to 0.943x of the server's own pages/s,
+bench/results/engine_limit_issue29.json).
 
 Protocol, over an ``AF_UNIX`` ``SOCK_SEQPACKET`` pair (one send is one message): the parent
 sends a header (op, cwd, environment) and the request with three file descriptors (the
