@@ -283,6 +283,7 @@ class ChunkStream:
             return
         keep = self._chunker.settings.keep_headers_footers
         heads = running_heads.heads(self._candidates, k) if page.blocks and not keep else {}
+        heads = running_heads.spare_only_text(page.blocks, heads)
         blocks = [b for n, b in enumerate(page.blocks) if n not in heads]
         for block in (sorted(blocks, key=lambda b: b.order) if page.blocks
                       else _blocks_from_markdown(page.markdown)):

@@ -28,6 +28,7 @@ pages can be judged as they arrive in order (:class:`folio.chunking.ChunkStream`
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,7 +37,8 @@ from folio.engines.markdown import BLOCK_MARKDOWN_ENGINES, blocks_to_markdown
 from folio.models import Block, Label, PageResult, joined_box
 
 __all__ = ["BAND", "HEAD_LABELS", "MAX_CHARS", "MERGE_GAP", "NUMBER_BAND", "STACK_GAP", "WINDOW",
-           "candidates", "head_blocks", "heads", "keep_page_text", "mark_running_heads"]
+           "candidates", "head_blocks", "heads", "keep_page_text", "mark_running_heads",
+           "spare_only_text"]
 
 #: the share of the page height at the top and the bottom where running heads live
 BAND = 0.12
@@ -54,6 +56,15 @@ MAX_CHARS = 160
 WINDOW = 2
 #: the same place: centres at most this share of the page height apart
 SAME_HEIGHT = 0.03
+#: a line in type this size of the page's body or smaller (area per character, square
+#: rooted) is in small type: a running head or a note, not body text
+SMALL_TYPE = 0.8
+#: a line this many of its own heights away from the rest of the page is set apart
+APART_GAP = 2.0
+#: a folio line's words besides its page number (a running title, not a sentence)
+FOLIO_WORDS = 12
+#: blocks of this many characters or more measure the page's body type
+BODY_CHARS = 100
 
 #: the labels of running heads: out of the markdown and the chunks unless kept
 HEAD_LABELS = frozenset({Label.PAGE_HEADER.value, Label.PAGE_FOOTER.value})
@@ -65,6 +76,11 @@ _PAGE_NUMBER = re.compile(
     re.IGNORECASE,
 )
 _BRACKETED = re.compile(r"^\s*[(\[].*[)\]]\s*$")
+#: a bare page number at either end of a line: digits with no point or bracket on them
+_FOLIO_START = re.compile(r"^\s*(\d{1,4})\s+(\S.*)$")
+_FOLIO_END = re.compile(r"^(.*\S)\s+(\d{1,4})\s*$")
+#: a footnote's opening: a note mark, or a number run into its text or closed by ")"
+_NOTE_MARK = re.compile(r"^\s*(?:[*†‡§¶#]|\d+\s*\)|\d+[^\d\s.,:;\-–—/])")
 _DIGITS = re.compile(r"\d+")
 _SPACE = re.compile(r"\s+")
 
@@ -79,6 +95,7 @@ class Candidate:
     top: float = 0.0  # top edge as a share of the page height
     bottom: float = 0.0  # bottom edge as a share of the page height
     labelled: bool = False  # a layout model already labelled it a running head
+    alone: bool = False  # a running head by its own look (:func:`_alone`), no repeat needed
 
 
 def _key(text: str) -> str:
@@ -86,6 +103,9 @@ def _key(text: str) -> str:
 
 
 _HEADING_LABELS = frozenset({Label.SECTION_HEADER.value, Label.TITLE.value})
+#: labels that say a block is something other than a running head's kind of text
+_NOT_ALONE = _HEADING_LABELS | {Label.CAPTION.value, Label.TABLE.value, Label.FIGURE.value,
+                                Label.EQUATION.value, Label.LIST_ITEM.value}
 
 
 def candidates(page: PageResult) -> list[Candidate]:
@@ -95,6 +115,7 @@ def candidates(page: PageResult) -> list[Candidate]:
     if height <= 0:
         return []
     found = []
+    body = None
     for n, block in enumerate(page.blocks):
         text = block.content.strip()
         box = block.bbox
@@ -115,11 +136,83 @@ def candidates(page: PageResult) -> list[Candidate]:
         key = _key(text)
         if not key:
             continue
+        if body is None:
+            body = body_type(page.blocks)
         found.append(Candidate(block=n, band=band, key=key,
                                centre=(box.y0 + box.y1) / 2 / height, number=number,
                                top=box.y0 / height, bottom=box.y1 / height,
-                               labelled=block.label in HEAD_LABELS))
+                               labelled=block.label in HEAD_LABELS,
+                               alone=not number and _alone(page.blocks, n, band, body)))
     return found
+
+
+def type_size(block: Block) -> float:
+    """A block's type size as page area per character, square rooted (points): a
+    paragraph of n lines in type of size s covers about n line heights by the width the
+    characters take, so its area over its characters goes as s squared, whatever its
+    line count; 0 for a block without a box or characters."""
+    box = block.bbox
+    chars = sum(1 for c in block.content if not c.isspace())
+    if box is None or not chars:
+        return 0.0
+    return math.sqrt(max(0.0, (box.x1 - box.x0) * (box.y1 - box.y0)) / chars)
+
+
+def body_type(blocks: Sequence[Block]) -> float:
+    """The page's body type size (:func:`type_size`): the median over the characters of
+    its text blocks of :data:`BODY_CHARS` characters or more; 0 when it has none."""
+    sized = sorted((type_size(b), len(b.content)) for b in blocks
+                   if b.label == Label.TEXT.value and b.bbox is not None
+                   and len(b.content.strip()) >= BODY_CHARS)
+    total, seen = sum(n for _, n in sized), 0
+    for size, n in sized:
+        seen += n
+        if seen * 2 >= total:
+            return size
+    return 0.0
+
+
+def _alone(blocks: Sequence[Block], n: int, band: str, body: float) -> bool:
+    """Whether block ``n`` (in the ``band``, nothing beyond it) is a running head by its
+    own look: a folio line or a line set apart in small type (module docstring)."""
+    block = blocks[n]
+    text = block.content.strip()
+    if (block.label in _NOT_ALONE or "\n" in text or not _outermost(blocks, n, band)
+            or band == "bottom" and _NOTE_MARK.match(text)):
+        return False
+    for pattern, rest_at in ((_FOLIO_START, 2), (_FOLIO_END, 1)):
+        match = pattern.match(text)
+        if match:
+            rest = match.group(rest_at)
+            if (len(rest.split()) <= FOLIO_WORDS and not rest[:1].islower()
+                    and any(c.isalpha() for c in rest)):
+                return True
+    if body <= 0:
+        return False
+    box = block.bbox
+    assert box is not None
+    own = box.y1 - box.y0
+    if own <= 0 or type_size(block) > SMALL_TYPE * body:
+        return False
+    return _gap(blocks, n, band) >= APART_GAP * own
+
+
+def _gap(blocks: Sequence[Block], n: int, band: str) -> float:
+    """The distance from block ``n`` in the ``band`` to the nearest block with text on its
+    inner side (towards the page's middle), leaving out the pieces of its own line;
+    infinite when there is none."""
+    box = blocks[n].bbox
+    assert box is not None
+    gaps = []
+    for m, other in enumerate(blocks):
+        near = other.bbox
+        if m == n or near is None or not other.content.strip():
+            continue
+        overlap = min(box.y1, near.y1) - max(box.y0, near.y0)
+        if overlap >= 0.5 * min(box.y1 - box.y0, near.y1 - near.y0):
+            continue  # a piece of the same line
+        gaps.append(near.y0 - box.y1 if band == "top" else box.y0 - near.y1)
+    return min(gaps, default=math.inf)
 
 
 def _outermost(blocks: Sequence[Block], n: int, band: str) -> bool:
@@ -153,9 +246,9 @@ def heads(by_page: Sequence[list[Candidate]], k: int) -> dict[int, str]:
     for cand in by_page[k]:
         repeated = any(o.band == cand.band and o.key == cand.key
                        and abs(o.centre - cand.centre) <= SAME_HEIGHT for o in near)
-        if repeated or cand.number:
+        if repeated or cand.number or cand.alone:
             found[cand.block] = _label(cand)
-        if repeated or cand.number or cand.labelled:
+        if repeated or cand.number or cand.labelled or cand.alone:
             anchors.append(cand)
     for cand in by_page[k]:  # the rest of a running head's line
         if cand.block not in found and not cand.labelled and any(
@@ -185,6 +278,17 @@ def keep_page_text(blocks: Sequence[Block]) -> bool:
     for block in texts:
         block.label = Label.TEXT.value
     return True
+
+
+def spare_only_text(blocks: Sequence[Block], found: dict[int, str]) -> dict[int, str]:
+    """``found`` (heads by block index, as :func:`heads` gives them), or none when they and
+    the blocks already labelled heads would take all the page's text: the rule of
+    :func:`keep_page_text` for a reader that drops heads without relabelling (the chunk
+    stream)."""
+    texts = [n for n, b in enumerate(blocks) if b.content.strip()]
+    if found and texts and all(n in found or blocks[n].label in HEAD_LABELS for n in texts):
+        return {}
+    return found
 
 
 def label_page(page: PageResult, found: dict[int, str], *, keep_in_markdown: bool = False

@@ -20,7 +20,8 @@ def page(index: int, header: str | None, footer: str | None, body: str) -> PageR
     blocks = []
     if header is not None:
         blocks.append(block(header, 30, 42, 0))
-    blocks.append(block(body, 100, 600, 1))
+    # the body in 10 pt type: about 94 characters a 468 pt line, a line every 12 pt
+    blocks.append(block(body, 100, 100 + 12 * (len(body) // 94 + 1), 1))
     if footer is not None:
         blocks.append(block(footer, 750, 762, 2))
     result = PageResult(index=index, width_pt=W, height_pt=H, outcome=PageOutcome.OK,
@@ -192,3 +193,64 @@ def test_a_pages_only_text_is_never_a_running_head() -> None:
     two.blocks.insert(0, block("Minutes of the board", 30, 42, 0, Label.PAGE_HEADER.value))
     mark_running_heads([two])
     assert two.blocks[0].label == Label.PAGE_HEADER.value
+
+
+def one_page(*blocks: Block) -> list[PageResult]:
+    return [PageResult(index=0, width_pt=W, height_pt=H, outcome=PageOutcome.OK,
+                       engine="tesseract", blocks=list(blocks))]
+
+
+def prose(y0: float, order: int) -> Block:
+    """Ten lines of 10 pt body text (94 characters a 468 pt line, a line every 12 pt)."""
+    return block(body(order) * 4, y0, y0 + 120, order)
+
+
+def test_a_folio_line_is_a_running_head_on_its_own_page() -> None:
+    """A book's head line, its page number at one end, needs no neighbour page."""
+    for text in ("400 BRITISH HUSBANDRY. (Ch. XIX.", "Journal of Soil Science 12"):
+        assert head_blocks(one_page(block(text, 30, 40, 0), prose(44, 1)), 0) == {
+            0: Label.PAGE_HEADER.value}
+        foot = one_page(prose(600, 0), block(text, 750, 760, 1))
+        assert head_blocks(foot, 0) == {1: Label.PAGE_FOOTER.value}
+    # a list item or a section's number (a point on it), a sentence run on from the page
+    # before, a heading, or a line with something beyond it are no folio lines
+    for text, label in (("26. If your country allows it", Label.TEXT.value),
+                        ("12 eggs were laid that spring", Label.TEXT.value),
+                        ("2 Methods and materials", Label.SECTION_HEADER.value)):
+        assert head_blocks(one_page(block(text, 30, 40, 0, label), prose(44, 1)), 0) == {}
+    beyond = one_page(prose(100, 0), block("Table 2 Yields", 720, 730, 1),
+                      block("Source: survey data of the year.", 750, 760, 2))
+    assert 1 not in head_blocks(beyond, 0)
+
+
+def small(text: str, y0: float, order: int, size: float = 7.0) -> Block:
+    """One line of ``text`` in ``size`` pt type (half an em a character)."""
+    return Block(label=Label.TEXT.value, content=text, order=order,
+                 bbox=BBox(x0=72, y0=y0, x1=72 + 0.5 * size * len(text), y1=y0 + size))
+
+
+def test_a_small_line_set_apart_at_the_edge_is_a_running_head_on_its_own_page() -> None:
+    journal = "Journal of Applied Physics 112, 033512 (2012)"
+    assert head_blocks(one_page(small(journal, 30, 0), prose(70, 1)), 0) == {
+        0: Label.PAGE_HEADER.value}
+    notice = "Downloaded from https://example.org on 3 May 2021"
+    assert head_blocks(one_page(prose(600, 0), small(notice, 760, 1)), 0) == {
+        1: Label.PAGE_FOOTER.value}
+    # in the body's type, or close to the body (a paragraph's last line), it stays
+    assert head_blocks(one_page(small(journal, 30, 0, size=10.0), prose(70, 1)), 0) == {}
+    assert head_blocks(one_page(small(journal, 30, 0), prose(40, 1)), 0) == {}
+    # a footnote at the foot of the page is text, whatever its type
+    for note in ("* Research fellow, 02-788-4582, someone@example.org",
+                 "1) The standard terms of the policy", "3The survey of 2019"):
+        assert head_blocks(one_page(prose(600, 0), small(note, 760, 1)), 0) == {}
+
+
+def test_a_one_line_folio_page_keeps_its_text_in_the_chunks() -> None:
+    """A page whose only line reads as a running head keeps it, in the markdown and in
+    the chunks the stream makes."""
+    only = one_page(block("Minutes of the board, 3 March 2024", 30, 42, 0))
+    doc = DocumentResult(source="one.pdf", sha256="c" * 64, doc_id="c" * 20, config_hash="c",
+                         page_count=1, pages=only)
+    mark_running_heads(doc.pages)
+    assert only[0].blocks[0].label == Label.TEXT.value
+    assert "Minutes" in chunk_document(doc, ChunkSettings())[0].text
