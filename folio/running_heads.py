@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from folio.engines.markdown import BLOCK_MARKDOWN_ENGINES, blocks_to_markdown
 from folio.models import Block, Label, PageResult, joined_box
 
-__all__ = ["BAND", "HEAD_LABELS", "MAX_CHARS", "MERGE_GAP", "NUMBER_BAND", "STACK_GAP", "WINDOW",
+__all__ = ["APART_GAP", "BAND", "DISPLAY", "FOLIO_WORDS", "HEAD_LABELS", "MAX_CHARS", "MERGE_GAP", "NUMBER_BAND", "SMALL_TYPE", "STACK_GAP", "WINDOW",
            "candidates", "head_blocks", "heads", "keep_page_text", "mark_running_heads",
            "spare_only_text"]
 
@@ -61,6 +61,9 @@ SAME_HEIGHT = 0.03
 SMALL_TYPE = 0.8
 #: a line this many of its own heights away from the rest of the page is set apart
 APART_GAP = 2.0
+#: a line taller than this many body type sizes (:func:`type_size`; a body line is about
+#: 1.5 of it) is in display type, as a chapter's title, never a folio line
+DISPLAY = 2.0
 #: a folio line's words besides its page number (a running title, not a sentence)
 FOLIO_WORDS = 12
 #: blocks of this many characters or more measure the page's body type
@@ -180,18 +183,19 @@ def _alone(blocks: Sequence[Block], n: int, band: str, body: float) -> bool:
     if (block.label in _NOT_ALONE or "\n" in text or not _outermost(blocks, n, band)
             or band == "bottom" and _NOTE_MARK.match(text)):
         return False
+    box = block.bbox
+    assert box is not None
+    own = box.y1 - box.y0
+    display = body > 0 and own > DISPLAY * body  # a chapter's "12" over its title
     for pattern, rest_at in ((_FOLIO_START, 2), (_FOLIO_END, 1)):
         match = pattern.match(text)
-        if match:
+        if match and not display:
             rest = match.group(rest_at)
             if (len(rest.split()) <= FOLIO_WORDS and not rest[:1].islower()
                     and any(c.isalpha() for c in rest)):
                 return True
     if body <= 0:
         return False
-    box = block.bbox
-    assert box is not None
-    own = box.y1 - box.y0
     if own <= 0 or type_size(block) > SMALL_TYPE * body:
         return False
     return _gap(blocks, n, band) >= APART_GAP * own

@@ -218,6 +218,12 @@ def test_a_folio_line_is_a_running_head_on_its_own_page() -> None:
                         ("12 eggs were laid that spring", Label.TEXT.value),
                         ("2 Methods and materials", Label.SECTION_HEADER.value)):
         assert head_blocks(one_page(block(text, 30, 40, 0, label), prose(44, 1)), 0) == {}
+    # a chapter's number set in display type over the body is no folio line
+    display = Block(label=Label.TEXT.value, content="Chapter 12", order=0,
+                    bbox=BBox(x0=72, y0=30, x1=300, y1=60))
+    assert head_blocks(one_page(display, prose(64, 1)), 0) == {}
+    assert head_blocks(one_page(block("Chapter 12", 30, 40, 0), prose(44, 1)), 0) == {
+        0: Label.PAGE_HEADER.value}
     beyond = one_page(prose(100, 0), block("Table 2 Yields", 720, 730, 1),
                       block("Source: survey data of the year.", 750, 760, 2))
     assert 1 not in head_blocks(beyond, 0)
