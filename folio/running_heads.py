@@ -21,6 +21,36 @@ these rules catch them on any engine's blocks, by what makes a running head one:
   line at wide gaps, and "2   Row and Column Access Control" is one footer, not two),
   and so do the lines of one head stacked one under the other (:data:`STACK_GAP`).
 
+A one-page document (or a page whose neighbours differ) has nothing to repeat on; there
+a line at the page's edge is a running head by what it looks like alone (:func:`_alone`):
+
+- a folio line: a page number at one end of a short line of words ("400 BRITISH
+  HUSBANDRY. (Ch. XIX.", "Journal of Foo 12"), as a book sets its running head, or
+  "page 3 of 12" anywhere in one; not a list item or a section's number ("26. If ...",
+  "1.1 Scope": the number carries a point), not a sentence run on from the page before
+  (lower case after the number), not a heading (the engine's or the layout model's
+  label) nor in display type (taller than :data:`DISPLAY` body type sizes: "Chapter 12"
+  set large);
+- a line set apart: in smaller type than the page's body (:data:`SMALL_TYPE` of it,
+  measured as page area per character, which scales with the type size squared,
+  :func:`type_size`), with a gap of :data:`APART_GAP` of its own heights or more between
+  it and the rest of the page (a journal's name and volume, a copyright line, a
+  "Downloaded from" line). A heading label does not save it: headings are not set
+  smaller than the text they head.
+
+- a block in the margin: wholly within half an inch of the top or bottom edge
+  (:data:`MARGIN_PT`, or :data:`MARGIN` of a small page's height), where documents set
+  no body text, and set apart from the rest by :data:`MARGIN_GAP` of its
+  own heights, in any type size ("Electronic Supplementary Material (ESI) for ...",
+  a print date line); not a heading.
+
+The first two only for one line (:data:`ONE_LINE`); all three only for a block that
+nothing lies beyond towards its edge,
+that no engine or layout model called a caption, table, figure, formula or list item,
+and at the foot never for a footnote (a line opening with a note mark: "*", "1)", a
+number run into its text). Body text keeps its place: a page's only text is never a
+running head (:func:`keep_page_text`).
+
 Decisions about page ``k`` need only pages ``k - WINDOW .. k + WINDOW``, so a document's
 pages can be judged as they arrive in order (:class:`folio.chunking.ChunkStream` lags
 :data:`WINDOW` pages behind), and judging a whole document gives the same answer. Pure.
@@ -36,7 +66,9 @@ from dataclasses import dataclass
 from folio.engines.markdown import BLOCK_MARKDOWN_ENGINES, blocks_to_markdown
 from folio.models import Block, Label, PageResult, joined_box
 
-__all__ = ["APART_GAP", "BAND", "DISPLAY", "FOLIO_WORDS", "HEAD_LABELS", "MAX_CHARS", "MERGE_GAP", "NUMBER_BAND", "SMALL_TYPE", "STACK_GAP", "WINDOW",
+__all__ = ["APART_GAP", "BAND", "DISPLAY", "FOLIO_WORDS", "HEAD_LABELS", "MAX_CHARS",
+           "MARGIN", "MARGIN_GAP", "MARGIN_PT", "MERGE_GAP", "NUMBER_BAND", "ONE_LINE", "SMALL_TYPE", "STACK_GAP", "WINDOW",
+           "body_type", "type_size",
            "candidates", "head_blocks", "heads", "keep_page_text", "mark_running_heads",
            "spare_only_text"]
 
@@ -64,6 +96,18 @@ APART_GAP = 2.0
 #: a line taller than this many body type sizes (:func:`type_size`; a body line is about
 #: 1.5 of it) is in display type, as a chapter's title, never a folio line
 DISPLAY = 2.0
+#: a block taller than this many of its own type sizes (:func:`type_size`) holds more
+#: than one line (one line of Latin type is about 1.5 of them, of CJK about 1.1; two
+#: lines twice that)
+ONE_LINE = 2.0
+#: the page's margins: documents set their body text at least half an inch (36 pt) from
+#: the top and bottom edges (a narrow margin; 1 inch is the common default), so what lies
+#: wholly within MARGIN_PT of an edge, or MARGIN of the height on a page under 720 pt
+#: tall (a small or scanned page), set apart from the rest, is a running head or a folio
+MARGIN_PT = 36.0
+MARGIN = 0.05
+#: a block in the margin this many of its own heights away from the rest is set apart
+MARGIN_GAP = 1.0
 #: a folio line's words besides its page number (a running title, not a sentence)
 FOLIO_WORDS = 12
 #: blocks of this many characters or more measure the page's body type
@@ -83,6 +127,8 @@ _BRACKETED = re.compile(r"^\s*[(\[].*[)\]]\s*$")
 _FOLIO_START = re.compile(r"^\s*(\d{1,4})\s+(\S.*)$")
 _FOLIO_END = re.compile(r"^(.*\S)\s+(\d{1,4})\s*$")
 #: a footnote's opening: a note mark, or a number run into its text or closed by ")"
+_PAGE_OF = re.compile(r"\b(?:page|seite|página|pagina)\s*\d{1,4}\s*(?:of|/|von|de|sur)\s*\d{1,4}\b",
+                      re.IGNORECASE)
 _NOTE_MARK = re.compile(r"^\s*(?:[*†‡§¶#]|\d+\s*\)|\d+[^\d\s.,:;\-–—/])")
 _DIGITS = re.compile(r"\d+")
 _SPACE = re.compile(r"\s+")
@@ -107,8 +153,8 @@ def _key(text: str) -> str:
 
 _HEADING_LABELS = frozenset({Label.SECTION_HEADER.value, Label.TITLE.value})
 #: labels that say a block is something other than a running head's kind of text
-_NOT_ALONE = _HEADING_LABELS | {Label.CAPTION.value, Label.TABLE.value, Label.FIGURE.value,
-                                Label.EQUATION.value, Label.LIST_ITEM.value}
+_NOT_ALONE = frozenset({Label.CAPTION.value, Label.TABLE.value, Label.FIGURE.value,
+                        Label.EQUATION.value, Label.LIST_ITEM.value})
 
 
 def candidates(page: PageResult) -> list[Candidate]:
@@ -145,7 +191,7 @@ def candidates(page: PageResult) -> list[Candidate]:
                                centre=(box.y0 + box.y1) / 2 / height, number=number,
                                top=box.y0 / height, bottom=box.y1 / height,
                                labelled=block.label in HEAD_LABELS,
-                               alone=not number and _alone(page.blocks, n, band, body)))
+                               alone=not number and _alone(page.blocks, n, band, body, height)))
     return found
 
 
@@ -175,30 +221,47 @@ def body_type(blocks: Sequence[Block]) -> float:
     return 0.0
 
 
-def _alone(blocks: Sequence[Block], n: int, band: str, body: float) -> bool:
+def _alone(blocks: Sequence[Block], n: int, band: str, body: float, height: float = 0.0
+           ) -> bool:
     """Whether block ``n`` (in the ``band``, nothing beyond it) is a running head by its
     own look: a folio line or a line set apart in small type (module docstring)."""
     block = blocks[n]
     text = block.content.strip()
-    if (block.label in _NOT_ALONE or "\n" in text or not _outermost(blocks, n, band)
-            or band == "bottom" and _NOTE_MARK.match(text)):
-        return False
     box = block.bbox
     assert box is not None
     own = box.y1 - box.y0
-    display = body > 0 and own > DISPLAY * body  # a chapter's "12" over its title
-    for pattern, rest_at in ((_FOLIO_START, 2), (_FOLIO_END, 1)):
-        match = pattern.match(text)
-        if match and not display:
-            rest = match.group(rest_at)
-            if (len(rest.split()) <= FOLIO_WORDS and not rest[:1].islower()
-                    and any(c.isalpha() for c in rest)):
-                return True
-    if body <= 0:
+    if (block.label in _NOT_ALONE or own <= 0 or not _outermost(blocks, n, band)
+            or band == "bottom" and _NOTE_MARK.match(text)):
         return False
-    if own <= 0 or type_size(block) > SMALL_TYPE * body:
+    margin = min(MARGIN_PT, MARGIN * height)
+    if (height > 0 and block.label not in _HEADING_LABELS
+            and (box.y1 <= margin if band == "top" else box.y0 >= height - margin)
+            and _gap(blocks, n, band) >= MARGIN_GAP * own):
+        return True
+    if "\n" in text or own > ONE_LINE * type_size(block):
+        return False
+    display = body > 0 and own > DISPLAY * body  # a chapter's "12" over its title
+    if block.label not in _HEADING_LABELS and not display and _folio_line(text):
+        return True
+    if body <= 0 or type_size(block) > SMALL_TYPE * body:
         return False
     return _gap(blocks, n, band) >= APART_GAP * own
+
+
+def _folio_line(text: str) -> bool:
+    """A page number at one end of a short line of words, or "page 3 of 12" anywhere in
+    one (module docstring)."""
+    if len(text.split()) > FOLIO_WORDS + 1:
+        return False
+    if _PAGE_OF.search(text):
+        return True
+    for pattern, rest_at in ((_FOLIO_START, 2), (_FOLIO_END, 1)):
+        match = pattern.match(text)
+        if match:
+            rest = match.group(rest_at)
+            if not rest[:1].islower() and any(c.isalpha() for c in rest):
+                return True
+    return False
 
 
 def _gap(blocks: Sequence[Block], n: int, band: str) -> float:

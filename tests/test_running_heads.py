@@ -260,3 +260,41 @@ def test_a_one_line_folio_page_keeps_its_text_in_the_chunks() -> None:
     mark_running_heads(doc.pages)
     assert only[0].blocks[0].label == Label.TEXT.value
     assert "Minutes" in chunk_document(doc, ChunkSettings())[0].text
+
+
+def test_a_small_line_set_apart_counts_under_a_heading_label_but_not_on_two_lines() -> None:
+    """Headings are not set smaller than their text: a layout model's "title" over a
+    journal line in small type does not save it. Two lines of small type (a note without
+    its mark) are not one line of furniture."""
+    journal = small("Journal of Applied Physics 112, 033512 (2012)", 60, 0)
+    titled = journal.model_copy(update={"label": Label.SECTION_HEADER.value})
+    assert head_blocks(one_page(titled, prose(100, 1)), 0) == {0: Label.PAGE_HEADER.value}
+    assert journal.bbox is not None
+    two = journal.model_copy(update={"bbox": journal.bbox.model_copy(
+        update={"y1": journal.bbox.y0 + 15.5})})  # two lines: twice the height
+    assert head_blocks(one_page(two, prose(100, 1)), 0) == {}
+
+
+def test_page_of_pages_anywhere_in_a_short_edge_line_is_a_folio_line() -> None:
+    for text in ("Page 3 of 12 Annual statement", "Form 1040 (page 2/4) Instructions"):
+        assert head_blocks(one_page(prose(600, 0), block(text, 750, 760, 1)), 0) == {
+            1: Label.PAGE_FOOTER.value}
+    # a sentence naming a page is not one
+    assert head_blocks(one_page(prose(600, 0), block(
+        "the terms are set out on page 3 of the contract", 750, 760, 1)), 0) == {}
+
+
+def test_a_block_in_the_half_inch_margin_set_apart_is_a_running_head_in_any_type() -> None:
+    """Body text is set at least half an inch from the top and bottom edges: a line
+    wholly within it, a line's height or more from the rest, is furniture (a print date,
+    a browser's title line), whatever its size."""
+    date = block("10/1/24, 3:42 PM   Edgar, King of England", 16, 25, 0)
+    assert head_blocks(one_page(date, prose(60, 1)), 0) == {0: Label.PAGE_HEADER.value}
+    url = block("https://en.wikipedia.org/wiki/Edgar", 769, 777, 1)
+    assert head_blocks(one_page(prose(600, 0), url), 0) == {1: Label.PAGE_FOOTER.value}
+    # close to the body (a cropped scan's first line), further in, or a heading: text
+    assert head_blocks(one_page(date, prose(28, 1)), 0) == {}
+    assert head_blocks(one_page(block("Edgar, King of England", 40, 49, 0), prose(90, 1)),
+                       0) == {}
+    heading = block("Edgar, King of England", 16, 25, 0, Label.TITLE.value)
+    assert head_blocks(one_page(heading, prose(60, 1)), 0) == {}
