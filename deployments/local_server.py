@@ -39,6 +39,8 @@ from folio.errors import TransientError
 from folio.process_files import flocked, pid_alive, proc_start_time, write_atomic
 
 MODE_ENV = "FOLIO_PREFECT_SERVER"
+#: the server's home (its state, leases, log and Prefect's database)
+HOME_ENV = "FOLIO_PREFECT_HOME"
 IDLE_ENV = "FOLIO_PREFECT_SERVER_IDLE_S"
 DEFAULT_IDLE_S = 1800.0
 START_ENV = "FOLIO_PREFECT_SERVER_START_S"
@@ -73,7 +75,7 @@ def start_timeout() -> float:
 
 
 def default_home() -> Path:
-    return Path(os.environ.get("FOLIO_PREFECT_HOME", Path.home() / ".folio" / "prefect"))
+    return Path(os.environ.get(HOME_ENV, Path.home() / ".folio" / "prefect"))
 
 
 def attach(home: Path | None = None, *, idle_s: float | None = None,

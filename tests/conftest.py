@@ -12,11 +12,11 @@ import pytest
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-# CLI runs in tests use Prefect's temporary server: a reused background server would outlive
-# the test that started it (tests/test_local_server.py tests that one on its own)
-os.environ.setdefault("FOLIO_PREFECT_SERVER", "ephemeral")
-# a temporary server starts in 3-5 s here, but past Prefect's 20 s default on a loaded
-# 2-core machine (the CLI's own local server has its own, longer wait)
+# CLI runs in tests attach to one folio local Prefect server for the session, in a home of
+# the session's own, stopped when the session ends (tests/folio_server.py)
+# a temporary server (prefect_api, and CLI runs that ask for one) starts in 3-5 s here, but
+# past Prefect's 20 s default on a loaded 2-core machine (the CLI's own local server has
+# its own, longer wait)
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 REPO = Path(__file__).resolve().parent.parent
@@ -43,9 +43,9 @@ LONG_FILES = ("test_corpus", "test_hosts", "test_faults", "test_trigger", "test_
 
 #: fixtures that start a server or read the whole corpus: a test that uses one is marked
 #: ``stack`` (``make test-fast`` leaves those out)
-STACK_FIXTURES = frozenset({"prefect_api", "s3_server", "s3_bucket", "pg_dsn", "pg_table",
-                            "pg_cluster", "prefect_pg_url", "prefect_stack_server",
-                            "prefect_stack", "corpus"})
+STACK_FIXTURES = frozenset({"prefect_api", "folio_prefect_server", "s3_server", "s3_bucket",
+                            "pg_dsn", "pg_table", "pg_cluster", "prefect_pg_url",
+                            "prefect_stack_server", "prefect_stack", "corpus"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -81,7 +81,8 @@ def _prefect_events_sent_while_their_server_is_up() -> Iterator[None]:
         worker.EventsWorker.drain_all(timeout=30)
 
 
-pytest_plugins = ["tests.s3_server", "tests.pg_server", "tests.pg_cluster", "tests.prefect_stack"]
+pytest_plugins = ["tests.s3_server", "tests.pg_server", "tests.pg_cluster", "tests.prefect_stack",
+                  "tests.folio_server"]
 
 
 def corpus_dir() -> Path | None:

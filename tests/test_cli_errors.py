@@ -16,6 +16,9 @@ from folio.samples import report_pages, write_text_pdf
 from tests.s3_server import S3Server
 
 REPO = Path(__file__).resolve().parent.parent
+#: the runs that get past the checks attach to the session's local Prefect server, started
+#: before them: a run that started it would say so in a second line on stderr
+pytestmark = pytest.mark.usefixtures("folio_prefect_server")
 
 
 def folio(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None

@@ -187,6 +187,7 @@ def test_s3_source_and_destination(s3_server: Any, samples: dict[str, Path]) -> 
     assert all(d["cached"] for d in again["documents"])
 
 
+@pytest.mark.usefixtures("folio_prefect_server")
 def test_cli_ingest_writes_report(tmp_path: Path) -> None:
     pdf = write_text_pdf(tmp_path / "one.pdf", report_pages(seed=9, n=1))
     report = tmp_path / "r.json"
@@ -204,6 +205,7 @@ def test_cli_ingest_writes_report(tmp_path: Path) -> None:
     assert data["totals"]["documents"] == 1 and "ok" in proc.stdout
 
 
+@pytest.mark.usefixtures("folio_prefect_server")
 def test_cli_defaults_repair_from_another_folder(tmp_path: Path) -> None:
     """With no settings at all (the relative default work dir), run from a folder that is
     not the repo: Ghostscript repairs the truncated PDF and the document ends ok; nothing
@@ -216,10 +218,11 @@ def test_cli_defaults_repair_from_another_folder(tmp_path: Path) -> None:
     write_encrypted_pdf(tmp_path / "in" / "locked.pdf", "secret")
     cwd = tmp_path / "elsewhere"
     cwd.mkdir()
-    # no folio settings, except the tests' choice of Prefect's temporary server (a reused
-    # local server would outlive the test)
+    # no folio settings, except the session's local Prefect server (tests/folio_server.py:
+    # without its home the run would start one in the user's ~/.folio/prefect, which would
+    # outlive the test)
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith("FOLIO_") or k == "FOLIO_PREFECT_SERVER"}
+           if not k.startswith("FOLIO_") or k.startswith("FOLIO_PREFECT_")}
     report = tmp_path / "r.json"
     proc = subprocess.run(
         [sys.executable, "-m", "folio_prefect.flows.cli", "ingest", str(tmp_path / "in"), "--out", "out",
@@ -248,7 +251,11 @@ def test_cli_keeps_the_pdf_password_out_of_prefect(tmp_path: Path) -> None:
     secret = "pw-7f3a9c-never-stored"
     pdf = write_encrypted_pdf(tmp_path / "locked.pdf", secret)
     home = tmp_path / "prefect-home"
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
+    # Prefect's temporary server in this home, not the session's local server: its
+    # database is this run's alone, and everything is on disk when the run exits (the
+    # temporary server stops with it), so the scan below sees all the run stored
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+           "FOLIO_PREFECT_SERVER": "ephemeral"}
     env.pop("FOLIO_PASSWORD", None)
     report = tmp_path / "r.json"
     proc = subprocess.run(
