@@ -36,9 +36,13 @@ RecordProperty = Callable[[str, object], None]
 #: the test files that take minutes (stacks of servers, process workers, the whole corpus):
 #: collected first, so that pytest-xdist hands them out first (`make test` turns off its
 #: own reordering, which puts the files with the most tests first, so a file with one
-#: long test ran last) and its two workers finish together
-LONG_FILES = ("test_corpus", "test_hosts", "test_faults", "test_trigger", "test_local_server",
-              "test_gpu_deployments", "test_flow", "test_ui", "test_cli_errors", "test_sweep")
+#: long test ran last) and its workers finish together. test_trigger, test_ui and
+#: test_gpu_deployments go to one worker as one unit (tests/xdist_groups.py), in this
+#: order: the GPU file, which applies every pool's template and deploys all of
+#: prefect.yaml on the shared stack, last
+LONG_FILES = ("test_corpus", "test_hosts", "test_faults", "test_trigger", "test_ui",
+              "test_gpu_deployments", "test_local_server", "test_flow", "test_cli_errors",
+              "test_sweep")
 
 
 #: fixtures that start a server or read the whole corpus: a test that uses one is marked
@@ -82,7 +86,7 @@ def _prefect_events_sent_while_their_server_is_up() -> Iterator[None]:
 
 
 pytest_plugins = ["tests.s3_server", "tests.pg_server", "tests.pg_cluster", "tests.prefect_stack",
-                  "tests.folio_server"]
+                  "tests.folio_server", "tests.xdist_groups"]
 
 
 def corpus_dir() -> Path | None:
