@@ -262,25 +262,16 @@ def _diagram_pdf(out: Path) -> Path:
 
 def _read_with_figure(pdf: Path) -> list[Block]:
     """The page's text layer relabelled with one figure region over all its text."""
-    import pypdfium2 as pdfium
+    from tests.pdf_pages import first_page_prep
 
-    from folio.config import RouteSettings
-    from folio.pdf.pdfium_doc import page_geometry
-    from folio.pdf.text_layer import extract
-
-    doc = pdfium.PdfDocument(str(pdf))
-    try:
-        page = doc[0]
-        geometry = page_geometry(page)
-        layer = extract(page, width_pt=geometry.width_pt, height_pt=geometry.height_pt,
-                        settings=RouteSettings())
-    finally:
-        doc.close()
+    prep = first_page_prep(pdf)
+    layer = prep.text_layer
+    assert layer is not None
     boxes = [b.bbox for b in layer.blocks if b.bbox is not None]
     frame = BBox(x0=min(b.x0 for b in boxes) - 5, y0=min(b.y0 for b in boxes) - 5,
                  x1=max(b.x1 for b in boxes) + 5, y1=max(b.y1 for b in boxes) + 5)
     figure = Region(label=Label.FIGURE, bbox=frame, score=0.8, source_class="figure")
-    out, _ = label_blocks(layer.blocks, [figure], 0.5, layer.words, [], geometry.height_pt)
+    out, _ = label_blocks(layer.blocks, [figure], 0.5, layer.words, [], prep.height_pt)
     return out
 
 

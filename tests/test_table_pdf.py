@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from folio.chunking import chunk_document
-from folio.config import ChunkSettings, PipelineConfig, RouteSettings
+from folio.config import ChunkSettings, PipelineConfig
 from folio.engines.base import EngineOutput
 from folio.engines.text_layer import TextLayerEngine
 from folio.io.sources import discover
@@ -30,12 +30,10 @@ from folio.models import (
     Region,
     RenderPlan,
 )
-from folio.pdf.page_layout import table_inputs
-from folio.pdf.pdfium_doc import page_geometry
-from folio.pdf.text_layer import extract
 from folio.pipeline import Services, process_document
 from folio.pipeline.pages import apply_layout
 from folio.samples import PAGE_H, SamplePage, sentences, write_postscript_pdf, write_text_pdf
+from tests.pdf_pages import first_page_prep
 
 RULED = [["Region", "Revenue", "Growth", "Staff"],
          ["North", "1200", "4.5%", "31"],
@@ -111,20 +109,7 @@ def _table_box(pdf: Path, first: str, last: str) -> BBox:
 
 
 def _layer(pdf: Path, regions: list[Region] | None = None) -> PagePrep:
-    doc = pdfium.PdfDocument(str(pdf))
-    try:
-        page = doc[0]
-        geometry = page_geometry(page)
-        layer = extract(page, width_pt=geometry.width_pt, height_pt=geometry.height_pt,
-                        settings=RouteSettings())
-        if regions is not None:
-            layer = table_inputs(layer, page, geometry, regions)
-        prep = PagePrep(index=0, width_pt=geometry.width_pt, height_pt=geometry.height_pt,
-                        text_layer=layer, layout=regions)
-        page.close()
-    finally:
-        doc.close()
-    return prep
+    return first_page_prep(pdf, regions)
 
 
 def _read(pdf: Path, table: BBox) -> EngineOutput:
