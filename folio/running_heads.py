@@ -36,8 +36,7 @@ a line at the page's edge is a running head by what it looks like alone (:func:`
   :func:`type_size`), with a gap of :data:`APART_GAP` of its own heights or more between
   it and the rest of the page (a journal's name and volume, a copyright line, a
   "Downloaded from" line). A heading label does not save it: headings are not set
-  smaller than the text they head.
-
+  smaller than the text they head;
 - a block in the margin: wholly within half an inch of the top or bottom edge
   (:data:`MARGIN_PT`, or :data:`MARGIN` of a small page's height), where documents set
   no body text, and set apart from the rest by :data:`MARGIN_GAP` of its
@@ -66,11 +65,10 @@ from dataclasses import dataclass
 from folio.engines.markdown import BLOCK_MARKDOWN_ENGINES, blocks_to_markdown
 from folio.models import Block, Label, PageResult, joined_box
 
-__all__ = ["APART_GAP", "BAND", "DISPLAY", "FOLIO_WORDS", "HEAD_LABELS", "MAX_CHARS",
-           "MARGIN", "MARGIN_GAP", "MARGIN_PT", "MERGE_GAP", "NUMBER_BAND", "ONE_LINE", "SMALL_TYPE", "STACK_GAP", "WINDOW",
-           "body_type", "type_size",
-           "candidates", "head_blocks", "heads", "keep_page_text", "mark_running_heads",
-           "spare_only_text"]
+__all__ = ["APART_GAP", "BAND", "DISPLAY", "FOLIO_WORDS", "HEAD_LABELS", "MARGIN",
+           "MARGIN_GAP", "MARGIN_PT", "MAX_CHARS", "MERGE_GAP", "NUMBER_BAND", "ONE_LINE",
+           "SMALL_TYPE", "STACK_GAP", "WINDOW", "body_type", "candidates", "head_blocks",
+           "heads", "keep_page_text", "mark_running_heads", "spare_only_text", "type_size"]
 
 #: the share of the page height at the top and the bottom where running heads live
 BAND = 0.12
@@ -224,7 +222,8 @@ def body_type(blocks: Sequence[Block]) -> float:
 def _alone(blocks: Sequence[Block], n: int, band: str, body: float, height: float = 0.0
            ) -> bool:
     """Whether block ``n`` (in the ``band``, nothing beyond it) is a running head by its
-    own look: a folio line or a line set apart in small type (module docstring)."""
+    own look: a block in the margin, a folio line or a line set apart in small type
+    (module docstring)."""
     block = blocks[n]
     text = block.content.strip()
     box = block.bbox

@@ -211,10 +211,6 @@ class ChildPool:
         finally:
             self._free.put(child)
 
-    def close(self) -> None:
-        for child in self.children:
-            child.close()
-
 
 _SHARED = ChildPool()
 
@@ -223,11 +219,6 @@ def shared_children(n: int = 1) -> ChildPool:
     """The process's validation children, at least ``n`` of them (one pool per flow
     process; a run asking for more than an earlier run did adds children)."""
     return _SHARED.ensure(max(1, n))
-
-
-def shared_child() -> ValidationChild:
-    """The process's first validation child."""
-    return shared_children(1).children[0]
 
 
 # --- the child's side ------------------------------------------------------------------

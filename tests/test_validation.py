@@ -220,9 +220,9 @@ def test_a_child_that_dies_is_started_again_and_gx_errors_come_back_typed() -> N
 
     from folio.errors import FolioError
     from folio.validation import Table, pages_frame, suite_definitions
-    from folio.validation_child import shared_child
+    from folio.validation_child import shared_children
 
-    child = shared_child()  # the one the test before started: GX is imported once
+    child = shared_children(1).children[0]  # the one the test before started: GX imported once
     specs = suite_definitions(SETTINGS)
     frames: dict[Table, pd.DataFrame] = {"pages": pages_frame("d", [page(0), page(1)])}
     assert child.failures(frames, specs, "d") == {}

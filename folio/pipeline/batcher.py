@@ -103,14 +103,13 @@ class Batcher(Generic[T, R]):
                 while not self._due():
                     if self._closed and not self._pending:
                         return
-                    wait = self.max_wait_s
-                    if self._pending:
-                        wait = self._pending[0].queued + self.max_wait_s - time.monotonic()
+                    if not self._pending:  # submit, hurry and close all notify
+                        self._cond.wait()
+                        continue
+                    wait = self._pending[0].queued + self.max_wait_s - time.monotonic()
                     self._cond.wait(timeout=max(wait, 0.01))
                 batch = self._take()
             self._flush(batch)
-            with self._cond:  # another worker may be waiting for what this one left
-                self._cond.notify_all()
 
     def _take(self) -> list[_Entry[T, R]]:
         """Up to ``max_items`` entries with distinct keys, oldest first (a second entry
