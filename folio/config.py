@@ -324,6 +324,11 @@ class LimitSettings(BaseModel):
     page_timeout_s: float = Field(120.0, description="one page's OCR limit")
     ghostscript_timeout_s: float = 120.0
     worker_memory_mb: int = Field(4096, description="address-space cap of a page worker")
+    worker_nice: int | None = Field(
+        None, ge=0, le=19, description="nice value of the page workers (render, text layer, "
+        "layout), in a scheduler session of their own: bulk work that yields the CPU to a "
+        "vLLM server on the same host, whose front end feeds the GPU. None: 10 for a served "
+        "engine (vllm, openai), 0 for a CPU engine, whose page workers are the run's work")
     max_bytes: int = Field(2 * 1024**3, description="larger inputs are rejected")
     max_pages: int = Field(20000)
     page_concurrency: int = Field(

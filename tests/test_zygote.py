@@ -67,7 +67,7 @@ def test_children_are_forked_by_the_zygote_in_process_groups_of_their_own(
     pages = prepare_pages(_job(pdf, tmp_path, [0, 1]))
     first = next(pages)  # page 0 arrived; the child now hangs before page 1
     assert first.index == 0 and first.error is None
-    worker = zygote._zygote
+    worker = zygote.current()
     assert worker is not None and worker.alive()
     children = [int(p) for p in os.listdir("/proc") if p.isdigit() and _is_child_of(int(p), worker._proc.pid)]
     assert len(children) == 1
@@ -75,8 +75,61 @@ def test_children_are_forked_by_the_zygote_in_process_groups_of_their_own(
     # a group of its own (killed with it), in this process's session: a session of its
     # own would be a scheduler autogroup of its own, as heavy as a whole vLLM server
     assert os.getpgid(child) == child and os.getsid(child) == os.getsid(0)
+    assert os.getpriority(os.PRIO_PROCESS, child) == os.getpriority(os.PRIO_PROCESS, 0)
     pages.close()  # the consumer stops: the child is killed with its group
     assert _gone(child, within_s=5)
+
+
+def _autogroup_nice(pid: int) -> int | None:
+    """The nice value of ``pid``'s scheduler autogroup; None where there are none."""
+    try:
+        if Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() != "1":
+            return None
+        return int(Path(f"/proc/{pid}/autogroup").read_text().split()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def test_children_at_a_nice_value_share_one_session_that_yields_the_cpu(
+    pdf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    assert probe(pdf, None, timeout_s=30, memory_mb=1024, nice=ours + 7).page_count == 6
+    monkeypatch.setenv("FOLIO_TEST_HANG_ON_PAGE", "1")
+    job = _job(pdf, tmp_path, [0, 1]).model_copy(update={"nice": ours + 7})
+    pages = prepare_pages(job)
+    assert next(pages).index == 0  # the child now hangs before page 1
+    worker = zygote.current(ours + 7)
+    assert worker is not None and worker is not zygote.current(0)
+    child = _wait_for_child(worker._proc.pid)
+    # the zygote leads a session of its own (one autogroup for all page workers, not one
+    # each); the child is in it, in a group of its own, at the nice value asked for
+    assert os.getsid(worker._proc.pid) == worker._proc.pid != os.getsid(0)
+    assert os.getsid(child) == worker._proc.pid and os.getpgid(child) == child
+    assert os.getpriority(os.PRIO_PROCESS, child) == ours + 7
+    group = _autogroup_nice(child)
+    if group is not None:  # this kernel has autogroups: the session's yields too
+        assert group == ours + 7 and _autogroup_nice(os.getpid()) != group
+    pages.close()
+    assert _gone(child, within_s=5)
+
+
+def test_exec_mode_children_take_their_nice_value_themselves(
+    pdf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(zygote.MODE_ENV, "exec")
+    monkeypatch.setenv("FOLIO_TEST_HANG_ON_PAGE", "1")
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    pages = prepare_pages(_job(pdf, tmp_path, [0, 1]).model_copy(update={"nice": ours + 5}))
+    assert next(pages).index == 0  # the child is past its start and hangs before page 1
+    children = [int(p) for p in os.listdir("/proc") if p.isdigit() and _is_child_of(int(p), os.getpid())
+                and b"folio.pdf.worker_child" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    assert len(children) == 1
+    # an interpreter started in our session (no zygote): its own nice value only
+    assert os.getpriority(os.PRIO_PROCESS, children[0]) == ours + 5
+    assert os.getsid(children[0]) == os.getsid(0)
+    pages.close()
+    assert _gone(children[0], within_s=5)
 
 
 def _is_child_of(pid: int, parent: int) -> bool:
@@ -100,23 +153,27 @@ def test_the_environment_and_directory_of_the_moment_reach_the_child(
 
 def test_a_killed_zygote_is_replaced(pdf: Path) -> None:
     probe(pdf, None, timeout_s=30, memory_mb=1024)
-    first = zygote._zygote
+    first = zygote.current()
     assert first is not None
     os.kill(first._proc.pid, signal.SIGKILL)
     first._proc.wait()
     for _ in range(3):  # every probe still answers, whichever way its child starts
         assert probe(pdf, None, timeout_s=30, memory_mb=1024).page_count == 6
-    assert zygote._zygote is not None and zygote._zygote is not first and zygote._zygote.alive()
+    again = zygote.current()
+    assert again is not None and again is not first and again.alive()
 
 
 def test_exec_mode_starts_no_zygote(pdf: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     zygote.shutdown()
     monkeypatch.setenv(zygote.MODE_ENV, "exec")
     assert probe(pdf, None, timeout_s=30, memory_mb=1024).page_count == 6
-    assert zygote._zygote is None
+    assert zygote.current() is None
 
 
-def test_when_the_owner_dies_the_zygote_and_its_children_die(pdf: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("nice", [0, 10], ids=["our-session", "session-of-its-own"])
+def test_when_the_owner_dies_the_zygote_and_its_children_die(
+    pdf: Path, tmp_path: Path, nice: int
+) -> None:
     script = textwrap.dedent(f"""
         import os, sys, threading
         sys.path.insert(0, {str(ROOT)!r})
@@ -127,11 +184,11 @@ def test_when_the_owner_dies_the_zygote_and_its_children_die(pdf: Path, tmp_path
         from folio.pdf.page_worker import WorkerJob, prepare_pages
         job = WorkerJob(pdf=Path({str(pdf)!r}), pages=[0], out_dir=Path({str(tmp_path)!r}),
                         render_settings=RenderSettings(), route_settings=RouteSettings(),
-                        timeout_s=600)
+                        timeout_s=600, nice={nice})
         threading.Thread(target=lambda: list(prepare_pages(job)), daemon=True).start()
-        while zygote._zygote is None:
+        while zygote.current({nice}) is None:
             pass
-        print(zygote._zygote._proc.pid, flush=True)
+        print(zygote.current({nice})._proc.pid, flush=True)
         threading.Event().wait()
     """)
     owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,

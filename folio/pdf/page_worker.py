@@ -116,8 +116,10 @@ def _stream(child: _Child, pending: deque[int], budget: _Budget) -> Generator[Pa
     return opened
 
 
-def probe(pdf: Path, password: SecretStr | None, timeout_s: float, memory_mb: int) -> PdfInfo:
-    """Page count, encryption, version and largest page, read in a child process.
+def probe(pdf: Path, password: SecretStr | None, timeout_s: float, memory_mb: int,
+          nice: int = 0) -> PdfInfo:
+    """Page count, encryption, version and largest page, read in a child process (at
+    ``nice``: see :mod:`folio.pdf.zygote`).
 
     Raises:
         NotAPdfError, EncryptedPdfError, MalformedPdfError: as :func:`open_pdf` would.
@@ -127,7 +129,8 @@ def probe(pdf: Path, password: SecretStr | None, timeout_s: float, memory_mb: in
     """
     if not pdf.is_file():
         raise FileNotFoundError(pdf)
-    with _Child("probe", WorkerRequest(pdf=pdf, password=password, memory_mb=memory_mb)) as child:
+    request = WorkerRequest(pdf=pdf, password=password, memory_mb=memory_mb, nice=nice)
+    with _Child("probe", request) as child:
         try:
             for message in child.messages(_Budget(timeout_s)):
                 if message.fatal is not None:
@@ -172,7 +175,7 @@ class _Child:
         # closed in __exit__; a file, not a pipe, so a chatty child never blocks on it
         self._stderr: IO[bytes] = tempfile.TemporaryFile()
         payload = request.model_dump_json(context={REVEAL: True}).encode()
-        forked = zygote.spawn(op, payload, self._stderr.fileno())
+        forked = zygote.spawn(op, payload, self._stderr.fileno(), request.nice)
         self._proc: subprocess.Popen[bytes] | zygote.ForkedChild
         if forked is not None:
             self._proc = forked

@@ -25,6 +25,7 @@ from PIL import Image
 from pydantic import SecretStr
 
 from folio.config import RenderSettings
+from folio.cpu_priority import lower_this_process
 from folio.errors import FolioError, MalformedPdfError, PageTooLargeError, storage_error_from_os
 from folio.models import PagePrep, RenderPlan
 from folio.pdf.page_layout import detect_page, table_inputs
@@ -61,10 +62,12 @@ def run(op: str, raw: bytes) -> int:
         if op == "probe":
             request = WorkerRequest.model_validate_json(raw)
             _limit_memory(request.memory_mb)
+            lower_this_process(request.nice)  # forked: the zygote's already; exec: here
             _emit(_probe(request))
         else:
             job = WorkerJob.model_validate_json(raw)
             _limit_memory(job.memory_mb)
+            lower_this_process(job.nice)
             _run_pages(job)
     except BrokenPipeError:
         return 1  # the parent stopped listening (timeout, or its consumer stopped early)

@@ -29,6 +29,8 @@ class WorkerRequest(BaseModel):
     pdf: Path
     password: SecretStr | None = None
     memory_mb: int = Field(4096, gt=0, description="RLIMIT_AS of the child process")
+    nice: int = Field(0, ge=0, le=19, description="the child's nice value: it yields the CPU "
+                      "to a co-located server (folio.pdf.zygote)")
 
     @field_serializer("password", when_used="json")
     def _dump_password(self, value: SecretStr | None, info: SerializationInfo) -> str | None:

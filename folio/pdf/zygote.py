@@ -8,14 +8,20 @@ parent that imports the page worker once and then forks a fresh child per reques
 same isolation (a process of its own in a process group of its own, ``RLIMIT_AS`` set in
 the child, killed with its group), a few milliseconds to start.
 
-A process group, not a session: Linux's scheduler autogroups (on by default on most
-distributions) give every session an equal share of a busy CPU, whatever it runs. A page
-worker in a session of its own weighed as much as a whole vLLM server on the same host, so
-the render burst at a run's start (a dozen workers and Ghostscripts) starved the server's
-front end, which decodes the images the GPU waits for. In the caller's session all of
-folio's processes share one autogroup, and the server keeps its own (olmOCR 2 on one
-H200: the pipeline went from 0.919x to 0.943x of the server's own pages/s,
-bench/results/engine_limit_issue29.json).
+Page workers yield the CPU to a co-located server. They are bulk work (rendering, a text
+layer, the layout model); a vLLM server's front end on the same host decodes the images
+the GPU waits for, and at a run's start folio's render burst took its CPU: the server ran
+4-17 requests in the burst's seconds where it ran 22-55 with the same requests sent by a
+plain client (olmOCR 2 on one H200, bench/results/engine_limit_issue29.json's series).
+With ``nice`` above 0 (``limits.worker_nice``) the zygote leads a session of its own, sets
+that session's scheduler autogroup and its own nice value to ``nice``
+(:mod:`folio.cpu_priority`), and every child inherits both. Linux's autogroups (on by
+default on most distributions) share a busy CPU equally between sessions, whatever the
+nice values inside them, so the session is what makes the courtesy reach the server's;
+one session for all page workers, not one each: a session per child weighed as much as
+the whole server (the pipeline at 0.919x of the server's own pages/s, against 0.943x with
+the children in folio's session). A spare core is never left idle for it: nice only orders
+who runs when cores are short. With ``nice`` 0 the zygote stays in folio's session.
 
 Protocol, over an ``AF_UNIX`` ``SOCK_SEQPACKET`` pair (one send is one message): the parent
 sends a header (op, cwd, environment) and the request with three file descriptors (the
@@ -44,6 +50,8 @@ import threading
 import traceback
 from collections.abc import Callable
 from typing import IO, NoReturn
+
+from folio.cpu_priority import lower_this_process, lower_this_session
 
 log = logging.getLogger(__name__)
 
@@ -95,18 +103,21 @@ class ForkedChild:
 
 
 class Zygote:
-    """The parent's handle on one zygote process."""
+    """The parent's handle on one zygote process, whose children run at ``nice``."""
 
-    def __init__(self) -> None:
+    def __init__(self, nice: int = 0) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "folio.pdf.zygote", str(theirs.fileno())],
+                [sys.executable, "-m", "folio.pdf.zygote", str(theirs.fileno()), str(nice)],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                process_group=0,  # a Ctrl-C to the parent's group is the parent's to handle
+                # either way a Ctrl-C to the parent's group is the parent's to handle; a
+                # session of its own when its autogroup is to yield (module docstring)
+                **({"start_new_session": True} if nice > 0 else {"process_group": 0}),
             )
         finally:
             theirs.close()
+        self.nice = nice
         self._sock = ours
         self._lock = threading.Lock()
         self._owner = os.getpid()
@@ -156,53 +167,65 @@ def _environment() -> dict[str, str]:
             continue
 
 
-_zygote: Zygote | None = None
+#: this process's zygotes by the nice value of their children (one, unless two
+#: configurations with different ``limits.worker_nice`` run in one process)
+_zygotes: dict[int, Zygote] = {}
 _broken = False
 _guard = threading.Lock()
 
 
-def spawn(op: str, payload: bytes, stderr_fd: int) -> ForkedChild | None:
-    """A forked page worker, or None when the caller should start an interpreter instead
-    (``FOLIO_WORKER_START=exec``, not Linux, the zygote could not be started, or it failed
-    this request: the next request starts a new one)."""
-    global _zygote, _broken
+def spawn(op: str, payload: bytes, stderr_fd: int, nice: int = 0) -> ForkedChild | None:
+    """A forked page worker at ``nice``, or None when the caller should start an
+    interpreter instead (``FOLIO_WORKER_START=exec``, not Linux, the zygote could not be
+    started, or it failed this request: the next request starts a new one)."""
+    global _broken
     if os.environ.get(MODE_ENV, "fork") == "exec" or sys.platform != "linux" or _broken:
         return None
     with _guard:
-        if _zygote is None or not _zygote.alive():
+        zygote = _zygotes.get(nice)
+        if zygote is None or not zygote.alive():
             try:
-                _zygote = Zygote()
+                zygote = _zygotes[nice] = Zygote(nice)
             except OSError as err:
                 log.warning("page worker zygote did not start (%s); starting interpreters", err)
                 _broken = True
                 return None
-        zygote = _zygote
     try:
         return zygote.spawn(op, payload, stderr_fd)
     except ZygoteUnavailable as err:
         log.warning("page worker zygote: %s; starting an interpreter for this child", err)
         with _guard:
-            if _zygote is zygote:
+            if _zygotes.get(nice) is zygote:
                 zygote.close()
-                _zygote = None
+                del _zygotes[nice]
         return None
+
+
+def current(nice: int = 0) -> Zygote | None:
+    """The zygote that forks children at ``nice``, if one has started."""
+    with _guard:
+        return _zygotes.get(nice)
 
 
 @atexit.register
 def shutdown() -> None:
-    """Stop this process's zygote (and every child it still has)."""
-    global _zygote
+    """Stop this process's zygotes (and every child they still have)."""
     with _guard:
-        if _zygote is not None and _zygote.alive():
-            _zygote.close()
-        _zygote = None
+        for zygote in _zygotes.values():
+            if zygote.alive():
+                zygote.close()
+        _zygotes.clear()
 
 
 # --- the zygote process ---------------------------------------------------------------------
 
 
-def serve(fd: int) -> None:
-    """The zygote's loop: fork a child per request, report exits, stop at end of file."""
+def serve(fd: int, nice: int = 0) -> None:
+    """The zygote's loop: fork a child per request, report exits, stop at end of file.
+    With ``nice`` above 0 (in a session of its own) its children yield the CPU."""
+    if nice > 0:
+        lower_this_session(nice)
+        lower_this_process(nice)
     _preload_numpy()
     from folio.pdf import worker_child  # the point of the zygote: imported once, here
 
@@ -341,4 +364,4 @@ def _die_with_parent() -> None:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]))
+    serve(int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 0)

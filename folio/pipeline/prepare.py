@@ -18,6 +18,7 @@ from folio.errors import BadInputError, FolioError, MalformedPdfError
 from folio.io.source_index import known_sha256, record_sha256
 from folio.io.sources import SourceRef, fetch
 from folio.models import DocumentOutcome, DocumentResult
+from folio.pipeline.limits import worker_nice
 from folio.pipeline.outcome import quarantine
 from folio.pipeline.services import Services
 
@@ -157,7 +158,8 @@ def _probe_or_repair(
     password = config.password
     limits = config.limits
     try:
-        info = probe(local, password, limits.ghostscript_timeout_s, limits.worker_memory_mb)
+        info = probe(local, password, limits.ghostscript_timeout_s, limits.worker_memory_mb,
+                     nice=worker_nice(config))
         pdf = local
     except MalformedPdfError as first:
         repaired = work_dir / "repaired.pdf"
@@ -166,7 +168,8 @@ def _probe_or_repair(
                 local, repaired, timeout_s=limits.ghostscript_timeout_s,
                 password=password.get_secret_value() if password else None,
             )
-            info = probe(repaired, None, limits.ghostscript_timeout_s, limits.worker_memory_mb)
+            info = probe(repaired, None, limits.ghostscript_timeout_s, limits.worker_memory_mb,
+                     nice=worker_nice(config))
         except FolioError as second:
             raise MalformedPdfError(f"{first}; Ghostscript repair failed too: {second}") from second
         doc.repaired = True
@@ -225,7 +228,8 @@ def _maybe_compress(
         doc.compression.note = f"saved {saved:.0%} only: original used"
         return pdf
     try:
-        check = probe(out, None, limits.ghostscript_timeout_s, limits.worker_memory_mb)
+        check = probe(out, None, limits.ghostscript_timeout_s, limits.worker_memory_mb,
+                     nice=worker_nice(config))
     except FolioError as err:
         doc.compression.note = f"compressed copy unreadable, original used: {err.reason}"
         return pdf
