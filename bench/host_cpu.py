@@ -28,6 +28,10 @@ def kind(cmdline: str, comm: str) -> str:
         return "vllm-engine-core"
     if "folio.pdf" in cmdline:  # the zygote and the page workers it forks
         return "folio-page-workers"
+    if "folio.validation_child" in cmdline:  # Great Expectations, one child or more
+        return "folio-validation"
+    if "folio.gpu.server_supervisor" in cmdline:
+        return "folio-server-supervisor"
     if "folio.cli" in cmdline or "folio_prefect.flows.cli" in cmdline or "prefect.engine" in cmdline:
         return "folio-flow"
     if comm in ("gs", "gsc") or "/gs " in cmdline:
