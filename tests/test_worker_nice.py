@@ -42,3 +42,25 @@ def test_every_batch_of_a_document_carries_it(tmp_path: Path) -> None:
     jobs = worker_jobs(prep, config)
     assert [len(job.pages) for job in jobs] == [4, 4, 2]
     assert {job.nice for job in jobs} == {SERVED_WORKER_NICE}
+
+
+def test_a_run_starts_its_page_workers_zygote_before_its_first_document(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The zygote's imports (half a second or more) overlap the run's start instead of
+    delaying the first probe; at the nice value the run's page workers will ask for."""
+    from folio.pdf import zygote
+    from folio.pipeline.services import Services
+
+    monkeypatch.setenv(zygote.MODE_ENV, "fork")
+    zygote.shutdown()
+    config = PipelineConfig.model_validate({"ocr": {"engine": "openai"}, "work_dir": str(tmp_path),
+                                            "store": {"kind": "none"}})
+    services = Services(config, str(tmp_path / "out"))
+    try:
+        started = zygote.current(SERVED_WORKER_NICE)
+        assert started is not None and started.alive() and started.nice == SERVED_WORKER_NICE
+        assert zygote.current(0) is None
+    finally:
+        services.close()
+        zygote.shutdown()
