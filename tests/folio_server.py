@@ -23,13 +23,14 @@ Use from conftest.py::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -74,7 +75,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def stop_server(home: Path) -> None:
     """Stop the server of ``home`` if one runs, and wait until its supervisor (which stops
-    Prefect's own server first) has exited; killed if it has not within a minute."""
+    Prefect's own server first) has exited; if it has not within :data:`STOP_WAIT_S`, it
+    and Prefect's server (its child, in a process group of its own) are killed."""
     try:
         state = json.loads((home / "server.json").read_text())
     except (OSError, ValueError):
@@ -85,11 +87,27 @@ def stop_server(home: Path) -> None:
     deadline = time.monotonic() + STOP_WAIT_S
     while pid_alive(pid, start if isinstance(start, int) else None):
         if time.monotonic() > deadline:
-            warnings.warn(f"the session's Prefect server (supervisor {pid}) did not stop "
-                          f"within {STOP_WAIT_S:.0f} s: killed", stacklevel=1)
-            os.kill(pid, signal.SIGKILL)
+            print(f"folio tests: the session's Prefect server (supervisor {pid}) did not stop "
+                  f"within {STOP_WAIT_S:.0f} s: killed", file=sys.stderr)
+            for child in _children(pid):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(child, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
             break
         time.sleep(0.2)
+
+
+def _children(pid: int) -> list[int]:
+    """The pids whose parent is ``pid`` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
 
 
 @pytest.fixture(scope="session")
