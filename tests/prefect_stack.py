@@ -101,6 +101,22 @@ def _wait_healthy(stack: PrefectStack, server: subprocess.Popen[bytes]) -> None:
     raise RuntimeError(f"prefect server not healthy after {_STARTUP_S:.0f} s:\n{stack.log_tail()}")
 
 
+def _create_process_pools(api_url: str, names: tuple[str, ...]) -> None:
+    """What ``prefect work-pool create NAME --type process`` does (a pool with the process
+    worker's default base job template), from this process: a ``prefect`` CLI process
+    costs seconds of CPU to start, and the suite is CPU-bound."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.workers.process import ProcessWorker
+
+    with temporary_settings({PREFECT_API_URL: api_url}), get_client(sync_client=True) as client:
+        for name in names:
+            client.create_work_pool(WorkPoolCreate(
+                name=name, type="process",
+                base_job_template=ProcessWorker.get_default_base_job_template()))
+
+
 def start_prefect_stack(home: Path, deployments: tuple[str, ...] = ("document",), *,
                         server_env: dict[str, str] | None = None, worker: bool = True,
                         ) -> PrefectStack:
@@ -133,13 +149,10 @@ def start_prefect_stack(home: Path, deployments: tuple[str, ...] = ("document",)
                 stderr=subprocess.STDOUT, start_new_session=True)
         stack.processes.append(server)
         _wait_healthy(stack, server)
-        for name in (POOL, CONTROL_POOL):
-            pool = stack.run(sys.executable, "-m", "prefect", "work-pool", "create", name,
-                             "--type", "process")
-            assert pool.returncode == 0, pool.stdout + pool.stderr
-        for name in deployments:
-            deploy = stack.run(sys.executable, "-m", "prefect", "--no-prompt", "deploy",
-                               "--name", name)
+        _create_process_pools(api, (POOL, CONTROL_POOL))
+        if deployments:  # one `prefect deploy` for them all: a CLI process each cost seconds
+            names = [arg for name in deployments for arg in ("--name", name)]
+            deploy = stack.run(sys.executable, "-m", "prefect", "--no-prompt", "deploy", *names)
             assert deploy.returncode == 0, deploy.stdout[-3000:] + deploy.stderr[-3000:]
         if worker:
             _spawn(stack, "worker", sys.executable, "-m", "prefect", "worker", "start",
