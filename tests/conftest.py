@@ -34,15 +34,31 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 RecordProperty = Callable[[str, object], None]
 
 #: the test files that take minutes (stacks of servers, process workers, the whole corpus):
-#: collected first, so that pytest-xdist hands them out first (`make test` turns off its
-#: own reordering, which puts the files with the most tests first, so a file with one
-#: long test ran last) and its workers finish together. test_trigger, test_ui and
-#: test_gpu_deployments go to one worker as one unit (tests/xdist_groups.py), in this
-#: order: the GPU file, which applies every pool's template and deploys all of
-#: prefect.yaml on the shared stack, last
+#: marked ``stack`` (below), so ``make test-fast`` leaves them out
 LONG_FILES = ("test_corpus", "test_hosts", "test_faults", "test_trigger", "test_ui",
               "test_gpu_deployments", "test_local_server", "test_flow", "test_cli_errors",
               "test_sweep")
+
+#: the order in which pytest-xdist hands out the files that take half a minute or more
+#: (`make test` turns off its own reordering, which puts the files with the most tests
+#: first, so a file with one long test ran last), the others following in collection
+#: order: the longest first, so that the last files handed out are short and the three
+#: workers finish together. A worker asks for its next file while its last two tests run,
+#: and a file handed out late and long made the tail: test_scheduler (80 s) came last and
+#: its worker ended 20 s after the other two. The first three start the three workers;
+#: test_hosts has one test, so its worker takes the next unit at once: the files on the
+#: shared Prefect stack, one unit for one worker (tests/xdist_groups.py), in this order:
+#: test_trigger, test_ui, test_gpu_deployments (which applies every pool's template and
+#: deploys all of prefect.yaml on the stack) and test_work_pools (collected later).
+#: Seconds on a worker in a full run at 68721e2: corpus 146, hosts 98, faults 178, the
+#: four stack files 192, sweep 104, scheduler 83, flow 71, local_server 65, conformance
+#: 48, ocr_quality 45, vllm_runner 32, page_worker 28, rapidocr_engine 26,
+#: reference_pipelines 25, cli_errors 20; no other file over 20
+HANDED_OUT_FIRST = ("test_corpus", "test_hosts", "test_faults", "test_trigger", "test_ui",
+                    "test_gpu_deployments", "test_sweep", "test_scheduler", "test_flow",
+                    "test_local_server", "test_conformance", "test_ocr_quality",
+                    "test_vllm_runner", "test_page_worker", "test_rapidocr_engine",
+                    "test_reference_pipelines", "test_cli_errors")
 
 
 #: fixtures that start a server or read the whole corpus: a test that uses one is marked
@@ -53,12 +69,13 @@ STACK_FIXTURES = frozenset({"prefect_api", "folio_prefect_server", "s3_server", 
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Long files first (a stable sort: each file's tests stay together and in order), and
-    the ``stack`` marker on the tests of those files and on every test that starts a
-    server or reads the corpus through a fixture."""
+    """:data:`HANDED_OUT_FIRST` first (a stable sort: each file's tests stay together and in
+    order), and the ``stack`` marker on the tests of :data:`LONG_FILES` and on every test
+    that starts a server or reads the corpus through a fixture."""
     def rank(item: pytest.Item) -> int:
         name = item.path.stem
-        return LONG_FILES.index(name) if name in LONG_FILES else len(LONG_FILES)
+        return (HANDED_OUT_FIRST.index(name) if name in HANDED_OUT_FIRST
+                else len(HANDED_OUT_FIRST))
 
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
