@@ -324,11 +324,12 @@ class LimitSettings(BaseModel):
     page_timeout_s: float = Field(120.0, description="one page's OCR limit")
     ghostscript_timeout_s: float = 120.0
     worker_memory_mb: int = Field(4096, description="address-space cap of a page worker")
-    worker_nice: int | None = Field(
-        None, ge=0, le=19, description="nice value of the page workers (render, text layer, "
-        "layout), in a scheduler session of their own: bulk work that yields the CPU to a "
-        "vLLM server on the same host, whose front end feeds the GPU. None: 10 for a served "
-        "engine (vllm, openai), 0 for a CPU engine, whose page workers are the run's work")
+    worker_nice: int = Field(
+        0, ge=0, le=19, description="above 0: the page workers (render, text layer, layout) "
+        "run at this nice value in a scheduler session of their own, yielding the CPU to a "
+        "vLLM server on the same host when cores are short. Off by default: on one H200 "
+        "with 16 cores 10 and 0 measured alike, and on a crowded host the workers then also "
+        "yield to folio's own embedding and to anything else, and the GPU waits for pages")
     max_bytes: int = Field(2 * 1024**3, description="larger inputs are rejected")
     max_pages: int = Field(20000)
     page_concurrency: int = Field(

@@ -8,22 +8,24 @@ parent that imports the page worker once and then forks a fresh child per reques
 same isolation (a process of its own in a process group of its own, ``RLIMIT_AS`` set in
 the child, killed with its group), a few milliseconds to start.
 
-Page workers yield the CPU to a co-located server. They are bulk work (rendering, a text
-layer, the layout model); a vLLM server's front end on the same host decodes the images
-the GPU waits for, and at a run's start folio's render burst runs beside it (olmOCR 2 on
-one H200: the server ran 5-15 requests in the burst's seconds where it ran 25-45 sent by
-a plain client). With ``nice`` above 0 (``limits.worker_nice``) the zygote leads a session of its own, sets
-that session's scheduler autogroup and its own nice value to ``nice``
+Page workers can yield the CPU to a co-located server (``limits.worker_nice``, off by
+default). They are bulk work (rendering, a text layer, the layout model); a vLLM server's
+front end on the same host decodes the images the GPU waits for, and at a run's start
+folio's render burst runs beside it. With ``nice`` above 0 the zygote leads a session of
+its own, sets that session's scheduler autogroup and its own nice value to ``nice``
 (:mod:`folio.cpu_priority`), and every child inherits both. Linux's autogroups (on by
 default on most distributions) share a busy CPU equally between sessions, whatever the
 nice values inside them, so the session is what makes the courtesy reach the server's;
 one session for all page workers, not one each: a session per child weighed as much as
-the whole server (the pipeline at 0.919x of the server's own pages/s, against 0.943x with
-the children in folio's session). A spare core is never left idle for it: nice only orders
-who runs when cores are short. On that H200's 16 cores they were not (10-14 busy at the
-burst's peak) and nice 10 measured the same as 0 (bench/results/engine_limit_issue29.json,
-``nice_note``); it is for hosts with fewer cores a GPU. With ``nice`` 0 the zygote stays in
-folio's session.
+the whole server (olmOCR 2 on one H200: the pipeline at 0.919x of the server's own
+pages/s, against 0.943x with the children in folio's session).
+
+Why off by default: on that H200's 16 cores the render burst left cores free (10-14 busy
+at its peak) and nice 10 measured the same as 0 (bench/results/engine_limit_issue29.json,
+``nice_note``); and on a crowded host the niced workers yield to everything, folio's own
+embedding threads and other programs included, so the GPU can wait for pages (two of the
+suite's scheduler tests starved that way on two busy cores). With ``nice`` 0 the zygote
+stays in folio's session.
 
 Protocol, over an ``AF_UNIX`` ``SOCK_SEQPACKET`` pair (one send is one message): the parent
 sends a header (op, cwd, environment) and the request with three file descriptors (the

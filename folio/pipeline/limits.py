@@ -14,11 +14,7 @@ from folio.config import PipelineConfig
 from folio.engines.base import GENERATIVE_ENGINES
 from folio.gpu.vllm_server import configured_endpoints
 
-__all__ = ["SchedulerLimits", "ocr_concurrency", "ocr_threads", "server_count", "worker_nice"]
-
-#: page workers' nice value beside a served engine (``limits.worker_nice`` unset): their
-#: session's autogroup weighs 110 against a server session's 1024 when cores are short
-SERVED_WORKER_NICE = 10
+__all__ = ["SchedulerLimits", "ocr_concurrency", "ocr_threads", "server_count"]
 
 
 class SchedulerLimits(BaseModel):
@@ -90,11 +86,3 @@ def server_count(config: PipelineConfig) -> int:
     """The servers a generative engine spreads pages over (at least one)."""
     return max(1, len(configured_endpoints(config.ocr)))
 
-
-def worker_nice(config: PipelineConfig) -> int:
-    """The page workers' nice value (:mod:`folio.pdf.zygote`): ``limits.worker_nice``, else
-    :data:`SERVED_WORKER_NICE` beside a generative engine's server and 0 on the CPU path,
-    where the page workers are the work a run waits on and nothing of folio's competes."""
-    if config.limits.worker_nice is not None:
-        return config.limits.worker_nice
-    return SERVED_WORKER_NICE if config.ocr.engine in GENERATIVE_ENGINES else 0

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from folio.config import PipelineConfig
 from folio.models import PagePrep
-from folio.pipeline.limits import worker_nice
 from folio.pipeline.prepare import PreparedDocument
 from folio.route import route_page
 from folio.vocabulary import CPU_OCR_ENGINES
@@ -49,7 +48,7 @@ def worker_jobs(prep: PreparedDocument, config: PipelineConfig) -> list[WorkerJo
             route_settings=config.route,
             render="untrusted" if config.route.mode == "auto" else "all",
             memory_mb=config.limits.worker_memory_mb,
-            nice=worker_nice(config),
+            nice=config.limits.worker_nice,
             timeout_s=config.limits.document_timeout_s,
             layout=config.active_layout(),
             # a CPU OCR engine reads small text better from a finer render

@@ -18,7 +18,6 @@ from folio.errors import BadInputError, FolioError, MalformedPdfError
 from folio.io.source_index import known_sha256, record_sha256
 from folio.io.sources import SourceRef, fetch
 from folio.models import DocumentOutcome, DocumentResult
-from folio.pipeline.limits import worker_nice
 from folio.pipeline.outcome import quarantine
 from folio.pipeline.services import Services
 
@@ -159,7 +158,7 @@ def _probe_or_repair(
     limits = config.limits
     try:
         info = probe(local, password, limits.ghostscript_timeout_s, limits.worker_memory_mb,
-                     nice=worker_nice(config))
+                     nice=config.limits.worker_nice)
         pdf = local
     except MalformedPdfError as first:
         repaired = work_dir / "repaired.pdf"
@@ -169,7 +168,7 @@ def _probe_or_repair(
                 password=password.get_secret_value() if password else None,
             )
             info = probe(repaired, None, limits.ghostscript_timeout_s, limits.worker_memory_mb,
-                     nice=worker_nice(config))
+                     nice=config.limits.worker_nice)
         except FolioError as second:
             raise MalformedPdfError(f"{first}; Ghostscript repair failed too: {second}") from second
         doc.repaired = True
@@ -229,7 +228,7 @@ def _maybe_compress(
         return pdf
     try:
         check = probe(out, None, limits.ghostscript_timeout_s, limits.worker_memory_mb,
-                     nice=worker_nice(config))
+                     nice=config.limits.worker_nice)
     except FolioError as err:
         doc.compression.note = f"compressed copy unreadable, original used: {err.reason}"
         return pdf

@@ -12,7 +12,6 @@ from folio.io.layout import VECTORS
 from folio.io.sinks import Sink, open_sink
 from folio.pdf import zygote
 from folio.pipeline.batcher import Batcher
-from folio.pipeline.limits import worker_nice
 from folio.pipeline.stage_clock import StageClock
 
 if TYPE_CHECKING:
@@ -45,7 +44,7 @@ class Services:
         self._handed_over = False  # every document is in its finishing: nothing to wait for
         # every document is probed by a page worker first: their zygote's imports overlap
         # the run's start (settings, the host check, listing the sources)
-        zygote.prestart(worker_nice(config))
+        zygote.prestart(config.limits.worker_nice)
 
     def engine(self, name: str) -> OcrEngine:
         with self._lock:
