@@ -31,4 +31,11 @@ spy_on_cli() {
   if [ -z "$cli" ]; then echo "py-spy: no CLI process seen ($(date +%T))" > "$log"; return 0; fi
   echo "py-spy on $cli ($(date +%T))" > "$log"
   "$SPY" record --pid "$cli" --rate 20 "$@" --nonblocking --format raw -o "$out" >> "$log" 2>&1 &
+  # SPY_START=S: beside it, every thread's stack (idle ones too) for the CLI's first S
+  # seconds, where the run's ramp is: what the page threads wait on before the server
+  # has its first requests (OUT_TXT with .txt -> -start.txt)
+  if [ -n "${SPY_START:-}" ]; then
+    "$SPY" record --pid "$cli" --rate 50 --threads --idle --duration "$SPY_START" \
+      --nonblocking --format raw -o "${out%.txt}-start.txt" >> "$log" 2>&1 &
+  fi
 }

@@ -138,6 +138,67 @@ def test_a_large_budget_spreads_its_connections_over_several_clients(
     assert fake.state.requests == 150 and 30 < fake.state.max_in_flight <= 60
 
 
+def test_the_clients_share_the_process_s_tls_context(fake: FakeServer) -> None:
+    """Each client used to load the CA bundle into a context of its own (25 ms of GIL
+    each, nine of them when a GPU run's first page built the engine); now one context
+    serves every client and every probe."""
+    from folio.io.tls import ssl_context
+
+    eng = engine(fake, in_flight=60)
+    try:
+        contexts = {id(c._transport._pool._ssl_context) for c in eng._clients}  # type: ignore[attr-defined]
+        assert len(eng._clients) == 2 and contexts == {id(ssl_context())}
+    finally:
+        eng.close()
+
+
+def test_a_vision_model_s_engine_is_built_before_the_first_page(
+    fake: FakeServer, tmp_path: Path
+) -> None:
+    """The run's services build the engine in the background from the start, so the
+    first page's thread (and every page queued behind the build lock) finds it ready; a
+    CPU engine is still built only when a page needs it."""
+    from folio.pipeline import Services
+
+    config = PipelineConfig.model_validate({
+        "ocr": {"engine": "openai", "endpoint": fake.url, "model": "fake-ocr",
+                "preset": "generic"},
+        "store": {"kind": "none"}, "work_dir": str(tmp_path / "work")})
+    services = Services(config, str(tmp_path / "out"))
+    try:
+        assert services._prebuild is not None
+        services._prebuild.join(10)
+        assert list(services._engines) == ["openai"]
+        assert fake.state.requests == 0, "building sends nothing"
+    finally:
+        services.close()
+    cpu = Services(config.model_copy(update={"ocr": config.ocr.model_copy(
+        update={"engine": "tesseract"})}), str(tmp_path / "out2"))
+    try:
+        assert cpu._prebuild is None and not cpu._engines
+    finally:
+        cpu.close()
+
+
+def test_an_engine_that_cannot_be_built_early_fails_on_its_first_page(tmp_path: Path) -> None:
+    """No server registered yet (a task runner that starts it later): the early build
+    fails quietly, and the page that needs the engine gets the error, not a thread."""
+    from folio.pipeline import Services
+
+    config = PipelineConfig.model_validate({
+        "ocr": {"engine": "vllm", "preset": "generic"},
+        "store": {"kind": "none"}, "work_dir": str(tmp_path / "work")})
+    services = Services(config, str(tmp_path / "out"))
+    try:
+        assert services._prebuild is not None
+        services._prebuild.join(10)
+        assert not services._engines
+        with pytest.raises(ConfigError, match="no endpoint"):
+            services.engine("vllm")
+    finally:
+        services.close()
+
+
 @pytest.mark.parametrize("fake", [{"output": "olmocr2_page.md", "midstream_error_on": {1}}], indirect=True)
 def test_streaming_and_a_stream_cut_midway(fake: FakeServer, page: PagePrep) -> None:
     out = engine(fake, preset="olmocr2", stream=True).recognize(page, 0)

@@ -54,6 +54,7 @@ from folio.errors import (
     TimeoutExpired,
 )
 from folio.gpu.vllm_server import Endpoint, configured_endpoints, endpoint_members
+from folio.io.tls import ssl_context
 from folio.models import Attempt, PagePrep
 from folio.parsers import olmocr
 from folio.presets import ModelPreset, Sampling, get_preset
@@ -160,6 +161,7 @@ class OpenAIEngine:
         self._clients = [
             httpx.Client(
                 headers=headers,
+                verify=ssl_context(),
                 timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
                 limits=httpx.Limits(max_connections=connections,
                                     max_keepalive_connections=connections),

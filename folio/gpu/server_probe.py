@@ -14,6 +14,8 @@ import socket
 
 import httpx
 
+from folio.io.tls import ssl_context
+
 __all__ = ["free_port", "parse_prometheus", "probe_server", "read_metrics"]
 
 _PROM_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEnaNIf]+)")
@@ -51,7 +53,7 @@ def probe_server(base_url: str, timeout_s: float = 2.0) -> tuple[bool, str | Non
     """(healthy, first served model id): ``/health`` 200 and ``/v1/models`` answers."""
     root = _root(base_url)
     try:
-        with httpx.Client(timeout=timeout_s) as client:
+        with httpx.Client(timeout=timeout_s, verify=ssl_context()) as client:
             health = client.get(f"{root}/health")
             if health.status_code != 200:
                 return False, None
@@ -72,7 +74,7 @@ def read_metrics(base_url: str, timeout_s: float = 2.0,
     try:
         url = f"{_root(base_url)}/metrics"
         response = (client.get(url, timeout=timeout_s) if client is not None
-                    else httpx.get(url, timeout=timeout_s))
+                    else httpx.get(url, timeout=timeout_s, verify=ssl_context()))
     except httpx.HTTPError:
         return {}
     if response.status_code != 200:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import TYPE_CHECKING
 
 from folio.config import PipelineConfig
-from folio.engines.base import OcrEngine
+from folio.engines.base import GENERATIVE_ENGINES, OcrEngine
 from folio.io.layout import VECTORS
 from folio.io.sinks import Sink, open_sink
 from folio.pdf import zygote
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from folio.models import DocumentResult, PageResult
     from folio.pipeline.early_embed import EarlyEmbeddings
     from folio.stores.base import DocumentVectors, VectorStore
+
+log = logging.getLogger(__name__)
 
 
 class Services:
@@ -45,6 +48,20 @@ class Services:
         # every document is probed by a page worker first: their zygote's imports overlap
         # the run's start (settings, the host check, listing the sources)
         zygote.prestart(config.limits.worker_nice)
+        # a vision model's engine (its HTTP clients, its server's semaphore) is built while
+        # the first documents are prepared, not by the first page's thread with every
+        # other page of the ramp waiting on the lock behind it
+        self._prebuild: threading.Thread | None = None
+        if config.ocr.engine in GENERATIVE_ENGINES:
+            self._prebuild = threading.Thread(target=self._build_early, args=(config.ocr.engine,),
+                                              daemon=True, name="folio-engine-build")
+            self._prebuild.start()
+
+    def _build_early(self, name: str) -> None:
+        try:
+            self.engine(name)
+        except Exception as exc:  # the first page builds it again and ends with the reason
+            log.debug("engine %s not built ahead of the first page: %s", name, exc)
 
     def engine(self, name: str) -> OcrEngine:
         with self._lock:
@@ -144,6 +161,8 @@ class Services:
             batcher.hurry()
 
     def close(self) -> None:
+        if self._prebuild is not None:  # an engine built after close would never be closed
+            self._prebuild.join()
         if self._early is not None:
             self._early.close()
         for batcher in (self._validator, self._vectors):
