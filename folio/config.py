@@ -323,6 +323,11 @@ class LimitSettings(BaseModel):
     document_timeout_s: float = Field(900.0, description="whole-document wall clock limit")
     page_timeout_s: float = Field(120.0, description="one page's OCR limit")
     ghostscript_timeout_s: float = 120.0
+    ghostscript_workers: int = Field(
+        0, ge=0, description="Ghostscript compressions at once across the run's documents "
+        "(0: a quarter of the cores, at least two). Each is a process on a core of its own: "
+        "at a GPU run's start, fourteen of them at once took the cores a vLLM server on the "
+        "same host needed to take in its first requests")
     worker_memory_mb: int = Field(4096, description="address-space cap of a page worker")
     worker_nice: int = Field(
         0, ge=0, le=19, description="above 0: the page workers (render, text layer, layout) "

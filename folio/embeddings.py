@@ -15,8 +15,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,10 @@ class Embedder:
         self._inputs: frozenset[str] = frozenset()
         self._dim = 0
         self._pool: ThreadPoolExecutor | None = None
+        #: batches at once across every caller while capped (None: as many as the pool)
+        self._cap: int | None = None
+        self._running = 0
+        self._cap_cond = threading.Condition()
 
     @property
     def model_id(self) -> str:
@@ -176,7 +181,8 @@ class Embedder:
         batches = [order[start : start + size] for start in range(0, len(order), size)]
 
         def run(batch: list[int]) -> npt.NDArray[np.float32]:
-            return self._run(self._session, [texts[i] for i in batch])
+            with self._batch_slot():
+                return self._run(self._session, [texts[i] for i in batch])
 
         # onnxruntime releases the GIL: a long document's batches run on several cores, so
         # the last document of a run does not embed on one core while the others idle
@@ -184,6 +190,28 @@ class Embedder:
         for batch, result in zip(batches, vectors, strict=True):
             out[batch] = result
         return out
+
+    def cap_parallel(self, batches: int | None) -> None:
+        """At most ``batches`` batches embedded at once, by every caller together (None:
+        no cap beyond the pool's size). A GPU run caps its embedder while the engine
+        still has pages: a long document's chunks on every core at once took the cores
+        the vLLM server's engine loop needs between steps, and the GPU waited on it."""
+        with self._cap_cond:
+            self._cap = None if batches is None else max(1, batches)
+            self._cap_cond.notify_all()
+
+    @contextmanager
+    def _batch_slot(self) -> Iterator[None]:
+        with self._cap_cond:
+            while self._cap is not None and self._running >= self._cap:
+                self._cap_cond.wait()
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._cap_cond:
+                self._running -= 1
+                self._cap_cond.notify()
 
     def _batch_pool(self) -> ThreadPoolExecutor:
         with self._lock:

@@ -212,3 +212,50 @@ def test_timeout_kills_the_process_group(
         real_killpg(killed[0][0], 0)
     assert not (tmp_path / "out.pdf").exists()
     assert _no_temp_dirs_left(tmp_path)
+
+
+def test_compressions_at_once_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``limits.ghostscript_workers`` bounds the run's Ghostscripts, however many documents
+    are prepared at once (a GPU run's start prepares fourteen); the default is a quarter of
+    the cores, at least two."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from folio.config import PipelineConfig
+    from folio.models import DocumentResult
+    from folio.pdf.worker_protocol import PdfInfo
+    from folio.pipeline import prepare
+
+    lock, now, peak = threading.Lock(), [0], [0]
+
+    def slow_gs(src: Path, dst: Path, **_: object) -> None:
+        with lock:
+            now[0] += 1
+            peak[0] = max(peak[0], now[0])
+        time.sleep(0.1)
+        with lock:
+            now[0] -= 1
+        raise MalformedPdfError("test: no output")
+
+    monkeypatch.setattr(ghostscript, "compress", slow_gs)
+    config = PipelineConfig.model_validate({"limits": {"ghostscript_workers": 2}})
+
+    def one(n: int) -> str:
+        doc = DocumentResult(source=f"d{n}.pdf", page_count=1)
+        doc.compression.original_bytes = 50 * 1024 * 1024  # image-heavy: worth compressing
+        (tmp_path / str(n)).mkdir()
+        pdf = prepare._maybe_compress(tmp_path / "in.pdf", PdfInfo(page_count=1, encrypted=False,
+                                      max_page_pt=792), doc, tmp_path / str(n), config)
+        assert pdf == tmp_path / "in.pdf"  # compression failed: the original is used
+        return doc.compression.note
+
+    with ThreadPoolExecutor(6) as pool:
+        notes = list(pool.map(one, range(6)))
+    assert peak[0] == 2 and all("ghostscript failed" in n for n in notes)
+    default = prepare.ghostscript_slots()
+    size = max(2, (os.cpu_count() or 1) // 4)
+    assert all(default.acquire(blocking=False) for _ in range(size))
+    assert not default.acquire(blocking=False)
+    for _ in range(size):
+        default.release()

@@ -180,6 +180,35 @@ def test_a_vision_model_s_engine_is_built_before_the_first_page(
         cpu.close()
 
 
+def test_a_vision_model_run_caps_its_embedder_until_every_page_is_done(
+    fake: FakeServer, tmp_path: Path
+) -> None:
+    """While the GPU still has pages, the run's embedding takes a quarter of the cores
+    (the server beside it needs the rest); once every document is in its finishing, all
+    of them. A CPU run's embedder is never capped."""
+    from folio.pipeline import Services
+    from folio.pipeline.services import early_embed_workers
+
+    config = PipelineConfig.model_validate({
+        "ocr": {"engine": "openai", "endpoint": fake.url, "model": "fake-ocr",
+                "preset": "generic"},
+        "store": {"kind": "none"}, "work_dir": str(tmp_path / "work")})
+    services = Services(config, str(tmp_path / "out"))
+    try:
+        embedder = services.embedder()
+        assert embedder._cap == early_embed_workers(config)
+        services.last_document_handed_over()
+        assert embedder._cap is None
+    finally:
+        services.close()
+    cpu = Services(config.model_copy(update={"ocr": config.ocr.model_copy(
+        update={"engine": "tesseract"})}), str(tmp_path / "out2"))
+    try:
+        assert cpu.embedder()._cap is None
+    finally:
+        cpu.close()
+
+
 def test_an_engine_that_cannot_be_built_early_fails_on_its_first_page(tmp_path: Path) -> None:
     """No server registered yet (a task runner that starts it later): the early build
     fails quietly, and the page that needs the engine gets the error, not a thread."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import shutil
 import threading
 import time
@@ -197,6 +198,23 @@ def compression_dpi(max_page_pt: float, config: PipelineConfig) -> float:
     return max(render.min_dpi, min(render.max_dpi, budget))
 
 
+_GS_SLOTS: tuple[int, threading.BoundedSemaphore] | None = None
+_GS_SLOTS_LOCK = threading.Lock()
+
+
+def ghostscript_slots(workers: int = 0) -> threading.BoundedSemaphore:
+    """The process's bound on Ghostscript compressions at once (``limits.ghostscript_workers``;
+    0: a quarter of the cores, at least two). A document waiting for a slot holds no page
+    back: documents that need no compression (most born-digital ones) pass it by, so at a
+    GPU run's start the engine gets their pages while a few Ghostscripts shrink the rest."""
+    global _GS_SLOTS
+    size = workers or max(2, (os.cpu_count() or 1) // 4)
+    with _GS_SLOTS_LOCK:
+        if _GS_SLOTS is None or _GS_SLOTS[0] != size:
+            _GS_SLOTS = (size, threading.BoundedSemaphore(size))
+        return _GS_SLOTS[1]
+
+
 def _maybe_compress(
     pdf: Path, info: PdfInfo, doc: DocumentResult, work_dir: Path, config: PipelineConfig
 ) -> Path:
@@ -213,11 +231,12 @@ def _maybe_compress(
     limits = config.limits
     out = work_dir / "compressed.pdf"
     try:
-        comp = ghostscript.compress(
-            pdf, out, image_dpi=compression_dpi(info.max_page_pt, config),
-            timeout_s=limits.ghostscript_timeout_s,
-            password=config.password.get_secret_value() if config.password else None,
-        )
+        with ghostscript_slots(limits.ghostscript_workers):
+            comp = ghostscript.compress(
+                pdf, out, image_dpi=compression_dpi(info.max_page_pt, config),
+                timeout_s=limits.ghostscript_timeout_s,
+                password=config.password.get_secret_value() if config.password else None,
+            )
     except FolioError as err:  # compression is an optimisation: never fail the document
         doc.compression.note = f"ghostscript failed, original used: {err.reason}"
         return pdf

@@ -84,6 +84,10 @@ class Services:
                 from folio.embeddings import Embedder
 
                 self._embedder = Embedder(self.config.embedding)
+                if self.config.ocr.engine in GENERATIVE_ENGINES and not self._handed_over:
+                    # the server beside the run needs its cores while it has pages: a
+                    # quarter of the cores until every document is in its finishing
+                    self._embedder.cap_parallel(early_embed_workers(self.config))
             return self._embedder
 
     def store(self) -> VectorStore:
@@ -157,6 +161,8 @@ class Services:
         with self._lock:
             self._handed_over = True
             batchers = [b for b in (self._validator, self._vectors) if b is not None]
+            if self._embedder is not None:  # the GPU's pages are done: every core is free
+                self._embedder.cap_parallel(None)
         for batcher in batchers:
             batcher.hurry()
 
