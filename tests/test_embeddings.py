@@ -114,35 +114,29 @@ def test_a_cap_bounds_the_batches_of_every_caller_together(monkeypatch: pytest.M
     """A GPU run caps its embedder (folio.pipeline.services): several documents' chunks
     embedded from several threads never run more batches at once than the cap; lifting
     it lets them spread over the pool again. Vectors are the same either way."""
-    import threading
     import time
     from concurrent.futures import ThreadPoolExecutor
+
+    from tests.peak import Peak
 
     embedder = Embedder(EmbeddingSettings(parallel_batches=4, batch_size=2))
     texts = [f"chunk {n} of a long document about storage" for n in range(8)]
     expected = embedder.embed(texts)
-    run, lock = embedder._run, threading.Lock()
-    now, peak = [0], [0]
+    run, peak = embedder._run, Peak()
 
     def counting(session: object, batch: list[str]) -> np.ndarray:
-        with lock:
-            now[0] += 1
-            peak[0] = max(peak[0], now[0])
-        time.sleep(0.05)
-        try:
+        with peak:
+            time.sleep(0.05)
             return run(session, batch)
-        finally:
-            with lock:
-                now[0] -= 1
 
     monkeypatch.setattr(embedder, "_run", counting)
     embedder.cap_parallel(2)
     with ThreadPoolExecutor(3) as callers:
         outs = list(callers.map(lambda _: embedder.embed(texts), range(3)))
-    assert peak[0] == 2
+    assert peak.most == 2
     assert all(np.allclose(out, expected, atol=1e-5) for out in outs)
-    peak[0] = 0
+    peak.most = 0
     embedder.cap_parallel(None)
     with ThreadPoolExecutor(3) as callers:
         list(callers.map(lambda _: embedder.embed(texts), range(3)))
-    assert peak[0] > 2
+    assert peak.most > 2

@@ -218,7 +218,6 @@ def test_compressions_at_once_are_bounded(tmp_path: Path, monkeypatch: pytest.Mo
     """``limits.ghostscript_workers`` bounds the run's Ghostscripts, however many documents
     are prepared at once (a GPU run's start prepares fourteen); the default is a quarter of
     the cores, at least two."""
-    import threading
     import time
     from concurrent.futures import ThreadPoolExecutor
 
@@ -226,16 +225,13 @@ def test_compressions_at_once_are_bounded(tmp_path: Path, monkeypatch: pytest.Mo
     from folio.models import DocumentResult
     from folio.pdf.worker_protocol import PdfInfo
     from folio.pipeline import prepare
+    from tests.peak import Peak
 
-    lock, now, peak = threading.Lock(), [0], [0]
+    peak = Peak()
 
     def slow_gs(src: Path, dst: Path, **_: object) -> None:
-        with lock:
-            now[0] += 1
-            peak[0] = max(peak[0], now[0])
-        time.sleep(0.1)
-        with lock:
-            now[0] -= 1
+        with peak:
+            time.sleep(0.1)
         raise MalformedPdfError("test: no output")
 
     monkeypatch.setattr(ghostscript, "compress", slow_gs)
@@ -252,7 +248,7 @@ def test_compressions_at_once_are_bounded(tmp_path: Path, monkeypatch: pytest.Mo
 
     with ThreadPoolExecutor(6) as pool:
         notes = list(pool.map(one, range(6)))
-    assert peak[0] == 2 and all("ghostscript failed" in n for n in notes)
+    assert peak.most == 2 and all("ghostscript failed" in n for n in notes)
     default = prepare.ghostscript_slots()
     size = max(2, (os.cpu_count() or 1) // 4)
     assert all(default.acquire(blocking=False) for _ in range(size))

@@ -18,6 +18,7 @@ from folio.stores.lance_s3 import lance_storage_options
 from folio.stores.lance_tuning import LanceTuning
 from folio.stores.lancedb_store import LanceDBStore
 from folio.stores.upkeep import Upkeep
+from tests.peak import Peak
 from tests.s3_server import S3Server
 from tests.store_data import chunks, vectors
 
@@ -70,16 +71,12 @@ class _Gate:
 
 
 def test_upkeep_runs_one_at_a_time_and_coalesces_requests() -> None:
-    active, most, runs = [0], [0], [0]
-    lock = threading.Lock()
+    peak, runs, lock = Peak(), [0], threading.Lock()
 
     def job() -> None:
+        with peak:
+            time.sleep(0.05)
         with lock:
-            active[0] += 1
-            most[0] = max(most[0], active[0])
-        time.sleep(0.05)
-        with lock:
-            active[0] -= 1
             runs[0] += 1
 
     upkeep = Upkeep(job, name="test upkeep")
@@ -93,7 +90,7 @@ def test_upkeep_runs_one_at_a_time_and_coalesces_requests() -> None:
     for t in threads:
         t.join()
     assert upkeep.wait_idle(10)
-    assert most[0] == 1
+    assert peak.most == 1
     assert 1 <= runs[0] <= 80 and runs[0] < 20  # 80 requests, far fewer runs
     assert upkeep.close(5)
 

@@ -152,6 +152,19 @@ def test_the_clients_share_the_process_s_tls_context(fake: FakeServer) -> None:
         eng.close()
 
 
+def gpu_run(fake: FakeServer, tmp_path: Path) -> PipelineConfig:
+    """A run's configuration with the fake server as its vision model, no vector store."""
+    return PipelineConfig.model_validate({
+        "ocr": {"engine": "openai", "endpoint": fake.url, "model": "fake-ocr",
+                "preset": "generic"},
+        "store": {"kind": "none"}, "work_dir": str(tmp_path / "work")})
+
+
+def cpu_run(config: PipelineConfig) -> PipelineConfig:
+    """The same run on Tesseract."""
+    return config.model_copy(update={"ocr": config.ocr.model_copy(update={"engine": "tesseract"})})
+
+
 def test_a_vision_model_s_engine_is_built_before_the_first_page(
     fake: FakeServer, tmp_path: Path
 ) -> None:
@@ -160,10 +173,7 @@ def test_a_vision_model_s_engine_is_built_before_the_first_page(
     CPU engine is still built only when a page needs it."""
     from folio.pipeline import Services
 
-    config = PipelineConfig.model_validate({
-        "ocr": {"engine": "openai", "endpoint": fake.url, "model": "fake-ocr",
-                "preset": "generic"},
-        "store": {"kind": "none"}, "work_dir": str(tmp_path / "work")})
+    config = gpu_run(fake, tmp_path)
     services = Services(config, str(tmp_path / "out"))
     try:
         assert services._prebuild is not None
@@ -172,8 +182,7 @@ def test_a_vision_model_s_engine_is_built_before_the_first_page(
         assert fake.state.requests == 0, "building sends nothing"
     finally:
         services.close()
-    cpu = Services(config.model_copy(update={"ocr": config.ocr.model_copy(
-        update={"engine": "tesseract"})}), str(tmp_path / "out2"))
+    cpu = Services(cpu_run(config), str(tmp_path / "out2"))
     try:
         assert cpu._prebuild is None and not cpu._engines
     finally:
@@ -189,10 +198,7 @@ def test_a_vision_model_run_caps_its_embedder_until_every_page_is_done(
     from folio.pipeline import Services
     from folio.pipeline.services import early_embed_workers
 
-    config = PipelineConfig.model_validate({
-        "ocr": {"engine": "openai", "endpoint": fake.url, "model": "fake-ocr",
-                "preset": "generic"},
-        "store": {"kind": "none"}, "work_dir": str(tmp_path / "work")})
+    config = gpu_run(fake, tmp_path)
     services = Services(config, str(tmp_path / "out"))
     try:
         embedder = services.embedder()
@@ -201,8 +207,7 @@ def test_a_vision_model_run_caps_its_embedder_until_every_page_is_done(
         assert embedder._cap is None
     finally:
         services.close()
-    cpu = Services(config.model_copy(update={"ocr": config.ocr.model_copy(
-        update={"engine": "tesseract"})}), str(tmp_path / "out2"))
+    cpu = Services(cpu_run(config), str(tmp_path / "out2"))
     try:
         assert cpu.embedder()._cap is None
     finally:
