@@ -189,16 +189,18 @@ def test_a_vision_model_s_engine_is_built_before_the_first_page(
         cpu.close()
 
 
-def test_a_vision_model_run_caps_its_embedder_until_every_page_is_done(
+def test_a_vllm_run_caps_its_embedder_until_every_page_is_done(
     fake: FakeServer, tmp_path: Path
 ) -> None:
-    """While the GPU still has pages, the run's embedding takes a quarter of the cores
-    (the server beside it needs the rest); once every document is in its finishing, all
-    of them. A CPU run's embedder is never capped."""
+    """While the GPU of the vLLM server folio runs on this host still has pages, the
+    run's embedding takes a quarter of the cores (the server needs the rest); once every
+    document is in its finishing, all of them. A CPU run's embedder is never capped, nor
+    one beside someone else's endpoint (``--engine openai``)."""
     from folio.pipeline import Services
     from folio.pipeline.services import early_embed_workers
 
-    config = gpu_run(fake, tmp_path)
+    remote = gpu_run(fake, tmp_path)
+    config = remote.model_copy(update={"ocr": remote.ocr.model_copy(update={"engine": "vllm"})})
     services = Services(config, str(tmp_path / "out"))
     try:
         embedder = services.embedder()
@@ -207,11 +209,12 @@ def test_a_vision_model_run_caps_its_embedder_until_every_page_is_done(
         assert embedder._cap is None
     finally:
         services.close()
-    cpu = Services(cpu_run(config), str(tmp_path / "out2"))
-    try:
-        assert cpu.embedder()._cap is None
-    finally:
-        cpu.close()
+    for other in (cpu_run(config), remote):
+        services = Services(other, str(tmp_path / "out2"))
+        try:
+            assert services.embedder()._cap is None
+        finally:
+            services.close()
 
 
 def test_an_engine_that_cannot_be_built_early_fails_on_its_first_page(tmp_path: Path) -> None:

@@ -204,9 +204,10 @@ _GS_SLOTS_LOCK = threading.Lock()
 
 def ghostscript_slots(workers: int = 0) -> threading.BoundedSemaphore:
     """The process's bound on Ghostscript compressions at once (``limits.ghostscript_workers``;
-    0: a quarter of the cores, at least two). A document waiting for a slot holds no page
-    back: documents that need no compression (most born-digital ones) pass it by, so at a
-    GPU run's start the engine gets their pages while a few Ghostscripts shrink the rest."""
+    0: a quarter of the cores, at least two). A document waiting for a slot holds back only
+    its own pages: documents that need no compression (most born-digital ones) pass it by,
+    so at a GPU run's start the engine gets their pages while a few Ghostscripts shrink the
+    rest."""
     global _GS_SLOTS
     size = workers or max(2, (os.cpu_count() or 1) // 4)
     with _GS_SLOTS_LOCK:

@@ -84,9 +84,10 @@ class Services:
                 from folio.embeddings import Embedder
 
                 self._embedder = Embedder(self.config.embedding)
-                if self.config.ocr.engine in GENERATIVE_ENGINES and not self._handed_over:
-                    # the server beside the run needs its cores while it has pages: a
-                    # quarter of the cores until every document is in its finishing
+                if self.config.ocr.engine == "vllm" and not self._handed_over:
+                    # the vLLM server folio runs on this host needs its cores while it has
+                    # pages: a quarter of them until every document is in its finishing
+                    # (an openai endpoint is someone else's server, as a rule elsewhere)
                     self._embedder.cap_parallel(early_embed_workers(self.config))
             return self._embedder
 
