@@ -249,9 +249,7 @@ def test_compressions_at_once_are_bounded(tmp_path: Path, monkeypatch: pytest.Mo
     with ThreadPoolExecutor(6) as pool:
         notes = list(pool.map(one, range(6)))
     assert peak.most == 2 and all("ghostscript failed" in n for n in notes)
-    default = prepare.ghostscript_slots()
-    size = max(2, (os.cpu_count() or 1) // 4)
-    assert all(default.acquire(blocking=False) for _ in range(size))
-    assert not default.acquire(blocking=False)
-    for _ in range(size):
-        default.release()
+    from folio.pipeline.limits import ghostscript_workers
+
+    assert ghostscript_workers(PipelineConfig()) == max(2, (os.cpu_count() or 1) // 4)
+    assert ghostscript_workers(config) == 2

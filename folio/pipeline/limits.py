@@ -8,13 +8,15 @@ watermark) is a decision of its own, read by tests and reports without a schedul
 
 from __future__ import annotations
 
+import os
+
 from pydantic import BaseModel, Field
 
 from folio.config import PipelineConfig
 from folio.engines.base import GENERATIVE_ENGINES
 from folio.gpu.vllm_server import configured_endpoints
 
-__all__ = ["SchedulerLimits", "ocr_concurrency", "ocr_threads", "server_count"]
+__all__ = ["SchedulerLimits", "ghostscript_workers", "ocr_concurrency", "ocr_threads", "server_count"]
 
 
 class SchedulerLimits(BaseModel):
@@ -86,3 +88,11 @@ def server_count(config: PipelineConfig) -> int:
     """The servers a generative engine spreads pages over (at least one)."""
     return max(1, len(configured_endpoints(config.ocr)))
 
+
+def ghostscript_workers(config: PipelineConfig) -> int:
+    """Ghostscript compressions at once across the run's documents:
+    ``limits.ghostscript_workers`` when set, else a quarter of the cores, at least two (at
+    a GPU run's start the prepare burst had fourteen running, and the vLLM server on the
+    same host took in its first requests 4-5x slower meanwhile:
+    bench/results/engine_limit_issue29.json, ``ramp_note``)."""
+    return config.limits.ghostscript_workers or max(2, (os.cpu_count() or 1) // 4)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import shutil
 import threading
 import time
@@ -19,6 +18,7 @@ from folio.errors import BadInputError, FolioError, MalformedPdfError
 from folio.io.source_index import known_sha256, record_sha256
 from folio.io.sources import SourceRef, fetch
 from folio.models import DocumentOutcome, DocumentResult
+from folio.pipeline.limits import ghostscript_workers
 from folio.pipeline.outcome import quarantine
 from folio.pipeline.services import Services
 
@@ -198,22 +198,19 @@ def compression_dpi(max_page_pt: float, config: PipelineConfig) -> float:
     return max(render.min_dpi, min(render.max_dpi, budget))
 
 
-_GS_SLOTS: tuple[int, threading.BoundedSemaphore] | None = None
+_GS_SLOTS: dict[int, threading.BoundedSemaphore] = {}
 _GS_SLOTS_LOCK = threading.Lock()
 
 
-def ghostscript_slots(workers: int = 0) -> threading.BoundedSemaphore:
-    """The process's bound on Ghostscript compressions at once (``limits.ghostscript_workers``;
-    0: a quarter of the cores, at least two). A document waiting for a slot holds back only
-    its own pages: documents that need no compression (most born-digital ones) pass it by,
-    so at a GPU run's start the engine gets their pages while a few Ghostscripts shrink the
-    rest."""
-    global _GS_SLOTS
-    size = workers or max(2, (os.cpu_count() or 1) // 4)
+def ghostscript_slots(workers: int) -> threading.BoundedSemaphore:
+    """The process's bound of ``workers`` Ghostscript compressions at once (one per size,
+    so runs of the same settings share it; the size is
+    :func:`~folio.pipeline.limits.ghostscript_workers`). A document waiting for a slot
+    holds back only its own pages: documents that need no compression (most born-digital
+    ones) pass it by, so at a GPU run's start the engine gets their pages while a few
+    Ghostscripts shrink the rest."""
     with _GS_SLOTS_LOCK:
-        if _GS_SLOTS is None or _GS_SLOTS[0] != size:
-            _GS_SLOTS = (size, threading.BoundedSemaphore(size))
-        return _GS_SLOTS[1]
+        return _GS_SLOTS.setdefault(workers, threading.BoundedSemaphore(workers))
 
 
 def _maybe_compress(
@@ -232,7 +229,7 @@ def _maybe_compress(
     limits = config.limits
     out = work_dir / "compressed.pdf"
     try:
-        with ghostscript_slots(limits.ghostscript_workers):
+        with ghostscript_slots(ghostscript_workers(config)):
             comp = ghostscript.compress(
                 pdf, out, image_dpi=compression_dpi(info.max_page_pt, config),
                 timeout_s=limits.ghostscript_timeout_s,
