@@ -299,20 +299,38 @@ def test_threads_share_one_semaphore_per_endpoint() -> None:
     from folio.engines.endpoint_bounds import endpoint_semaphore
 
     url = f"http://127.0.0.1:{free_port()}/v1"
-    sems = set()
+    sems: list[threading.BoundedSemaphore] = []  # held, as engines hold theirs
     lock = threading.Lock()
 
     def get() -> None:
         s = endpoint_semaphore(url, 5)
         with lock:
-            sems.add(id(s))
+            sems.append(s)
 
     threads = [threading.Thread(target=get) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len(sems) == 1
+    assert len(sems) == 8 and len({id(s) for s in sems}) == 1
+
+
+def test_a_url_s_bound_goes_with_the_last_engine_that_held_it() -> None:
+    """A later server on a port the OS hands out again gets its own limit, not the one
+    set for a server that is gone."""
+    import gc
+
+    from folio.engines.endpoint_bounds import endpoint_semaphore
+
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    first = endpoint_semaphore(url, 16)
+    assert endpoint_semaphore(url, 4) is first  # held: one bound for the URL
+    del first
+    gc.collect()
+    again = endpoint_semaphore(url, 4)
+    for _ in range(4):
+        assert again.acquire(blocking=False)
+    assert not again.acquire(blocking=False)
 
 
 def test_a_request_body_with_its_image_spliced_in_is_the_json_encoder_s() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 
 log = logging.getLogger(__name__)
 
@@ -29,22 +30,33 @@ def client_count(connections: int) -> int:
     return max(1, -(-connections // CONNECTIONS_PER_CLIENT))
 
 
-_SEMAPHORES: dict[str, threading.BoundedSemaphore] = {}
-_SEMAPHORE_LIMITS: dict[str, int] = {}
+class _EndpointBound(threading.BoundedSemaphore):
+    """A bound that remembers its limit (to warn when another caller asks for a different one)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit)
+        self.limit = limit
+
+
+#: weak values: a URL's bound lives while some engine holds it. A later server on the same
+#: URL (a restarted server, a port the OS hands out again) starts with its own limit
+#: instead of inheriting one set for a server that is gone.
+_SEMAPHORES: weakref.WeakValueDictionary[str, _EndpointBound] = weakref.WeakValueDictionary()
 _SEMAPHORE_LOCK = threading.Lock()
 
 
 def endpoint_semaphore(base_url: str, limit: int) -> threading.BoundedSemaphore:
-    """The in-flight bound of ``base_url``, shared by every engine in this process.
+    """The in-flight bound of ``base_url``, shared by every engine in this process that
+    holds it.
 
     The first caller sets the limit; a later, different limit is ignored with a
     warning (two limits for one server would make neither true).
     """
     key = base_url.rstrip("/")
     with _SEMAPHORE_LOCK:
-        if key not in _SEMAPHORES:
-            _SEMAPHORES[key] = threading.BoundedSemaphore(limit)
-            _SEMAPHORE_LIMITS[key] = limit
-        elif _SEMAPHORE_LIMITS[key] != limit:
-            log.warning("in-flight limit for %s stays %d (asked %d)", key, _SEMAPHORE_LIMITS[key], limit)
-        return _SEMAPHORES[key]
+        bound = _SEMAPHORES.get(key)
+        if bound is None:
+            bound = _SEMAPHORES[key] = _EndpointBound(limit)
+        elif bound.limit != limit:
+            log.warning("in-flight limit for %s stays %d (asked %d)", key, bound.limit, limit)
+        return bound

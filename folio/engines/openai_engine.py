@@ -313,6 +313,9 @@ class OpenAIEngine:
             self._dispatch.close()
         for client in self._clients:
             client.close()
+        # let go of this process's bound for the URL: once no engine holds it, a later
+        # server there (same port) starts with its own limit
+        self._semaphore = None
 
     # --- protocol ------------------------------------------------------------------------
     def _body(self, data_url: str, sampling: Sampling) -> dict[str, Any]:
