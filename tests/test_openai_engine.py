@@ -315,6 +315,14 @@ def test_threads_share_one_semaphore_per_endpoint() -> None:
     assert len(sems) == 8 and len({id(s) for s in sems}) == 1
 
 
+def test_a_closed_engine_says_so(fake: FakeServer, page: PagePrep) -> None:
+    eng = engine(fake)
+    eng.close()
+    with pytest.raises(EngineUnavailableError, match="closed"):
+        eng.recognize(page, 0)
+    assert fake.state.requests == 0
+
+
 def test_a_url_s_bound_goes_with_the_last_engine_that_held_it() -> None:
     """A later server on a port the OS hands out again gets its own limit, not the one
     set for a server that is gone."""

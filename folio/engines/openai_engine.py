@@ -387,8 +387,11 @@ class OpenAIEngine:
         content = encode_body(body)
         while True:
             generation = getattr(self.endpoint, "generation", None)
+            semaphore = self._semaphore
+            if semaphore is None:  # closed (a run shutting down): say so, not a TypeError
+                raise EngineUnavailableError(f"the engine for {self.endpoint.base_url} is closed")
             try:
-                with self._semaphore:
+                with semaphore:
                     return self._post(body, content)
             except Retryable as exc:
                 error = exc
