@@ -38,6 +38,11 @@ def sweep(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
             "render.longest_side_px": 768,
             "limits.document_timeout_s": 240,
             "store.kind": "none",
+            # outcomes, not labels: the layout model (half the sweep's CPU: 190 against 98
+            # CPU-s alone here) only reads an image the render step has made, and a failure
+            # of it costs a page its labels, never the page (folio.pdf.page_layout); its
+            # labels are tested on pages with ground truth in test_layout_pipeline
+            "layout.enabled": False,
             # every document is still validated; the Data Docs site (HTML built per
             # document: 30 of the sweep's 186 CPU seconds, outcomes the same without it)
             # is tested in test_validation, as test_scheduler leaves it off too
