@@ -70,6 +70,19 @@ PRESETS = ("chandra", "olmocr2", "generic")
 #: and pipeline phases have the same pages; a variant's own settings are in its row)
 EXTRA_SETTINGS: dict[str, tuple[Any, str]] = {}
 
+# why a variant (a tag other than ``default``) was measured: the report's ``variants`` field
+# lists every variant's changed settings beside this reason, so that no figure measured in
+# a configuration users do not run by default reads as a headline
+VARIANT_WHY: dict[str, str] = {
+    "nocompress": "what Ghostscript's compression costs the server's ramp; users compress by "
+                  "default",
+    "nice0": "page workers at nice 0 when 10 was the default beside a served engine",
+    "auto": "the other route a user may choose (`route.mode=auto`), measured for the "
+            "default route's choice",
+    "x0": "no pages prepared ahead of the OCR stage (`limits.ocr_extra_pages=0`)",
+    "api4": "four vLLM API servers instead of folio's one",
+}
+
 
 def engine_kwargs(argv: list[str]) -> dict[str, Any]:
     """``LLM(...)`` keyword arguments from ``vllm serve`` options: ``--max-num-seqs 256``
@@ -513,12 +526,23 @@ def report(work: Path, out_dir: Path, command: str, gpu_name: str = "") -> dict[
             "FOLIO_BENCH_COMMIT") for ph, rs in got.items()}
         row["missing"] = [ph for ph in ("offline", "served", "pipeline") if ph not in got]
         rows.append(row)
+    variants = {"default": "the user's defaults (no folio setting changed beyond `settings`)"}
+    for row in rows:
+        if row["variant"] != "default":
+            changed = [*row["folio_settings"], *row["server_args"]]
+            # the variant's own phases (the offline yardstick is every variant's)
+            at = sorted({str(c) for ph, c in row["measured_at"].items() if ph != "offline"})
+            variants[row["variant"]] = (
+                f"{', '.join(map(str, changed)) or 'no setting changed'} "
+                f"(measured at {', '.join(at)}): "
+                f"{VARIANT_WHY.get(row['variant'], 'a variant, not the user default')}")
     not_counted = [{k: p.get(k) for k in ("phase", "preset", "variant", "pages_per_s",
                                           "run_on_server", "invalid")}
                    for p in phases if p.get("invalid")]
     result = {"gpu": gpu_name or gup._gpu_name(),
               "commit": os.environ.get("FOLIO_BENCH_COMMIT"),
-              "results": rows, "not_counted": not_counted, "settings": settings,
+              "results": rows, "variants": variants, "not_counted": not_counted,
+              "settings": settings,
               "command": command,
               "how": "offline: LLM.chat in one process built from folio's `vllm serve` options "
                      "(bench/engine_limit.engine_kwargs), pages/s over the whole call "

@@ -56,3 +56,23 @@ def test_a_phase_marked_invalid_counts_in_no_row(tmp_path: Path) -> None:
     assert row["pipeline_pages_per_s"] == 7.8 and len(row["pipeline_runs"]) == 1
     assert result["not_counted"][0]["invalid"] == "gs missing"
     assert len(result["phases"]) == 2 and result["gpu"] == "NVIDIA H200"
+
+
+def test_every_variant_is_listed_with_what_it_changed_where_and_why(tmp_path: Path) -> None:
+    """A figure measured in a configuration users do not run by default says so in the
+    result itself: the changed settings, the commit its own phases ran at (not the seeded
+    offline yardstick's) and the reason."""
+    phases = tmp_path / "phases"
+    save_phase(phases, "pipeline-olmocr2-default", _pipeline(8.4, 1))
+    save_phase(phases, "pipeline-olmocr2-nocompress", _pipeline(
+        8.2, 2, variant="nocompress", folio_settings=["compress=false"]))
+    save_phase(phases, "pipeline-olmocr2-odd", _pipeline(
+        8.0, 3, variant="odd", folio_settings=["limits.x=1"], measured_at="abc1234"))
+    save_phase(phases, "offline-olmocr2", {"phase": "offline", "preset": "olmocr2", "pages": 100,
+                                           "pages_per_s": 10.0, "measured_at": "0ff1ine"})
+    variants = report(tmp_path, tmp_path / "out", "test", gpu_name="H200")["variants"]
+    assert set(variants) == {"default", "nocompress", "odd"}
+    assert variants["nocompress"].startswith("compress=false (measured at None)")
+    assert "Ghostscript" in variants["nocompress"]
+    assert variants["odd"] == "limits.x=1 (measured at abc1234): a variant, not the user default"
+    assert "0ff1ine" not in "".join(variants.values())

@@ -187,10 +187,17 @@ class Services:
 
 
 def early_embed_workers(config: PipelineConfig) -> int:
-    """Embedding jobs run at once beside the OCR: ``embedding.parallel_batches`` when set,
-    else a quarter of the cores (one on a small machine, where the CPU engines need the
-    rest; four on a 16-core GPU host, about 80 chunks a second, ahead of what a GPU's
-    pages produce)."""
+    """Embedding jobs run at once beside the OCR: ``embedding.parallel_batches`` when set;
+    beside a GPU engine half the cores; beside a CPU engine a quarter (one on a small
+    machine, where the CPU engines need the rest).
+
+    Why half beside a GPU: on a 16-core H200 host (bench/results/engine_limit_issue29.json
+    at dcec203) olmOCR 2's pages needed about 0.5 core-s of embedding each at 8.5 pages a
+    second, while vLLM's engine and front end took 2-3 cores and the flow's other work 2. A
+    quarter (4) fell behind all run long and left 5 s of chunks for all 16 cores after the
+    last page: the whole gap to the plain client. All the cores at once (before a89320c)
+    starved the server mid-run instead."""
     if config.embedding.parallel_batches:
         return config.embedding.parallel_batches
-    return max(1, (os.cpu_count() or 1) // 4)
+    share = 2 if config.ocr.engine in ("vllm", "openai") else 4
+    return max(1, (os.cpu_count() or 1) // share)
