@@ -122,16 +122,12 @@ def test_a_document_never_seen_is_embedded_at_load_and_discard_forgets() -> None
     early.page_done(doc, doc.pages[0])  # after close: ignored, not an error
 
 
-def test_early_jobs_run_on_a_quarter_of_the_cores_beside_a_cpu_engine_half_beside_a_gpu(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_early_jobs_run_on_a_quarter_of_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     from folio.config import PipelineConfig
     from folio.pipeline.services import early_embed_workers
 
     monkeypatch.setattr("os.cpu_count", lambda: 16)
     assert early_embed_workers(PipelineConfig()) == 4
-    for engine in ("vllm", "openai"):  # the GPU does the OCR: the embedding must keep up
-        assert early_embed_workers(PipelineConfig.model_validate(
-            {"ocr": {"engine": engine}})) == 8
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     assert early_embed_workers(PipelineConfig()) == 1  # the CPU engines need the rest
     assert early_embed_workers(PipelineConfig.model_validate(

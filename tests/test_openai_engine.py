@@ -193,7 +193,7 @@ def test_a_vllm_run_caps_its_embedder_until_every_page_is_done(
     fake: FakeServer, tmp_path: Path
 ) -> None:
     """While the GPU of the vLLM server folio runs on this host still has pages, the
-    run's embedding takes half the cores (the server needs the rest); once every
+    run's embedding takes a quarter of the cores (the server needs the rest); once every
     document is in its finishing, all of them. A CPU run's embedder is never capped, nor
     one beside someone else's endpoint (``--engine openai``)."""
     from folio.pipeline import Services

@@ -401,6 +401,58 @@ def test_a_page_holding_back_done_pages_goes_to_the_engine_first(
         "a-scanned.pdf"], done
 
 
+def test_the_scheduler_says_once_when_every_page_is_at_the_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once nothing is left to prepare, render or queue, the services hear it (the
+    embedder's cap beside a local GPU server is lifted then), while the engine still
+    holds pages, not only when the last document is done; and only once. The engine
+    holds every request until it has been said, so saying it late fails the test."""
+    sources = one_page_pdfs(tmp_path / "pdfs", seed=80, count=5)
+    said: list[int] = []  # pages done when it was said
+    done: list[int] = []
+    lock = threading.Lock()
+    fed = threading.Event()
+    page_done = Services.page_done
+
+    def record_page(self: Services, doc: DocumentResult, page: Any) -> None:
+        page_done(self, doc, page)
+        with lock:
+            done.append(page.index)
+
+    def record_fed(self: Services) -> None:
+        with lock:
+            said.append(len(done))
+        fed.set()
+
+    monkeypatch.setattr(Services, "page_done", record_page)
+    monkeypatch.setattr(Services, "engine_has_every_page", record_fed)
+    with FakeServer(delay_s=0.05, hold=fed) as fake:
+        config = gpu_config(tmp_path, fake.url)
+        config.ocr.in_flight = 8  # room for every page at once
+        finished, _ = run_scheduler(config, tmp_path / "out", sources)
+    assert len(finished) == 5 and all(d.pages_ok == d.page_count for _, d in finished)
+    assert said == [0], said  # before any page had its answer, once
+
+
+def test_a_vllm_run_s_embedder_takes_every_core_once_every_page_is_at_the_engine(
+    tmp_path: Path,
+) -> None:
+    from folio.pipeline.services import early_embed_workers
+
+    config = gpu_config(tmp_path, "http://127.0.0.1:9/v1")
+    config.ocr.engine = "vllm"
+    config.store.kind = "lancedb"
+    services = Services(config, str(tmp_path / "out"))
+    try:
+        embedder = services.embedder()
+        assert embedder._cap == early_embed_workers(config)
+        services.engine_has_every_page()
+        assert embedder._cap is None
+    finally:
+        services.close()
+
+
 def test_preparation_widens_while_the_engine_is_short_of_pages(tmp_path: Path) -> None:
     """Many short documents, each slow to prepare, and an engine with room to spare:
     more documents are prepared at once than ``document_concurrency`` (up to the burst),

@@ -208,7 +208,9 @@ class PageScheduler:
             self.finished_at = time.monotonic()
 
     def _control_loop(self, pending: deque[SourceRef], prepare_pool: ThreadPoolExecutor) -> None:
-        """Admit documents whenever there is room, and sample the queue, until stopped."""
+        """Admit documents whenever there is room, and sample the queue, until stopped;
+        say once when every page is at the engine (:meth:`Services.engine_has_every_page`)."""
+        fed = False
         while True:
             with self._cond:
                 if self._stop.is_set():  # checked under the lock: run() notifies under it
@@ -218,7 +220,18 @@ class PageScheduler:
                     self._preparing += 1
                     self.peak_preparing = max(self.peak_preparing, self._preparing)
                     prepare_pool.submit(self._admit, pending.popleft())
-                self._cond.wait(timeout=1.0)
+                now_fed = not fed and not pending and self._all_at_engine()
+                if not now_fed:
+                    self._cond.wait(timeout=1.0)
+            if now_fed:  # outside the lock: the services take their own
+                fed = True
+                self.services.engine_has_every_page()
+
+    def _all_at_engine(self) -> bool:
+        """Nothing left to prepare, render or queue: every page is in the ladder or done
+        (lock held; the caller knows no source waits for admission)."""
+        return (not self._preparing and not self._ready and not self._rendering
+                and not self._batches and not any(d.jobs for d in self._docs))
 
     def _sample(self) -> None:
         """One timeline entry per second at most (lock held)."""

@@ -45,6 +45,7 @@ class Services:
         #: when each document's finishing stages ran (the report's ``timing.finishing``)
         self.clock = StageClock()
         self._handed_over = False  # every document is in its finishing: nothing to wait for
+        self._engine_fed = False  # every page is at the engine: the CPU no longer feeds it
         # every document is probed by a page worker first: their zygote's imports overlap
         # the run's start (settings, the host check, listing the sources)
         zygote.prestart(config.limits.worker_nice)
@@ -84,10 +85,11 @@ class Services:
                 from folio.embeddings import Embedder
 
                 self._embedder = Embedder(self.config.embedding)
-                if self.config.ocr.engine == "vllm" and not self._handed_over:
-                    # the vLLM server folio runs on this host needs its cores while it has
-                    # pages: a quarter of them until every document is in its finishing
-                    # (an openai endpoint is someone else's server, as a rule elsewhere)
+                if self.config.ocr.engine == "vllm" and not self._engine_fed:
+                    # the vLLM server folio runs on this host, and folio's own threads that
+                    # send it pages, need the cores while pages are still to be sent: a
+                    # quarter of them until every page is at the engine (an openai endpoint
+                    # is someone else's server, as a rule elsewhere)
                     self._embedder.cap_parallel(early_embed_workers(self.config))
             return self._embedder
 
@@ -157,13 +159,26 @@ class Services:
                     workers=settings.child_processes if child else 1)
             return self._validator
 
+    def engine_has_every_page(self) -> None:
+        """Every page of the run is at the engine or done: nothing is left to prepare,
+        render or send, so the embedder may take every core (the server, answering the
+        last requests, needs one or two; the embedding threads run niced).
+
+        Why not wait for the last document: on the H200 (engine_limit_issue29.json at
+        dcec203) the documents that end in the server's last 30 s of answers were
+        embedded four cores at a time while twelve stood idle, and 5 s of their chunks
+        were left for after the last page: the whole gap to a plain client."""
+        with self._lock:
+            self._engine_fed = True
+            if self._embedder is not None:
+                self._embedder.cap_parallel(None)
+
     def last_document_handed_over(self) -> None:
         """Every document of the run is in its finishing: batches stop waiting for more."""
+        self.engine_has_every_page()  # (the scheduler says so earlier; a flow without one here)
         with self._lock:
             self._handed_over = True
             batchers = [b for b in (self._validator, self._vectors) if b is not None]
-            if self._embedder is not None:  # the GPU's pages are done: every core is free
-                self._embedder.cap_parallel(None)
         for batcher in batchers:
             batcher.hurry()
 
@@ -187,17 +202,15 @@ class Services:
 
 
 def early_embed_workers(config: PipelineConfig) -> int:
-    """Embedding jobs run at once beside the OCR: ``embedding.parallel_batches`` when set;
-    beside a GPU engine half the cores; beside a CPU engine a quarter (one on a small
-    machine, where the CPU engines need the rest).
+    """Embedding jobs run at once beside the OCR: ``embedding.parallel_batches`` when set,
+    else a quarter of the cores (one on a small machine, where the CPU engines need the
+    rest; four on a 16-core GPU host, until :meth:`Services.engine_has_every_page`).
 
-    Why half beside a GPU: on a 16-core H200 host (bench/results/engine_limit_issue29.json
-    at dcec203) olmOCR 2's pages needed about 0.5 core-s of embedding each at 8.5 pages a
-    second, while vLLM's engine and front end took 2-3 cores and the flow's other work 2. A
-    quarter (4) fell behind all run long and left 5 s of chunks for all 16 cores after the
-    last page: the whole gap to the plain client. All the cores at once (before a89320c)
-    starved the server mid-run instead."""
+    Why not more beside a GPU: all the cores (before a89320c) starved the server mid-run
+    (the GPU dipped to 57-65% while a long document's chunks took 9-13 cores), and half of
+    them in one run at e765251 left the GPU under 70% busy for 17 s of the run against 4-9
+    s at a quarter (engine_limit_issue29.json's notes): while pages are still being sent,
+    the sending threads and the server's front end need the CPU and the GIL first."""
     if config.embedding.parallel_batches:
         return config.embedding.parallel_batches
-    share = 2 if config.ocr.engine in ("vllm", "openai") else 4
-    return max(1, (os.cpu_count() or 1) // share)
+    return max(1, (os.cpu_count() or 1) // 4)
