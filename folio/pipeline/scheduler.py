@@ -225,7 +225,10 @@ class PageScheduler:
                     self._cond.wait(timeout=1.0)
             if now_fed:  # outside the lock: the services take their own
                 fed = True
-                self.services.engine_has_every_page()
+                try:
+                    self.services.engine_has_every_page()
+                except Exception:  # a hint for the embedder: never worth admission's thread
+                    log.exception("telling the services every page is at the engine failed")
 
     def _all_at_engine(self) -> bool:
         """Nothing left to prepare, render or queue: every page is in the ladder or done
