@@ -189,26 +189,28 @@ def test_a_vision_model_s_engine_is_built_before_the_first_page(
         cpu.close()
 
 
-def test_a_vllm_run_caps_its_embedder_until_every_page_is_done(
+def test_a_vllm_run_caps_its_embedder_until_every_page_is_at_the_engine(
     fake: FakeServer, tmp_path: Path
 ) -> None:
-    """While the GPU of the vLLM server folio runs on this host still has pages, the
-    run's embedding takes a quarter of the cores (the server needs the rest); once every
-    document is in its finishing, all of them. A CPU run's embedder is never capped, nor
-    one beside someone else's endpoint (``--engine openai``)."""
+    """While pages are still being sent to the vLLM server folio runs on this host, the
+    run's embedding takes a quarter of the cores (the server and the sending need the
+    rest); once every page is at the engine (the scheduler says so), or at the latest once
+    every document is in its finishing, all of them. A CPU run's embedder is never capped,
+    nor one beside someone else's endpoint (``--engine openai``)."""
     from folio.pipeline import Services
     from folio.pipeline.services import early_embed_workers
 
     remote = gpu_run(fake, tmp_path)
     config = remote.model_copy(update={"ocr": remote.ocr.model_copy(update={"engine": "vllm"})})
-    services = Services(config, str(tmp_path / "out"))
-    try:
-        embedder = services.embedder()
-        assert embedder._cap == early_embed_workers(config)
-        services.last_document_handed_over()
-        assert embedder._cap is None
-    finally:
-        services.close()
+    for signal in (Services.engine_has_every_page, Services.last_document_handed_over):
+        services = Services(config, str(tmp_path / "out"))
+        try:
+            embedder = services.embedder()
+            assert embedder._cap == early_embed_workers(config)
+            signal(services)
+            assert embedder._cap is None, signal
+        finally:
+            services.close()
     for other in (cpu_run(config), remote):
         services = Services(other, str(tmp_path / "out2"))
         try:

@@ -435,24 +435,6 @@ def test_the_scheduler_says_once_when_every_page_is_at_the_engine(
     assert said == [0], said  # before any page had its answer, once
 
 
-def test_a_vllm_run_s_embedder_takes_every_core_once_every_page_is_at_the_engine(
-    tmp_path: Path,
-) -> None:
-    from folio.pipeline.services import early_embed_workers
-
-    config = gpu_config(tmp_path, "http://127.0.0.1:9/v1")
-    config.ocr.engine = "vllm"
-    config.store.kind = "lancedb"
-    services = Services(config, str(tmp_path / "out"))
-    try:
-        embedder = services.embedder()
-        assert embedder._cap == early_embed_workers(config)
-        services.engine_has_every_page()
-        assert embedder._cap is None
-    finally:
-        services.close()
-
-
 def test_preparation_widens_while_the_engine_is_short_of_pages(tmp_path: Path) -> None:
     """Many short documents, each slow to prepare, and an engine with room to spare:
     more documents are prepared at once than ``document_concurrency`` (up to the burst),
