@@ -410,27 +410,18 @@ def test_the_scheduler_says_once_when_every_page_is_at_the_engine(
     holds every request until it has been said, so saying it late fails the test."""
     sources = one_page_pdfs(tmp_path / "pdfs", seed=80, count=5)
     said: list[int] = []  # pages done when it was said
-    done: list[int] = []
-    lock = threading.Lock()
     fed = threading.Event()
-    page_done = Services.page_done
 
-    def record_page(self: Services, doc: DocumentResult, page: Any) -> None:
-        page_done(self, doc, page)
-        with lock:
-            done.append(page.index)
+    with PageLog() as pages:
+        def record_fed(self: Services) -> None:
+            said.append(len(pages.events))
+            fed.set()
 
-    def record_fed(self: Services) -> None:
-        with lock:
-            said.append(len(done))
-        fed.set()
-
-    monkeypatch.setattr(Services, "page_done", record_page)
-    monkeypatch.setattr(Services, "engine_has_every_page", record_fed)
-    with FakeServer(delay_s=0.05, hold=fed) as fake:
-        config = gpu_config(tmp_path, fake.url)
-        config.ocr.in_flight = 8  # room for every page at once
-        finished, _ = run_scheduler(config, tmp_path / "out", sources)
+        monkeypatch.setattr(Services, "engine_has_every_page", record_fed)
+        with FakeServer(delay_s=0.05, hold=fed) as fake:
+            config = gpu_config(tmp_path, fake.url)
+            config.ocr.in_flight = 8  # room for every page at once
+            finished, _ = run_scheduler(config, tmp_path / "out", sources)
     assert len(finished) == 5 and all(d.pages_ok == d.page_count for _, d in finished)
     assert said == [0], said  # before any page had its answer, once
 
