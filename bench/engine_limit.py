@@ -12,10 +12,10 @@ For each preset (its prompt, its render size, its server-side pixel cap):
 * **served**: folio's shared server for the configuration (``VLLMTaskRunner``, as a run
   starts it), the same data URLs sent with the async OpenAI client, the profile's
   requests in flight (what bench/gpu_user_path.py calls the raw engine).
-* **pipeline**: ``folio ingest --route ocr`` on the documents those pages come from, in a
-  process of its own, as a user runs it: every page rendered, sent, parsed, validated,
-  embedded and loaded. ``--route ocr`` sends every page to the GPU (a scanned
-  collection's path), so the three phases have the same pages.
+* **pipeline**: ``folio ingest --engine vllm`` on the documents those pages come from, in
+  a process of its own, as a user runs it: every page rendered, sent, parsed, validated,
+  embedded and loaded. Its default route (``ocr``) sends every page to the GPU, so the
+  three phases have the same pages.
 
 The presets: ``chandra`` (its long layout prompt, pages to 2048 px), ``olmocr2``
 (olmOCR 2's prompt, 1288 px) and ``generic`` (a short markdown prompt, 1600 px).
@@ -548,8 +548,9 @@ def report(work: Path, out_dir: Path, command: str, gpu_name: str = "") -> dict[
                      "(bench/engine_limit.engine_kwargs), pages/s over the whole call "
                      "(preprocessing included; preprocessing_seconds: until vLLM had every "
                      "request); served: the same data URLs to folio's shared server, the "
-                     "profile's requests in flight; pipeline: `folio ingest --route ocr` on "
-                     "the documents of those pages, over the flow's own time. One GPU, the "
+                     "profile's requests in flight; pipeline: `folio ingest --engine vllm` (its "
+                     "default route, ocr: every page to the model) on the documents of "
+                     "those pages, over the flow's own time. One GPU, the "
                      "phases one after the other.",
               "phases": phases}
     out_dir.mkdir(parents=True, exist_ok=True)
