@@ -81,6 +81,9 @@ VARIANT_WHY: dict[str, str] = {
             "default route's choice",
     "x0": "no pages prepared ahead of the OCR stage (`limits.ocr_extra_pages=0`)",
     "api4": "four vLLM API servers instead of folio's one",
+    "seqs384": "384 sequences a step and 384 requests in flight (`--max-num-seqs 384`, "
+               "`ocr.in_flight=384`) for the GPU-busy target: the plain server ran 216-218 of "
+               "its 256 with none waiting and the GPU 88-89% busy",
 }
 
 
@@ -161,8 +164,9 @@ def variant_args(args: argparse.Namespace) -> list[str]:
 
 
 def variant_settings(args: argparse.Namespace) -> list[str]:
-    """A pipeline variant's own folio settings (``--folio-set``, a JSON list of
-    ``key=value``, as the user's ``--set``): ``["limits.ocr_extra_pages=0"]``."""
+    """A variant's own folio settings (``--folio-set``, a JSON list of ``key=value``, as
+    the user's ``--set``): ``["limits.ocr_extra_pages=0"]``. The pipeline runs with them,
+    and the served client reads its requests in flight from them (``ocr.in_flight``)."""
     sets = json.loads(getattr(args, "folio_set", None) or "[]")
     if not isinstance(sets, list) or not all(isinstance(a, str) and "=" in a for a in sets):
         raise SystemExit(f"--folio-set: a JSON list of key=value strings, not {sets!r}")
@@ -346,7 +350,8 @@ def step_served(args: argparse.Namespace) -> dict[str, Any]:
             result = asyncio.run(gup.send_raw(endpoint.base_url, model, images, **send))
             t1 = time.monotonic()
     return {"phase": "served", "preset": args.preset, "variant": args.tag or "default",
-            "server_args": variant_args(args), **result, "in_flight": config.ocr.in_flight,
+            "server_args": variant_args(args), "folio_settings": variant_settings(args),
+            **result, "in_flight": config.ocr.in_flight,
             # the series too (a sample a second): where the GPU went short, beside the
             # pipeline phase's own timing.queue
             "queue": sampler.summary(t0, t1)}
@@ -578,7 +583,7 @@ def main() -> None:
     ap.add_argument("--server-args", default="",
                     help='a variant\'s vllm serve options, a JSON list: ["--api-server-count", "4"]')
     ap.add_argument("--folio-set", default="",
-                    help='a pipeline variant\'s folio settings, a JSON list: '
+                    help='a variant\'s folio settings, a JSON list: '
                          '["limits.ocr_extra_pages=0"]')
     ap.add_argument("--tag", default="", help="the variant's name in the results")
     ap.add_argument("--repeats", type=int, default=1,

@@ -12,6 +12,8 @@
 #   bash bench/engine_limit_device.sh pipeline chandra # folio ingest --route ocr; then its server stops
 #                                                      # (without `served` first: its server is started)
 #   bash bench/engine_limit_device.sh served chandra api4 '["--api-server-count","4"]'  # a variant
+#   bash bench/engine_limit_device.sh served olmocr2 seqs384 '["--max-num-seqs","384"]' \
+#        '["ocr.in_flight=384"]'                       # a variant of the server and the client
 #   bash bench/engine_limit_device.sh stop chandra api4       # a variant's server, without its pipeline
 #   bash bench/engine_limit_device.sh pipeline olmocr2 x0 '[]' '["limits.ocr_extra_pages=0"]'
 #                                                      # a variant of folio's own settings
@@ -87,14 +89,16 @@ case "${1:-}" in
     $E seed
     ;;
   served)
-    # served P [TAG SERVER_ARGS_JSON]: a variant's server is its own; stop it with `stop P TAG`
+    # served P [TAG SERVER_ARGS_JSON [FOLIO_SETTINGS_JSON]]: a variant's server is its own;
+    # stop it with `stop P TAG`. Folio settings reach the client as a user's `--set` would
+    # (`ocr.in_flight=384`: the requests it keeps in flight)
     wait_offline 600
-    p=$2 tag=${3:-default} extra=${4:-[]}
+    p=$2 tag=${3:-default} extra=${4:-[]} sets=${5:-[]}
     # a server `served` or a kept `pipeline` left stays (runs again on it: one owner, so
     # the step that stops it stops it)
     kill -0 "$(cat /tmp/elim-owner-$p-$tag.pid 2>/dev/null)" 2>/dev/null \
       || { setsid sleep 1500 & echo $! > /tmp/elim-owner-$p-$tag.pid; }
-    $E served --preset "$p" --tag "$tag" --server-args "$extra" \
+    $E served --preset "$p" --tag "$tag" --server-args "$extra" --folio-set "$sets" \
       --owner-pid "$(cat /tmp/elim-owner-$p-$tag.pid)" > "$OUT/served-$p-$tag.log" 2>&1
     tail -2 "$OUT/served-$p-$tag.log"
     ;;

@@ -66,3 +66,19 @@ def test_the_phases_take_the_engines_default_route_and_a_variant_another(
     assert "--route" not in user_options(_variant(tmp_path, ""), "olmocr2")
     assert config_for(_variant(tmp_path, ""), "olmocr2").route.mode == "ocr"
     assert config_for(_variant(tmp_path, '["route.mode=auto"]'), "olmocr2").route.mode == "auto"
+
+
+def test_a_served_variant_sets_the_clients_requests_in_flight_and_the_servers_sequences(
+        tmp_path: Path) -> None:
+    """The GPU-busy variant changes both ends as a user would: ``--set ocr.in_flight=384``
+    for the requests kept in flight (the served client reads the same configuration) and
+    ``--max-num-seqs 384`` after folio's own server options, where vLLM's last value wins."""
+    args = argparse.Namespace(step="served", preset="olmocr2", tag="seqs384",
+                              model=DEFAULT_MODEL, server_args='["--max-num-seqs", "384"]',
+                              folio_set='["ocr.in_flight=384"]', work=str(tmp_path), fake=True)
+    config = config_for(args, "olmocr2")
+    assert config.ocr.in_flight == 384
+    assert config.server.extra_args[-2:] == ["--max-num-seqs", "384"]
+    default = config_for(_variant(tmp_path, ""), "olmocr2")
+    assert default.ocr.in_flight != 384 and "384" not in default.server.extra_args
+
