@@ -240,14 +240,20 @@ def test_a_dying_server_loses_no_page(corpus: dict[str, Path], tmp_path: Path) -
 
 def test_cpu_path_loads_documents_in_batches(tmp_path: Path, corpus: dict[str, Path]) -> None:
     """The Prefect-free path end to end with the default vector store: documents come out
-    validated and loaded, their vectors written many documents per write."""
+    validated and loaded, their vectors written many documents per write.
+
+    A document waits ``batch_wait_s`` for company at the vector store. At 2 s, on a
+    2-core machine running the suite's other workers, the seven documents once came out
+    of validation more than 2 s apart, and each was written alone (in one full run of
+    six). So the wait here is 6 s, with a finishing thread for every document, so that
+    none queues for a thread while the others wait at the store."""
     config = PipelineConfig.model_validate({
         "route": {"mode": "text-layer"}, "compress": False, "work_dir": str(tmp_path / "w"),
-        "validation": {"data_docs": False}, "store": {"batch_wait_s": 2.0}})
+        "validation": {"data_docs": False}, "store": {"batch_wait_s": 6.0}})
     services = Services(config, str(tmp_path / "out"))
     refs = discover([str(p) for p in corpus.values()], config.s3)
     try:
-        docs = list(process_documents(refs, services))
+        docs = list(process_documents(refs, services, finish_workers=len(refs)))
         batches = list(services.vectors().batch_sizes)
         store = services.store()
         stored = {d.doc_id: store.count(d.doc_id) for d in docs}
