@@ -81,4 +81,3 @@ def test_a_served_variant_sets_the_clients_requests_in_flight_and_the_servers_se
     assert config.server.extra_args[-2:] == ["--max-num-seqs", "384"]
     default = config_for(_variant(tmp_path, ""), "olmocr2")
     assert default.ocr.in_flight != 384 and "384" not in default.server.extra_args
-

@@ -238,7 +238,8 @@ def test_a_dying_server_loses_no_page(corpus: dict[str, Path], tmp_path: Path) -
         assert doc.pages_ok == doc.page_count, [p.reason for p in doc.pages if p.reason]
 
 
-def test_cpu_path_loads_documents_in_batches(tmp_path: Path, corpus: dict[str, Path]) -> None:
+def test_cpu_path_loads_documents_in_batches(tmp_path: Path, corpus: dict[str, Path],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """The Prefect-free path end to end with the default vector store: documents come out
     validated and loaded, their vectors written many documents per write.
 
@@ -246,7 +247,16 @@ def test_cpu_path_loads_documents_in_batches(tmp_path: Path, corpus: dict[str, P
     2-core machine running the suite's other workers, the seven documents once came out
     of validation more than 2 s apart, and each was written alone (in one full run of
     six). So the wait here is 6 s, with a finishing thread for every document, so that
-    none queues for a thread while the others wait at the store."""
+    none queues for a thread while the others wait at the store. Once the scheduler has
+    handed over its last document the batches stop waiting, as in the flow."""
+    handed_over = Services.last_document_handed_over
+    calls: list[int] = []
+
+    def record(self: Services) -> None:
+        calls.append(1)
+        handed_over(self)
+
+    monkeypatch.setattr(Services, "last_document_handed_over", record)
     config = PipelineConfig.model_validate({
         "route": {"mode": "text-layer"}, "compress": False, "work_dir": str(tmp_path / "w"),
         "validation": {"data_docs": False}, "store": {"batch_wait_s": 6.0}})
@@ -262,6 +272,7 @@ def test_cpu_path_loads_documents_in_batches(tmp_path: Path, corpus: dict[str, P
     assert len(docs) == 7 and all(d.outcome is DocumentOutcome.OK for d in docs)
     assert all(p.outcome is PageOutcome.OK for d in docs for p in d.pages)
     assert sum(batches) == 7 and len(batches) < 7, batches
+    assert calls == [1]
     assert stored == {d.doc_id: d.chunks for d in docs} and all(stored.values())
 
 

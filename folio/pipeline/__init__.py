@@ -56,6 +56,7 @@ def process_documents(refs: Iterable[SourceRef], services: Services, *,
 
     with ThreadPoolExecutor(finish_workers, thread_name_prefix="folio-finish") as pool:
         futures = [pool.submit(finish, doc) for doc in scheduler.run(refs)]
+        services.last_document_handed_over()  # as the flow does: batches stop waiting
         return [future.result() for future in futures]
 
 
