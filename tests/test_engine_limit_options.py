@@ -39,9 +39,9 @@ def test_a_stray_value_is_refused() -> None:
         engine_kwargs(["serve", "--max-num-seqs", "8"])
 
 
-def _variant(tmp_path: Path, folio_set: str) -> argparse.Namespace:
+def _variant(tmp_path: Path, folio_set: str, server_args: str = "") -> argparse.Namespace:
     return argparse.Namespace(step="pipeline", preset="olmocr2", tag="x0", model=DEFAULT_MODEL,
-                              server_args="", folio_set=folio_set, work=str(tmp_path),
+                              server_args=server_args, folio_set=folio_set, work=str(tmp_path),
                               fake=True)
 
 
@@ -73,10 +73,8 @@ def test_a_served_variant_sets_the_clients_requests_in_flight_and_the_servers_se
     """The GPU-busy variant changes both ends as a user would: ``--set ocr.in_flight=384``
     for the requests kept in flight (the served client reads the same configuration) and
     ``--max-num-seqs 384`` after folio's own server options, where vLLM's last value wins."""
-    args = argparse.Namespace(step="served", preset="olmocr2", tag="seqs384",
-                              model=DEFAULT_MODEL, server_args='["--max-num-seqs", "384"]',
-                              folio_set='["ocr.in_flight=384"]', work=str(tmp_path), fake=True)
-    config = config_for(args, "olmocr2")
+    config = config_for(_variant(tmp_path, '["ocr.in_flight=384"]', '["--max-num-seqs", "384"]'),
+                        "olmocr2")
     assert config.ocr.in_flight == 384
     assert config.server.extra_args[-2:] == ["--max-num-seqs", "384"]
     default = config_for(_variant(tmp_path, ""), "olmocr2")
