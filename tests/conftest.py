@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -103,7 +104,7 @@ def _prefect_events_sent_while_their_server_is_up() -> Iterator[None]:
 
 
 pytest_plugins = ["tests.s3_server", "tests.pg_server", "tests.pg_cluster", "tests.prefect_stack",
-                  "tests.folio_server", "tests.xdist_groups"]
+                  "tests.folio_server", "tests.xdist_groups", "tests.prefect_db_template"]
 
 
 def corpus_dir() -> Path | None:
@@ -122,10 +123,24 @@ def corpus() -> Path:
 
 @pytest.fixture(scope="session")
 def prefect_api() -> Iterator[None]:
-    """A real Prefect API for the session (a temporary server with its own database)."""
-    from prefect.testing.utilities import prefect_test_harness
+    """A real Prefect API for the session (a temporary server with its own database),
+    its database the session's migrated copy (tests/prefect_db_template.py) where the
+    harness would make an empty one: the harness names its folder with ``mkdtemp``, and
+    its server migrates whatever it finds at ``prefect-test.db`` there."""
+    from unittest import mock
 
-    with prefect_test_harness(server_startup_timeout=120):
+    from prefect.testing import utilities
+
+    from tests.prefect_db_template import copy_migrated_db
+
+    def folder_with_db() -> str:
+        folder = tempfile.mkdtemp(prefix="folio-harness-")
+        copy_migrated_db(Path(folder) / "prefect-test.db")
+        return folder
+
+    # patch.object fails loudly if a Prefect release renames what it patches
+    with mock.patch.object(utilities, "mkdtemp", folder_with_db), \
+            utilities.prefect_test_harness(server_startup_timeout=120):
         yield
 
 

@@ -36,8 +36,9 @@ from pathlib import Path
 
 import pytest
 
-from folio.process_files import pid_alive
+from folio.process_files import flocked, pid_alive
 from folio_prefect.deployments import local_server
+from tests.prefect_db_template import copy_migrated_db
 
 __all__ = ["folio_prefect_server", "session_home"]
 
@@ -117,6 +118,11 @@ def folio_prefect_server() -> Iterator[str]:
     the first CLI run: a run that starts it says so on stderr, and the CLI's error tests
     count stderr's lines."""
     home = session_home()
+    # a migrated database (tests/prefect_db_template.py), copied under the server's own lock
+    # so no worker copies over the file a started server has open
+    with flocked(home / "server.lock"):
+        if not (home / "server.json").exists():
+            copy_migrated_db(home / "prefect.db")
     url, _ = local_server.attach(home, idle_s=IDLE_S)
     try:
         yield url

@@ -259,6 +259,10 @@ class PrefectServer:
         import time
         import urllib.request
 
+        from tests.prefect_db_template import copy_migrated_db
+
+        # migrated once a session (tests/prefect_db_template.py); a restart finds its own
+        copy_migrated_db(self.home / "prefect.db")
         env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API_URL")}
         env.update(PREFECT_HOME=str(self.home), PREFECT_SERVER_ANALYTICS_ENABLED="false",
                    PREFECT_UI_ENABLED="false")

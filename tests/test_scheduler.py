@@ -167,10 +167,13 @@ def test_a_page_being_parsed_does_not_hold_a_server_slot(
     assert mean_in_flight >= 3.3, f"the server held {mean_in_flight:.2f} of 4 on average"
     assert scheduler.limits.ocr_threads > scheduler.limits.ocr_concurrency == 4
     assert parsing["most"] == answer_gate.WORKERS  # four answers came together, two parsed
-    # the run's timeline counts the requests at the server: never over the budget, and
-    # the budget while pages wait (what a GPU run compares with the server's own count)
+    # the run's timeline counts the requests at the server (what a GPU run compares with
+    # the server's own count): never over the budget, and near it while pages wait. Not
+    # "equal to it at some sample": the control loop samples when an answer wakes it, the
+    # moment that answer's slot is free, so a run can see 3 of 4 at every sample (one in
+    # twenty under a full suite's load)
     at_server = [s.at_server for s in scheduler.timeline if s.at_server is not None]
-    assert at_server and max(at_server) == 4, at_server
+    assert at_server and 3 <= max(at_server) <= 4, at_server
 
 
 def test_prepared_image_bytes_stay_under_the_cap(corpus: dict[str, Path], tmp_path: Path) -> None:
