@@ -54,12 +54,14 @@ LONG_FILES = ("test_corpus", "test_hosts", "test_faults", "test_trigger", "test_
 #: Seconds on a worker in a full run at 68721e2: corpus 146, hosts 98, faults 178, the
 #: four stack files 192, sweep 104, scheduler 83, flow 71, local_server 65, conformance
 #: 48, ocr_quality 45, vllm_runner 32, page_worker 28, rapidocr_engine 26,
-#: reference_pipelines 25, cli_errors 20; no other file over 20
+#: reference_pipelines 25, cli_errors 20; no other file over 20. test_validation (28 s at
+#: 9575337, its validation-child tests 4-5 s each) came in collection order, last but a
+#: few: its worker ran alone for the suite's last 16 s
 HANDED_OUT_FIRST = ("test_corpus", "test_hosts", "test_faults", "test_trigger", "test_ui",
                     "test_gpu_deployments", "test_sweep", "test_scheduler", "test_flow",
                     "test_local_server", "test_conformance", "test_ocr_quality",
                     "test_vllm_runner", "test_page_worker", "test_rapidocr_engine",
-                    "test_reference_pipelines", "test_cli_errors")
+                    "test_validation", "test_reference_pipelines", "test_cli_errors")
 
 
 #: fixtures that start a server or read the whole corpus: a test that uses one is marked
