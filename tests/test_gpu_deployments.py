@@ -66,10 +66,12 @@ def gpu_worker(prefect_stack_server: PrefectStack, tmp_path_factory: pytest.Temp
 
 
 def stop_worker(worker: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, as a service manager stops a worker; SIGKILL after a minute. Prefect's
-    worker has taken over 90 s to exit on SIGTERM in two full-suite runs on this 2-core
-    machine (never when run alone); the server must stop with the worker either way, as
-    it does after a kill too (its supervisor watches the worker's pid)."""
+    """SIGTERM, as a service manager stops a worker; SIGKILL after a minute. The server
+    must stop with the worker either way, as it does after a kill too (its supervisor
+    watches the worker's pid). The worker was started with SIGINT at its default
+    (tests/prefect_stack._default_sigint): Prefect's worker stops on SIGTERM by sending
+    itself SIGINT, and in a suite run in the background it used to ignore that and sit
+    out the whole minute."""
     os.killpg(worker.pid, signal.SIGTERM)
     try:
         worker.wait(timeout=60)
