@@ -17,7 +17,7 @@ demo: setup
 
 # Bytecode for the test runs: the suite starts some 200 Python processes (CLI runs, flow
 # runs, servers, workers, page workers), each importing ~2000 modules, and without
-# bytecode each compiles them all from source again (12.6 CPU-s against 5.6-5.9 for the
+# bytecode each compiles them all from source again (13.8 CPU-s against 5.6-5.9 for the
 # imports of one flow process here), on two cores that the suite keeps busy. The venv's
 # bytecode is compiled at setup (scripts/setup.sh, --compile-bytecode) and read as it is;
 # PYTHONDONTWRITEBYTECODE=1 (set on the development machine and in many container images)
