@@ -17,7 +17,8 @@ For each preset (its prompt, its render size, its server-side pixel cap):
   embedded and loaded. Its default route (``ocr``) sends every page to the GPU, so the
   three phases have the same pages.
 
-The presets: ``chandra`` (its long layout prompt, pages to 2048 px), ``olmocr2``
+The presets: ``chandra`` (its long layout prompt, pages to 2048 px), ``chandra2`` (Chandra
+2's prompt and image rule, 12384 output tokens: issue 47's reference settings), ``olmocr2``
 (olmOCR 2's prompt, 1288 px) and ``generic`` (a short markdown prompt, 1600 px).
 Documents: the PDFs under ``--pdfs`` as byte-distinct copies until ``--min-pages``.
 
@@ -62,7 +63,7 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 import gpu_user_path as gup  # the GPU benchmark's documents, sender, sampler
 
-PRESETS = ("chandra", "olmocr2", "generic")
+PRESETS = ("chandra", "chandra2", "olmocr2", "generic")
 
 #: what this benchmark changes beyond bench/gpu_user_path.py's SETTINGS, and why
 #: what the phases change beyond bench/gpu_user_path.py's settings (the route is none of
