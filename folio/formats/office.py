@@ -59,6 +59,9 @@ INSTALL_HINT = (
 _OUTPUT_LIMIT = 16 * 1024
 #: lines of that output quoted in a reason
 _TAIL_LINES = 3
+#: what LibreOffice (or the loader starting it) prints when the address-space cap bites
+_MEMORY_MARKERS = ("failed to map segment", "bad_alloc", "Cannot allocate memory",
+                   "cannot allocate memory")
 #: environment variables a conversion inherits: the locale (number and date formats in
 #: spreadsheets), fonts' configuration and PATH; nothing else, no credentials
 _ENV_KEEP = ("PATH", "LANG", "LANGUAGE", "TZ", "FONTCONFIG_FILE", "FONTCONFIG_PATH")
@@ -230,11 +233,10 @@ def _failure(src: Path, kind: OfficeKind, returncode: int, output: str,
     lines = [line.strip() for line in output.splitlines()
              if line.strip() and "javaldx" not in line]
     said = " | ".join(lines[-_TAIL_LINES:]) or "no message"
-    if returncode < 0:
-        status = (f"killed by signal {signal.Signals(-returncode).name}; the memory limit "
-                  f"is {memory_mb} MB (office.memory_mb)")
-    else:
-        status = f"exit {returncode}"
+    status = (f"killed by signal {signal.Signals(-returncode).name}" if returncode < 0
+              else f"exit {returncode}")
+    if returncode < 0 or any(marker in output for marker in _MEMORY_MARKERS):
+        status += f"; the memory limit is {memory_mb} MB (office.memory_mb)"
     return OfficeConversionError(
         f"LibreOffice could not convert this {kind.extension.upper()} document "
         f"(filter {kind.infilter or 'detected'}): {said} ({status})")
