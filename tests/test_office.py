@@ -341,14 +341,12 @@ def work_dir(tmp_path: Path) -> Iterator[Path]:
 
 def test_a_killed_libreoffice_leaves_no_process_and_no_profile_lock(
         sources: dict[str, Path], work_dir: Path) -> None:
-    """The real LibreOffice stopped while it starts: nothing of it runs on, its profile
-    (and any lock in it) is gone, and the next conversion in the same folder works."""
+    """The real LibreOffice stopped while it starts: nothing of it runs on, and its
+    profile (with any lock in it) is gone with the rest of the conversion's folder."""
     with pytest.raises(OfficeTimeoutError):
         convert_to_pdf(sources["docx"], work_dir, timeout_s=0.3, memory_mb=MEMORY_MB)
     assert _processes_mentioning(str(work_dir)) == []
     assert not list(work_dir.iterdir())
-    pdf = convert_to_pdf(sources["docx"], work_dir, timeout_s=TIMEOUT_S, memory_mb=MEMORY_MB)
-    assert "alpha" in " ".join(pdf_text(pdf))
 
 
 def test_cfb_reader_tells_the_legacy_formats(sources: dict[str, Path]) -> None:
