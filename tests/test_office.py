@@ -8,11 +8,13 @@ side, at module scope.
 
 from __future__ import annotations
 
+import http.server
 import io
 import os
 import shutil
 import struct
 import subprocess
+import threading
 import zipfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -269,6 +271,39 @@ def test_a_memory_limit_too_small_fails_the_document_with_its_reason(
         sources: dict[str, Path], tmp_path: Path) -> None:
     with pytest.raises(OfficeConversionError, match=r"memory limit is 96 MB \(office.memory_mb\)"):
         convert_to_pdf(sources["rtf"], tmp_path / "work", timeout_s=TIMEOUT_S, memory_mb=96)
+
+
+def test_a_document_cannot_make_libreoffice_fetch_a_remote_picture(tmp_path: Path) -> None:
+    """A picture linked (not embedded) from a URL is a request the document makes from
+    the converting host (to internal services too): the conversion's profile blocks it.
+    LibreOffice with a default profile fetched it from this server."""
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/picture.png"
+        linked = write_odf(tmp_path / "linked.odt", "text", (
+            '<office:text><text:p>Linked picture <draw:frame svg:width="5cm" '
+            'svg:height="5cm" text:anchor-type="as-char"><draw:image xmlns:xlink='
+            f'"http://www.w3.org/1999/xlink" xlink:href="{url}" xlink:type="simple" '
+            'xlink:show="embed" xlink:actuate="onLoad"/></draw:frame></text:p></office:text>'))
+        pdf = convert_to_pdf(linked, tmp_path / "work", timeout_s=TIMEOUT_S,
+                             memory_mb=MEMORY_MB)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "Linked picture" in " ".join(pdf_text(pdf))
+    assert hits == []
 
 
 # --- the host's fault -------------------------------------------------------------------------
