@@ -321,6 +321,21 @@ def test_missing_libreoffice_is_a_one_line_config_error(
         assert "apt-get install" in str(err.value) and "libreoffice-writer-nogui" in str(err.value)
 
 
+def test_a_missing_libreoffice_application_is_the_host_s_fault(
+        sources: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Debian splits LibreOffice by application: on a host with Writer but no Calc, a
+    spreadsheet that converts to nothing is a setup to fix, not a corrupt input."""
+    program = tmp_path / "program"
+    monkeypatch.setenv("PATH", fake_soffice(program, "exit 0"))
+    (program / "libswlo.so").touch()
+    with pytest.raises(ConfigError, match="Calc is not installed.*libreoffice-calc-nogui"):
+        convert_to_pdf(sources["xlsx"], tmp_path / "work", timeout_s=TIMEOUT_S,
+                       memory_mb=MEMORY_MB)
+    with pytest.raises(OfficeConversionError, match="exit 0"):
+        convert_to_pdf(sources["docx"], tmp_path / "work", timeout_s=TIMEOUT_S,
+                       memory_mb=MEMORY_MB)
+
+
 def fake_soffice(folder: Path, body: str) -> str:
     """A folder holding an executable ``soffice`` running ``body``, put first on PATH."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -55,6 +55,9 @@ INSTALL_HINT = (
     "apt-get install --no-install-recommends libreoffice-writer-nogui "
     "libreoffice-calc-nogui libreoffice-impress-nogui (or run scripts/setup.sh)")
 
+#: the shared library of each LibreOffice application, beside soffice in its program folder
+_APP_LIBRARIES = {"writer": "libswlo.so", "calc": "libsclo.so", "impress": "libsdlo.so"}
+
 #: the most of LibreOffice's own output kept for a reason (its tail)
 _OUTPUT_LIMIT = 16 * 1024
 #: lines of that output quoted in a reason
@@ -130,6 +133,7 @@ def convert_to_pdf(src: Path, work_dir: Path, *, timeout_s: float, memory_mb: in
                                   memory_mb=memory_mb)
         produced = out_dir / "document.pdf"
         if not _looks_like_pdf(produced):
+            _check_module(soffice, kind)
             raise _failure(src, kind, returncode, output, memory_mb)
         result = work_dir / f"office-{job.name.rsplit('-', 1)[-1]}.pdf"
         os.replace(produced, result)
@@ -220,6 +224,19 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _check_module(soffice: str, kind: OfficeKind) -> None:
+    """Raise :class:`ConfigError` when the LibreOffice application the document needs is
+    not installed (Debian splits them: a host with Writer but not Calc fails every
+    spreadsheet, which must not be taken for every spreadsheet being corrupt). Known only
+    for installs laid out as LibreOffice's own (``program/lib*lo.so``); elsewhere no-op."""
+    program = Path(os.path.realpath(soffice)).parent
+    library = _APP_LIBRARIES[kind.app]
+    if any(program.glob("lib*lo.so")) and not (program / library).exists():
+        raise ConfigError(
+            f"LibreOffice {kind.app.capitalize()} is not installed ({program / library} is "
+            f"missing): apt-get install --no-install-recommends libreoffice-{kind.app}-nogui")
 
 
 def _failure(src: Path, kind: OfficeKind, returncode: int, output: str,
