@@ -3,7 +3,8 @@
 The sources are made here: ODF documents written by hand (a ZIP of a few XML members),
 DOCX, XLSX, PPTX and DOC made from them by LibreOffice itself, RTF by hand, a DOCX sealed
 with a password by msoffcrypto-tool. The conversions everyone reads run once, side by
-side, at module scope.
+side, at module scope. LibreOffice must be installed (scripts/setup.sh does): a host
+without it fails here rather than skips, so a setup that lost it shows.
 """
 
 from __future__ import annotations
@@ -33,9 +34,6 @@ from folio.errors import (
 )
 from folio.formats.office import convert_to_pdf, find_soffice, require_libreoffice
 from folio.formats.office_kind import cfb_encryption, sniff_office
-
-pytestmark = pytest.mark.skipif(find_soffice() is None, reason="LibreOffice not installed "
-                                "(scripts/setup.sh installs it)")
 
 TIMEOUT_S = 120.0
 MEMORY_MB = 2048
