@@ -404,3 +404,18 @@ def test_cfb_reader_tells_the_legacy_formats(sources: dict[str, Path]) -> None:
     cfb = CompoundFile(io.BytesIO(data), len(data))
     assert {"WordDocument", "1Table"} <= cfb.names()
     assert struct.unpack_from("<H", cfb.read_stream("WordDocument", 2))[0] == 0xA5EC
+
+
+def test_a_looping_compound_file_is_refused_not_followed(tmp_path: Path) -> None:
+    """A crafted DOC whose directory chain points back at itself: a typed error at once,
+    not a loop."""
+    header = bytearray(512)
+    header[:8] = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+    struct.pack_into("<HHHHH", header, 0x18, 0x3E, 3, 0xFFFE, 9, 6)
+    struct.pack_into("<IIIIIIII", header, 0x2C, 1, 0, 0, 4096, 0xFFFFFFFE, 0, 0xFFFFFFFE, 0)
+    struct.pack_into("<109I", header, 0x4C, 1, *([0xFFFFFFFF] * 108))
+    fat = struct.pack("<128I", 0, 0xFFFFFFFD, *([0xFFFFFFFF] * 126))  # sector 0 -> 0
+    looping = tmp_path / "looping.doc"
+    looping.write_bytes(bytes(header) + bytes(512) + fat)
+    with pytest.raises(OfficeConversionError, match="corrupt compound file: .*loops"):
+        sniff_office(looping)
