@@ -359,6 +359,24 @@ class LimitSettings(BaseModel):
         "pauses above it")
 
 
+class OfficeSettings(BaseModel):
+    """Office documents (DOCX, XLSX, PPTX, ODF, RTF, DOC, XLS, PPT) are converted to PDF by
+    LibreOffice headless (folio.formats.office), each in a process group of its own with
+    these limits. Operational only: none of it enters the config hash."""
+
+    enabled: bool = Field(
+        True, description="convert Office documents through LibreOffice; off: they are "
+        "skipped with a reason, and LibreOffice need not be installed")
+    timeout_s: float = Field(
+        300.0, gt=0, description="one conversion's wall-clock limit; LibreOffice and "
+        "everything it started are killed past it and the document is retried on a later "
+        "run (small documents convert in 2-4 s, bench/results/office_convert.json)")
+    memory_mb: int = Field(
+        2048, ge=512, description="address-space cap of one conversion (prlimit --as): "
+        "LibreOffice starts and converts small documents under 512 MB; a document that "
+        "needs more than the cap fails with a reason instead of exhausting the host")
+
+
 class PipelineConfig(BaseSettings):
     """Everything the pipeline needs; defaults run on a laptop with no services."""
 
@@ -377,6 +395,7 @@ class PipelineConfig(BaseSettings):
     s3: S3Settings = Field(default_factory=lambda: S3Settings())
     limits: LimitSettings = Field(default_factory=lambda: LimitSettings())
     server: ServerSettings = Field(default_factory=lambda: ServerSettings())
+    office: OfficeSettings = Field(default_factory=lambda: OfficeSettings())
     compress: bool = Field(True, description="try Ghostscript compression before rendering")
     password: SecretStr | None = Field(None, description="password for encrypted PDFs")
     reprocess: bool = Field(False, description="ignore earlier results and OCR again")

@@ -57,6 +57,20 @@ class EncryptedPdfError(BadInputError):
     code = "encrypted"
 
 
+class EncryptedDocumentError(BadInputError):
+    """An Office document sealed with a password folio does not have (PDFs: the
+    ``password`` setting and :class:`EncryptedPdfError`)."""
+
+    code = "encrypted"
+
+
+class OfficeConversionError(BadInputError):
+    """LibreOffice could not turn an Office document into a PDF: the file is corrupt, is
+    not the format its content claims, or made LibreOffice fail or exceed its memory."""
+
+    code = "office-conversion"
+
+
 class MalformedPdfError(BadInputError):
     code = "malformed"
 
@@ -86,6 +100,12 @@ class TransientError(FolioError):
 
 class TimeoutExpired(TransientError):
     code = "timeout"
+
+
+class OfficeTimeoutError(TimeoutExpired):
+    """A LibreOffice conversion ran past ``office.timeout_s`` and was killed. Transient,
+    as a Ghostscript timeout is: on a crowded host a large document can run late and
+    convert on the next sweep (folio.formats.office)."""
 
 
 class EngineUnavailableError(TransientError):

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything folio needs on a fresh Debian/Ubuntu machine: system tools
-# (Ghostscript, tesseract, poppler for the benchmark's pdftoppm; with --test also Debian's
+# (Ghostscript, tesseract, LibreOffice headless for Office documents, poppler for the
+# benchmark's pdftoppm; with --test also Debian's
 # chromium + chromedriver for the UI test), then a virtualenv in .venv with folio and its
 # test dependencies. Safe to run again; it skips what is there.
 set -euo pipefail
@@ -10,6 +11,12 @@ need=()
 command -v gs >/dev/null || need+=(ghostscript)
 command -v tesseract >/dev/null || need+=(tesseract-ocr tesseract-ocr-eng)
 command -v pdftoppm >/dev/null || need+=(poppler-utils)
+# LibreOffice headless for Office documents (folio/formats/office.py, docs/office.md): the
+# no-GUI builds of Writer, Calc and Impress (Draw comes with Impress), and the fonts
+# metric-compatible with Office's defaults (Arial/Times/Courier, Calibri, Cambria), so
+# lines and pages break where Word's do
+command -v soffice >/dev/null || need+=(libreoffice-writer-nogui libreoffice-calc-nogui \
+  libreoffice-impress-nogui fonts-liberation2 fonts-crosextra-carlito fonts-crosextra-caladea)
 # headless browser for tests/test_ui.py (Debian's build; nothing downloaded at test time)
 if [ "${1:-}" = "--test" ]; then
   command -v chromedriver >/dev/null || need+=(chromium chromium-driver)

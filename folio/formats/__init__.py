@@ -1,0 +1,1 @@
+"""What kinds of input file folio reads and how each becomes pages."""
