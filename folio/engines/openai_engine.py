@@ -191,7 +191,9 @@ class OpenAIEngine:
             name=ocr.engine if ocr.engine in ("vllm", "openai") else "openai",
             temperatures=ocr.temperatures,
             max_tokens=ocr.max_tokens,
-            api_key=ocr.api_key.get_secret_value() if ocr.api_key else None,
+            # a server folio started requires its own key (folio.gpu.shared_server)
+            api_key=(ocr.api_key.get_secret_value() if ocr.api_key
+                     else getattr(members[0], "api_key", None)),
             timeout_s=config.limits.page_timeout_s,
             max_retries=ocr.request_retries,
             stream=ocr.stream,
