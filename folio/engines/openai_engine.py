@@ -154,6 +154,8 @@ class OpenAIEngine:
             None if self._dispatch is not None
             else shared() if callable(shared)
             else endpoint_semaphore(self.endpoint.base_url, self.endpoint.in_flight))
+        # a server folio started requires its own key (folio.gpu.shared_server)
+        api_key = api_key or getattr(self.endpoint, "api_key", None)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         connections = sum(e.in_flight for e in members) + 4
         # requests take the clients in turn; each may open every connection (the semaphore,
@@ -191,9 +193,7 @@ class OpenAIEngine:
             name=ocr.engine if ocr.engine in ("vllm", "openai") else "openai",
             temperatures=ocr.temperatures,
             max_tokens=ocr.max_tokens,
-            # a server folio started requires its own key (folio.gpu.shared_server)
-            api_key=(ocr.api_key.get_secret_value() if ocr.api_key
-                     else getattr(members[0], "api_key", None)),
+            api_key=ocr.api_key.get_secret_value() if ocr.api_key else None,
             timeout_s=config.limits.page_timeout_s,
             max_retries=ocr.request_retries,
             stream=ocr.stream,

@@ -418,7 +418,7 @@ class VLLMServer:
         if sys.platform.startswith("linux"):
             argv = [sys.executable, "-S", "-c", _LAUNCHER, str(os.getpid()), *argv]
         # the run's secrets stay out of a server that outlives it (docs/security.md)
-        env = child_env(keep=("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"), **self.env)
+        env = {**child_env(keep=("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")), **self.env}
         if self.api_key:
             env["VLLM_API_KEY"] = self.api_key
         proc = subprocess.Popen(

@@ -78,9 +78,9 @@ def write_private(path: Path, text: str) -> None:
         raise
 
 
-def read_or_make_secret(path: Path) -> str:
-    """The secret in ``path`` (a 0600 file of this user's), made (32 random bytes, hex)
-    if there is none. The caller holds the folder's lock, so two processes never make
+def read_or_make_secret(path: Path, *, prefix: str = "") -> str:
+    """The secret in ``path`` (a 0600 file of this user's), made (``prefix`` and 32 random
+    bytes in hex) if there is none. The caller holds the folder's lock, so two processes never make
     two secrets.
 
     Raises:
@@ -89,7 +89,7 @@ def read_or_make_secret(path: Path) -> str:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
-        secret = secrets.token_hex(32)
+        secret = prefix + secrets.token_hex(32)
         write_private(path, secret)
         return secret
     except OSError as exc:  # ELOOP: a link
@@ -102,7 +102,7 @@ def read_or_make_secret(path: Path) -> str:
                 "not a secret only you can read: remove it (folio makes a new one)")
         value = fh.read().strip()
     if not value:
-        secret = secrets.token_hex(32)
+        secret = prefix + secrets.token_hex(32)
         write_private(path, secret)
         return secret
     return value
