@@ -55,10 +55,18 @@ def secret_env_name(key: str) -> str:
     return "FOLIO_" + key.upper().replace(".", "__")
 
 
-def is_secret_env(name: str) -> bool:
-    """Whether an environment variable's name says it holds a secret."""
+def is_secret_env(name: str, value: str = "") -> bool:
+    """Whether an environment variable holds a secret: by its name (a secret setting's
+    variable, a word like PASSWORD or TOKEN), or by its value (a URI with credentials)."""
     upper = name.upper()
-    return upper in _SECRET_NAMES or bool(_SECRET_WORDS.search(upper))
+    if upper in _SECRET_NAMES or bool(_SECRET_WORDS.search(upper)):
+        return True
+    if upper.startswith("FOLIO_") and upper.removeprefix("FOLIO_").lower().replace(
+            "__", ".") in SECRET_SETTINGS:
+        return True
+    if upper.endswith("_PROXY"):  # a model download may need it; the user's own setting
+        return False
+    return "@" in value and redact_uri(value) != value
 
 
 def child_env(base: Mapping[str, str] | None = None, *, keep: Iterable[str] = (),
@@ -67,7 +75,7 @@ def child_env(base: Mapping[str, str] | None = None, *, keep: Iterable[str] = ()
     those named in ``keep``, with ``extra`` added. What every child folio starts gets."""
     env = os.environ if base is None else base
     kept = {name.upper() for name in keep}
-    clean = {k: v for k, v in env.items() if k.upper() in kept or not is_secret_env(k)}
+    clean = {k: v for k, v in env.items() if k.upper() in kept or not is_secret_env(k, v)}
     clean.update(extra)
     return clean
 
@@ -76,8 +84,10 @@ def redact_uri(value: str) -> str:
     """``value`` with the password of a URL's user part, a libpq ``password=`` and
     credential-like query parameters masked; anything else unchanged."""
     def userinfo(match: re.Match[str]) -> str:
-        if match.group("password") is None:  # user@host: a token may be the user part
-            return f"{match.group('scheme')}{_MASK}@" if match.group("user") else match.group(0)
+        if match.group("password") is None:  # user@host: over HTTP the user part may be a
+            scheme = match.group("scheme").lower()  # token; a database's user is no secret
+            token = match.group("user") and scheme.startswith(("http", "ws"))
+            return f"{match.group('scheme')}{_MASK}@" if token else match.group(0)
         return f"{match.group('scheme')}{match.group('user')}:{_MASK}@"
 
     value = _URI_USERINFO.sub(userinfo, value)
