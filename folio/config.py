@@ -128,8 +128,10 @@ class ServerSettings(BaseModel):
     startup_timeout_s: float = Field(900.0, gt=0)
     max_restarts: int = Field(2, ge=0, description="restarts of a server that dies")
     state_dir: str | None = Field(
-        None, description="where shared servers keep their state and locks (a local "
-        "folder; default $FOLIO_SERVER_STATE_DIR or /tmp/folio-servers-<uid>)")
+        None, description="where shared servers keep their state, locks and API key (a "
+        "local folder only you can write: created 0700, refused otherwise; default "
+        "$FOLIO_SERVER_STATE_DIR, else $XDG_RUNTIME_DIR/folio-servers, else "
+        "~/.folio/servers; docs/security.md)")
     command: list[str] | None = Field(
         None, description="run this instead of vllm serve ({host} and {port} filled in)")
     executable: list[str] | None = Field(
