@@ -220,7 +220,8 @@ def _check(returncode: int, output: str, out: Path,
     tail = " | ".join(line.strip() for line in output.strip().splitlines()[-_TAIL_LINES:])
     if any(marker in output for marker in _PASSWORD_MARKERS):
         raise EncryptedPdfError(f"ghostscript: {tail}")
-    if returncode != 0 and (returncode < 0 or any(m in output for m in _MEMORY_MARKERS)):
+    crashed = returncode < 0 and -returncode in (signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS)
+    if returncode != 0 and (crashed or any(m in output for m in _MEMORY_MARKERS)):
         raise ResourceLimitError(
             f"ghostscript stopped at its {memory_mb} MB memory limit "
             f"(limits.ghostscript_memory_mb; exit {returncode}): {tail or 'no message'}")
