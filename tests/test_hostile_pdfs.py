@@ -116,3 +116,16 @@ def test_the_limits_are_settings_with_their_defaults() -> None:
     assert limits.ghostscript_memory_mb == 2048 and limits.ghostscript_timeout_s == 120.0
     for name in ("page_cpu_s", "worker_memory_mb", "ghostscript_memory_mb"):
         assert LimitSettings.model_fields[name].description
+
+
+def test_only_a_page_that_brings_the_worker_down_itself_is_its_own_fault(tmp_path: Path) -> None:
+    """A worker killed from outside (SIGKILL: the kernel's OOM killer, a person) is the
+    host's business and retried; a fault signal or the CPU limit is the page's."""
+    from folio.pdf.page_worker import crash_reason
+
+    job = _job(tmp_path / "x.pdf", tmp_path, memory_mb=512, page_cpu_s=5)
+    assert crash_reason(2, "signal SIGKILL", job).startswith("worker-crashed: page 2")
+    assert is_transient_code(crash_reason(2, "signal SIGKILL", job))
+    assert crash_reason(2, "signal SIGXCPU", job).startswith("resource-limit: page 2")
+    assert crash_reason(2, "signal SIGSEGV", job).startswith("page-crashed: page 2")
+    assert "512 MB" in crash_reason(2, "signal SIGABRT", job)

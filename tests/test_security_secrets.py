@@ -190,3 +190,15 @@ def test_scratch_folders_of_a_killed_run_are_removed(tmp_path: Path) -> None:
     killed.wait()
     assert work_dirs.sweep(root) == 1
     assert not left.exists() and mine.exists()
+
+
+def test_a_childs_environment_holds_no_secret() -> None:
+    from folio.security.redaction import child_env
+
+    env = child_env({"PATH": "/bin", "FOLIO_PASSWORD": "p", "FOLIO_PG_DSN": "host=x",
+                     "AWS_SECRET_ACCESS_KEY": "s", "AWS_ACCESS_KEY_ID": "a",
+                     "FOLIO_S3__ACCESS_KEY_ID": "a", "PREFECT_API_AUTH_STRING": "folio:x",
+                     "FOLIO_OCR__ENDPOINT": "https://u:tok@gpu/v1", "HF_TOKEN": "h",
+                     "FOLIO_RENDER__MAX_DPI": "200"}, keep=("HF_TOKEN",), TMPDIR="/t")
+    assert env == {"PATH": "/bin", "HF_TOKEN": "h", "FOLIO_RENDER__MAX_DPI": "200",
+                   "TMPDIR": "/t"}
