@@ -61,7 +61,7 @@ def inflating(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def many_paths(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """~100 KB on disk, four million path segments on one page."""
+    """~100 KB on disk, a million subpaths (three million segments) on one page."""
     data = flate_of_repeats(b"0 0 m 612 792 l 0 792 l h S\n" * 40000, 25)
     return one_page_pdf(tmp_path_factory.mktemp("hostile") / "paths.pdf", data)
 
