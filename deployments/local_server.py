@@ -16,14 +16,31 @@ The first start creates Prefect's database and imports its whole server: about 1
 idle 2-core machine, more than 90 s on a loaded one. A run waits while the server's
 process lives, saying so every ``PROGRESS_S``, up to ``FOLIO_PREFECT_SERVER_START_S``.
 
-Layout under ``home`` (``~/.folio/prefect`` by default): ``server.json`` (pid, port, URL),
-``server.lock``, ``leases/<pid>`` (one per running CLI), ``server.log`` and Prefect's own
-database.
+Layout under ``home`` (``~/.folio/prefect/<installation>`` by default, or
+``FOLIO_PREFECT_HOME``): ``server.json`` (pids, port, URL, the installation that started
+it), ``server.lock``, ``auth`` (the login), ``leases/<pid>`` (one per running CLI),
+``server.log`` and Prefect's own database.
+
+One installation, one server: the default home is named after the installation (folio's
+version, the interpreter or virtualenv, the code's folder), so another checkout or
+virtualenv never attaches to this one's server nor writes its runs into this database; a
+home named by ``FOLIO_PREFECT_HOME`` whose running server another installation started is
+refused with what to do.
+
+Safe on a shared host (docs/security.md): the home is this user's private folder (0700,
+owner and mode checked on every use); the server requires Prefect's basic auth with a
+login made per home (``auth``, 0600) that folio's CLI sends without the user typing it;
+the supervisor picks the port and starts Prefect on it, and a run uses the server only
+once the kernel says the listening socket is held by the server process folio started
+(:func:`folio.security.listeners.process_holds_listener`): a process that took the port
+first is never sent a request, and the supervisor starts again on another port. The
+server and its supervisor inherit none of the run's secrets.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import signal
@@ -35,8 +52,11 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from folio.errors import TransientError
-from folio.process_files import flocked, pid_alive, proc_start_time, write_atomic
+from folio.errors import ConfigError, TransientError
+from folio.process_files import flocked, pid_alive, pid_owned, proc_start_time, write_atomic
+from folio.security.listeners import process_holds_listener
+from folio.security.private_dir import ensure_private_dir, read_or_make_secret
+from folio.security.redaction import child_env
 
 MODE_ENV = "FOLIO_PREFECT_SERVER"
 #: the server's home (its state, leases, log and Prefect's database)
@@ -49,6 +69,10 @@ START_ENV = "FOLIO_PREFECT_SERVER_START_S"
 DEFAULT_START_S = 600.0
 #: seconds between the "still starting" lines
 PROGRESS_S = 10.0
+#: the login file under the home: ``folio:<64 hex digits>``, 0600
+AUTH_FILE = "auth"
+#: ports the supervisor tries when another process holds the one it picked
+PORT_ATTEMPTS = 3
 
 #: ``progress(waited_s, url)`` while a run waits for the server to start
 Progress = Callable[[float, str], None]
@@ -74,8 +98,36 @@ def start_timeout() -> float:
     return value
 
 
+def installation() -> dict[str, str]:
+    """What makes two folio installations the same one: a server started by another
+    (another version, virtualenv or checkout) is not reused."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("folio")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    return {"folio": version, "python": sys.executable,
+            "code": str(Path(__file__).resolve().parent.parent)}
+
+
+def installation_id() -> str:
+    blob = json.dumps(installation(), sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
 def default_home() -> Path:
-    return Path(os.environ.get(HOME_ENV, Path.home() / ".folio" / "prefect"))
+    """``FOLIO_PREFECT_HOME``, else ``~/.folio/prefect/<installation id>``."""
+    env = os.environ.get(HOME_ENV)
+    return Path(env) if env else Path.home() / ".folio" / "prefect" / installation_id()
+
+
+def auth_string(home: Path | None = None) -> str:
+    """The login the server of ``home`` requires (``user:password``), made on first use;
+    what the CLI sets as PREFECT_API_AUTH_STRING and what the UI asks for."""
+    home = ensure_private_dir(home or default_home())
+    with flocked(home / "auth.lock"):
+        return read_or_make_secret(home / AUTH_FILE, prefix="folio:")
 
 
 def attach(home: Path | None = None, *, idle_s: float | None = None,
@@ -89,18 +141,26 @@ def attach(home: Path | None = None, *, idle_s: float | None = None,
         ConfigError: FOLIO_PREFECT_SERVER_START_S is not a number.
     """
     timeout_s = start_timeout()
-    home = (home or default_home()).absolute()
-    home.mkdir(parents=True, exist_ok=True)
+    home = ensure_private_dir(home or default_home())
     idle = idle_s if idle_s is not None else float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_S))
-    (home / "leases").mkdir(exist_ok=True)
+    (home / "leases").mkdir(exist_ok=True, mode=0o700)
+    auth_string(home)  # before the supervisor starts: it reads it
     with flocked(home / "server.lock"):
         state = _read(home)
-        started = not (state and _alive(state))  # alive but not healthy yet: starting
+        running = bool(state and _alive(state))  # alive but not healthy yet: starting
+        if running and state is not None and state.get("installation") != installation():
+            raise ConfigError(
+                f"the Prefect server in {home} was started by another folio installation "
+                f"({state.get('installation')}); this one is {installation()}. Stop it "
+                f"(python -m folio_prefect.deployments.local_server --stop --home {home}) or "
+                f"give this installation a home of its own ({HOME_ENV}=another folder, or "
+                f"unset it: each installation has its own by default)")
+        started = not running
         if started or state is None:
             state = _spawn(home, idle)
         lease = home / "leases" / str(os.getpid())
         write_atomic(lease, json.dumps({"pid": os.getpid(), "start": proc_start_time(os.getpid())}))
-    _wait_healthy(home, state, timeout_s=timeout_s, progress=progress)
+    state = _wait_healthy(home, state, timeout_s=timeout_s, progress=progress)
     return str(state["url"]), started
 
 
@@ -114,7 +174,7 @@ def stop(home: Path | None = None) -> bool:
     home = (home or default_home()).absolute()
     state = _read(home)
     pid = state.get("supervisor_pid") if state else None
-    if not state or not _alive(state) or not isinstance(pid, int):
+    if not state or not _alive(state) or not isinstance(pid, int) or not pid_owned(pid):
         return False
     os.kill(pid, signal.SIGTERM)
     return True
@@ -133,7 +193,16 @@ def _read(home: Path) -> dict[str, object] | None:
 
 def _alive(state: dict[str, object]) -> bool:
     pid, start = state.get("supervisor_pid"), state.get("supervisor_start")
-    return isinstance(pid, int) and pid_alive(pid, start if isinstance(start, int) else None)
+    return isinstance(pid, int) and pid_alive(pid, start if isinstance(start, int) else None) \
+        and pid_owned(pid)
+
+
+def _verified(state: dict[str, object]) -> bool:
+    """The server the state names is the process folio started, and it alone listens on
+    the port: checked from the kernel's tables before any request is sent."""
+    pid, port = state.get("server_pid"), state.get("port")
+    return (isinstance(pid, int) and isinstance(port, int) and pid_owned(pid)
+            and process_holds_listener(pid, port))
 
 
 def _healthy(url: object) -> bool:
@@ -155,13 +224,14 @@ def _free_port() -> int:
 
 
 def _spawn(home: Path, idle_s: float) -> dict[str, object]:
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}/api"
+    """Start the supervisor (the caller holds ``server.lock``, which the supervisor takes
+    before it first writes the state: this first state is in place by then)."""
     argv = [sys.executable, "-m", "folio_prefect.deployments.local_server", "--serve", "--home", str(home),
-            "--port", str(port), "--idle", str(idle_s)]
+            "--idle", str(idle_s)]
     root = str(Path(__file__).resolve().parent.parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (root, os.environ.get("PYTHONPATH", "")) if p)}
+    # none of the run's secrets (a PDF password, a DSN, S3 keys) in a process that lives on
+    env = child_env(PYTHONPATH=os.pathsep.join(
+        p for p in (root, os.environ.get("PYTHONPATH", "")) if p))
     env.pop("PREFECT_API_URL", None)
     with (home / "server.log").open("ab") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
@@ -169,7 +239,7 @@ def _spawn(home: Path, idle_s: float) -> dict[str, object]:
                                 cwd=home)
     state: dict[str, object] = {"supervisor_pid": proc.pid,
                                 "supervisor_start": proc_start_time(proc.pid),
-                                "port": port, "url": url, "started": time.time()}
+                                "installation": installation(), "started": time.time()}
     write_atomic(home / "server.json", json.dumps(state))
     return state
 
@@ -177,15 +247,20 @@ def _spawn(home: Path, idle_s: float) -> dict[str, object]:
 def _wait_healthy(home: Path, state: dict[str, object], *, timeout_s: float,
                   progress: Progress | None = None,
                   clock: Callable[[], float] = time.monotonic,
-                  sleep: Callable[[float], None] = time.sleep) -> None:
-    """Wait until the server answers, while its process lives, up to ``timeout_s``;
-    ``progress`` every :data:`PROGRESS_S` (and once at the start when it is not up yet)."""
-    url = str(state["url"])
+                  sleep: Callable[[float], None] = time.sleep) -> dict[str, object]:
+    """Wait until the server is proven folio's (:func:`_verified`) and answers, while its
+    supervisor lives, up to ``timeout_s``; ``progress`` every :data:`PROGRESS_S` (and once
+    at the start when it is not up yet). Returns the state, with the URL the supervisor
+    chose (it changes when the first port was taken)."""
     start = clock()
     told = None
     while True:
-        if _healthy(url):
-            return
+        current = _read(home)
+        if current is not None and current.get("supervisor_pid") == state.get("supervisor_pid"):
+            state = current
+        url = str(state.get("url") or "")
+        if url and _verified(state) and _healthy(url):
+            return state
         waited = clock() - start
         if not _alive(state):
             why = "its process exited"
@@ -197,6 +272,7 @@ def _wait_healthy(home: Path, state: dict[str, object], *, timeout_s: float,
             told = waited
             progress(waited, url)
         sleep(0.2)
+    url = str(state.get("url") or "(no port yet)")
     log = home / "server.log"
     raise TransientError(
         f"the local Prefect server at {url} did not start: {why}; log {log}"
@@ -240,10 +316,15 @@ def ui_enabled() -> bool:
     return ui_supported()
 
 
-def server_env(home: Path) -> dict[str, str]:
-    """The server's environment: its own home; the UI off where it cannot start (unless
+def server_env(home: Path, port: int | None = None) -> dict[str, str]:
+    """The server's environment: its own home, none of the run's secrets, its login
+    required (``PREFECT_SERVER_API_AUTH_STRING``, from the home's ``auth`` file), browsers'
+    cross-origin requests only from its own UI; the UI off where it cannot start (unless
     PREFECT_UI_ENABLED says otherwise), so a GPU host's runs still get their API."""
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env = child_env(PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false",
+                    PREFECT_SERVER_API_AUTH_STRING=auth_string(home))
+    if port is not None:
+        env["PREFECT_SERVER_API_CORS_ALLOWED_ORIGINS"] = f"http://127.0.0.1:{port}"
     if "PREFECT_UI_ENABLED" not in os.environ and not ui_supported():
         env["PREFECT_UI_ENABLED"] = "false"
         print("folio: this FastAPI cannot serve Prefect's UI (Prefect needs FastAPI.frontend): "
@@ -251,13 +332,44 @@ def server_env(home: Path) -> dict[str, str]:
     return env
 
 
-def serve(home: Path, port: int, idle_s: float) -> int:
+def _publish(home: Path, **fields: object) -> None:
+    """Add ``fields`` to the state, if it is still this supervisor's."""
+    with flocked(home / "server.lock"):
+        state = _read(home) or {}
+        if state.get("supervisor_pid") not in (None, os.getpid()):
+            return
+        state.update({"supervisor_pid": os.getpid(),
+                      "supervisor_start": proc_start_time(os.getpid()),
+                      "installation": installation(), **fields})
+        write_atomic(home / "server.json", json.dumps(state))
+
+
+def _start_verified(home: Path, stopping: dict[str, bool]) -> subprocess.Popen[bytes] | None:
+    """Start ``prefect server start`` on a free port and wait until its process alone
+    listens there; when it exits first (another process took the port between the pick
+    and the start), try another port, :data:`PORT_ATTEMPTS` times in all."""
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        port = _free_port()
+        url = f"http://127.0.0.1:{port}/api"
+        _publish(home, port=port, url=url, server_pid=None)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+             "--port", str(port)], env=server_env(home, port), cwd=home,
+            stdin=subprocess.DEVNULL, start_new_session=True)
+        while server.poll() is None and not stopping["now"]:
+            if process_holds_listener(server.pid, port):
+                _publish(home, port=port, url=url, server_pid=server.pid)
+                return server
+            time.sleep(0.2)
+        if stopping["now"]:
+            return server
+        print(f"folio: the Prefect server on port {port} exited (code {server.returncode}) "
+              f"before listening (attempt {attempt} of {PORT_ATTEMPTS})", flush=True)
+    return None
+
+
+def serve(home: Path, idle_s: float) -> int:
     """Run ``prefect server start`` until no lease has been held for ``idle_s``."""
-    env = server_env(home)
-    server = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-         "--port", str(port)], env=env, cwd=home, stdin=subprocess.DEVNULL,
-        start_new_session=True)
     stopping = {"now": False}
 
     def on_signal(*_: object) -> None:
@@ -265,20 +377,22 @@ def serve(home: Path, port: int, idle_s: float) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    server = _start_verified(home, stopping)
     idle_since = time.monotonic()
     try:
-        while not stopping["now"] and server.poll() is None:
+        while server is not None and not stopping["now"] and server.poll() is None:
             if _live_leases(home):
                 idle_since = time.monotonic()
             elif time.monotonic() - idle_since > idle_s:
                 break
             time.sleep(1.0)
     finally:
-        _stop_group(server)
+        if server is not None:
+            _stop_group(server)
         state = _read(home)
         if state and state.get("supervisor_pid") == os.getpid():
             (home / "server.json").unlink(missing_ok=True)
-    return 0
+    return 0 if server is not None else 1
 
 
 def _live_leases(home: Path) -> int:
@@ -313,13 +427,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--home", default=str(default_home()))
     ap.add_argument("--serve", action="store_true", help="(internal) run the supervisor")
-    ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--idle", type=float, default=DEFAULT_IDLE_S)
     ap.add_argument("--stop", action="store_true", help="stop the running server")
     args = ap.parse_args()
-    home = Path(args.home).absolute()
+    home = ensure_private_dir(Path(args.home))
     if args.serve:
-        return serve(home, args.port, args.idle)
+        return serve(home, args.idle)
     if args.stop:
         print("stopped" if stop(home) else "no server running")
         return 0

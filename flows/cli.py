@@ -61,12 +61,25 @@ def _use_local_prefect_server(*, quiet: bool) -> None:
     """Point Prefect at this machine's folio Prefect server, started by the first run and
     reused by the next ones (deployments/local_server.py), unless PREFECT_API_URL names a
     server already or FOLIO_PREFECT_SERVER=ephemeral asks for Prefect's temporary one."""
-    from folio_prefect.deployments.local_server import IDLE_ENV, MODE_ENV, attach, ui_enabled
+    from folio_prefect.deployments.local_server import (
+        AUTH_FILE,
+        IDLE_ENV,
+        MODE_ENV,
+        attach,
+        auth_string,
+        default_home,
+        ui_enabled,
+    )
 
     if os.environ.get("PREFECT_API_URL") or os.environ.get(MODE_ENV) == "ephemeral":
         return
+    login = default_home() / AUTH_FILE
+
     def where(url: str) -> str:
-        return f"UI at {url.removesuffix('/api')}" if ui_enabled() else f"API at {url}, no UI here"
+        if not url:
+            return "its address once it has a port"
+        return (f"UI at {url.removesuffix('/api')} (log in with the text in {login})"
+                if ui_enabled() else f"API at {url}, no UI here")
 
     def waiting(waited: float, url: str) -> None:  # the address first, then a line a while
         if not quiet:
@@ -75,6 +88,9 @@ def _use_local_prefect_server(*, quiet: bool) -> None:
 
     url, started = attach(progress=waiting)
     os.environ["PREFECT_API_URL"] = url
+    # the server requires its login; Prefect's client sends it (children never see it:
+    # folio.security.redaction.child_env)
+    os.environ["PREFECT_API_AUTH_STRING"] = auth_string()
     if started and not quiet:
         idle = float(os.environ.get(IDLE_ENV, 1800))
         print(f"folio: started a Prefect server for folio runs, {where(url)} "
@@ -86,9 +102,9 @@ def _with_vllm_runner(args: argparse.Namespace, settings: dict[str, Any]) -> Any
     """The ingest flow on a VLLMTaskRunner that starts (or shares, or attaches to) the
     vLLM server. The flow resolves its settings itself, the same way as here and as a
     deployment on a GPU pool does (folio.run_config), so nothing is copied over."""
+    from folio.run_config import resolve_config
     from folio_prefect.flows.ingest import ingest
     from folio_prefect.flows.vllm_runner import VLLMTaskRunner
-    from folio.run_config import resolve_config
 
     config = resolve_config(engine="vllm", route=args.route, reprocess=args.reprocess,
                             settings=settings)
@@ -97,10 +113,13 @@ def _with_vllm_runner(args: argparse.Namespace, settings: dict[str, Any]) -> Any
 
 def cmd_trigger(args: argparse.Namespace) -> int:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    from folio_prefect.deployments import trigger as trig
     from folio.run_config import IngestRequest
+    from folio_prefect.deployments import trigger as trig
 
     _require_api_url()
+    from folio.security.secret_settings import refuse
+
+    refuse(cli.parse_set(args.set))  # a trigger's settings are stored by Prefect, shown in its UI
     request = IngestRequest(source=args.source, out=args.out, engine=args.engine,
                             route=args.route, reprocess=args.reprocess,
                             settings=cli.parse_set(args.set), revision=args.revision)

@@ -241,9 +241,16 @@ def finish_run(
 
 
 def write_report(summary: dict[str, Any], report: str) -> None:
+    """Written beside the target, then renamed over it: a reader (or a run killed
+    midway) never sees half a report, and a link at the path is replaced, not followed."""
     path = Path(report)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(summary, indent=2))
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(summary, indent=2))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def publish_artifacts(docs: list[DocumentResult], summary: dict[str, Any],

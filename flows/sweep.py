@@ -341,6 +341,9 @@ def sweep(
         zombie_after_s: a running batch run without heartbeats for this long is dead.
         poll_s: how often run states and waited-for claims are checked.
     """
+    from folio.security.secret_settings import refuse
+
+    refuse(settings or {})  # a parameter Prefect stores and shows: the worker's env holds keys
     started = time.monotonic()
     config = resolve_config(engine=engine, route=route, reprocess=False, settings=settings)
     ledger = ClaimLedger.for_output(out, config.s3, config.config_hash())

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
@@ -386,6 +387,7 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
             in_flight=opts["in_flight"] or profile.in_flight,
             startup_timeout_s=opts["startup_timeout_s"], max_restarts=opts["max_restarts"],
             health_interval_s=opts["health_interval_s"],
+            api_key=secrets.token_urlsafe(32),  # only this run can use its server
         )
         log.info("starting %s (profile %s)", " ".join(command), profile.name)
         self._server = server.start()

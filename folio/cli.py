@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from folio import progress
+from folio.security.display import printable
 from folio.vocabulary import ENGINES, ROUTE_REQUESTS
 
 #: what ``folio --help`` says
@@ -222,7 +223,8 @@ def progress_lines(enabled: bool) -> Iterator[None]:
         with lock:
             done["n"] += 1
             rate = f", {event.pages / event.seconds:.2f} pages/s" if event.seconds > 0 else ""
-            print(f"folio: [{done['n']}] {event.source.rsplit('/', 1)[-1]}: {event.outcome}, "
+            name = printable(event.source.rsplit('/', 1)[-1])  # a name may hold escapes
+            print(f"folio: [{done['n']}] {name}: {event.outcome}, "
                   f"{event.pages} page(s){rate}", file=sys.stderr, flush=True)
 
     progress.add_listener(listener)
@@ -242,9 +244,13 @@ def prepare_ingest(args: argparse.Namespace) -> dict[str, Any]:
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
     from folio.run_checks import check_run
     from folio.run_config import resolve_config
+    from folio.security import secret_settings
 
     os.environ.update(_secret_environment(args))
-    settings = _settings(args)
+    # --set password=..., ocr.api_key=..., a DSN or URL with its password: to the
+    # environment the flow (in this process) reads, never a parameter Prefect stores
+    settings, secret_env = secret_settings.split(_settings(args))
+    os.environ.update(secret_env)
     check_run(args.sources, args.out, resolve_config(
         engine=args.engine, route=args.route, reprocess=args.reprocess, settings=settings))
     return settings
@@ -301,7 +307,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     for hit in hits:
         pages = f"p{hit['page_start']}" + (
             f"-{hit['page_end']}" if hit["page_end"] != hit["page_start"] else "")
-        print(f"{hit['score']:.3f}  {hit['source']} {pages}  doc {hit['doc_id']}  "
+        print(f"{hit['score']:.3f}  {printable(str(hit['source']))} {pages}  doc {hit['doc_id']}  "
               f"{str(hit['text'])[:100]!r}")
     return 0
 
@@ -408,7 +414,12 @@ def _mapped(run: Callable[[], int], *, verbose: bool, prog: str) -> int:
         import traceback
 
         traceback.print_exc()
-    print(f"{prog}: {message}", file=sys.stderr)
+    # a message may quote a setting (a DSN with its password) or a name from the input
+    # (an escape sequence): neither reaches the terminal as it is
+    from folio.security.redaction import redact_uri
+
+    shown = "\n".join(printable(line) for line in redact_uri(message).split("\n"))
+    print(f"{prog}: {shown}", file=sys.stderr)
     return code
 
 

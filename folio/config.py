@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -128,8 +128,10 @@ class ServerSettings(BaseModel):
     startup_timeout_s: float = Field(900.0, gt=0)
     max_restarts: int = Field(2, ge=0, description="restarts of a server that dies")
     state_dir: str | None = Field(
-        None, description="where shared servers keep their state and locks (a local "
-        "folder; default $FOLIO_SERVER_STATE_DIR or /tmp/folio-servers-<uid>)")
+        None, description="where shared servers keep their state, locks and API key (a "
+        "local folder only you can write: created 0700, refused otherwise; default "
+        "$FOLIO_SERVER_STATE_DIR, else $XDG_RUNTIME_DIR/folio-servers, else "
+        "~/.folio/servers; docs/security.md)")
     command: list[str] | None = Field(
         None, description="run this instead of vllm serve ({host} and {port} filled in)")
     executable: list[str] | None = Field(
@@ -322,13 +324,25 @@ class S3Settings(BaseModel):
 class LimitSettings(BaseModel):
     document_timeout_s: float = Field(900.0, description="whole-document wall clock limit")
     page_timeout_s: float = Field(120.0, description="one page's OCR limit")
-    ghostscript_timeout_s: float = 120.0
+    ghostscript_timeout_s: float = Field(
+        120.0, gt=0, description="one Ghostscript run's wall-clock limit (repair, compression); "
+        "a hostile file that makes it run longer ends that step")
+    ghostscript_memory_mb: int = Field(
+        2048, ge=64, description="address-space cap of one Ghostscript process (RLIMIT_AS): "
+        "a content stream that inflates to gigabytes ends in an error, not a host out of "
+        "memory")
     ghostscript_workers: int = Field(
         0, ge=0, description="Ghostscript compressions at once across the run's documents "
         "(0: a quarter of the cores, at least two). Each is a process on a core of its own: "
         "at a GPU run's start, fourteen of them at once took the cores a vLLM server on the "
         "same host needed to take in its first requests")
-    worker_memory_mb: int = Field(4096, description="address-space cap of a page worker")
+    worker_memory_mb: int = Field(
+        4096, ge=64, description="address-space cap of a page worker (RLIMIT_AS): a page whose "
+        "content inflates past it ends page-too-large or page-crashed, not retried")
+    page_cpu_s: float = Field(
+        120.0, gt=0, description="CPU seconds one page may take to open, read and render in "
+        "its page worker (RLIMIT_CPU): a page with hundreds of millions of path segments "
+        "ends resource-limit, not retried")
     worker_nice: int = Field(
         0, ge=0, le=19, description="above 0: the page workers (render, text layer, layout) "
         "run at this nice value in a scheduler session of their own, yielding the CPU to a "
@@ -409,10 +423,22 @@ class PipelineConfig(BaseSettings):
         return value.expanduser().absolute()
 
     def public_dump(self) -> dict[str, Any]:
-        """The settings as JSON for reports and logs: secrets and credentials left out."""
-        return self.model_dump(mode="json", exclude={
+        """The settings as JSON for reports and logs: secrets and credentials left out,
+        and a password inside any URI or DSN (``store.uri``, ``ocr.endpoint``) masked."""
+        from folio.security.redaction import redact_uri
+
+        def clean(value: Any) -> Any:
+            if isinstance(value, str):
+                return redact_uri(value)
+            if isinstance(value, dict):
+                return {k: clean(v) for k, v in value.items()}
+            if isinstance(value, list):
+                return [clean(v) for v in value]
+            return value
+
+        return cast(dict[str, Any], clean(self.model_dump(mode="json", exclude={
             "password": True, "ocr": {"api_key"},
-            "s3": {"access_key_id", "secret_access_key", "session_token"}})
+            "s3": {"access_key_id", "secret_access_key", "session_token"}})))
 
     def active_layout(self) -> LayoutSettings | None:
         """The layout settings when the run detects layout, else None: off by setting, or

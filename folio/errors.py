@@ -79,6 +79,22 @@ class PageTooLargeError(BadInputError):
     code = "page-too-large"
 
 
+class ResourceLimitError(BadInputError):
+    """The input made a process exceed a limit folio set on it (CPU time per page, memory
+    of Ghostscript): a hostile or pathological file, not a fault to retry."""
+
+    code = "resource-limit"
+
+
+class PageCrashedError(BadInputError):
+    """A page killed the page worker rendering it (a fault signal: pdfium aborting under
+    the worker's memory cap, or a crash on a hostile page). Trying again would crash the
+    same way, so it is the input's fault; a worker killed from outside (SIGKILL: the
+    kernel's OOM killer, a person) stays a retryable ``worker-crashed``."""
+
+    code = "page-crashed"
+
+
 class BadOutputError(BadInputError):
     """An engine answered, but the answer is unusable (repetition, truncation, garbage)."""
 

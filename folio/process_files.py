@@ -51,6 +51,15 @@ def pid_alive(pid: int | None, start: int | None = None) -> bool:
     return start is None or len(fields) < 20 or int(fields[19]) == start
 
 
+def pid_owned(pid: int) -> bool:
+    """Whether ``pid`` runs as this process's user: a pid in a state file another user
+    could have written is never taken for one of ours (docs/security.md)."""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid == os.geteuid()
+    except OSError:
+        return False
+
+
 @contextmanager
 def flocked(path: Path, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     """Exclusive ``flock`` on ``path`` (a fresh open file description, so threads of one

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from folio.models import DocumentOutcome, DocumentResult
+from folio.security.display import table_cell
 
 
 def document_summary(doc: DocumentResult) -> dict[str, Any]:
@@ -82,11 +83,13 @@ def markdown_summary(report: dict[str, Any], *, links: bool = False,
     ]
     for d in report["documents"]:
         outcome = d["outcome"] + (" (cached)" if d["cached"] else "")
-        # whole, never cut mid-word: the UI wraps the cell, a terminal wraps the line
-        reason = " ".join(str(d["reason"]).split()).replace("|", "\\|")
+        # whole, never cut mid-word: the UI wraps the cell, a terminal wraps the line; a
+        # name or reason from the input is shown with its control characters escaped
+        # (an escape sequence must not reach the terminal, a newline or "|" the table)
+        reason = table_cell(" ".join(str(d["reason"]).split()))
         rate = d["pages"] / d["seconds"] if d["seconds"] > 0 and not d["cached"] else 0.0
         row = (
-            f"| {d['source']} | {outcome} | {d['pages']} | {d['pages_ok']} | "
+            f"| {table_cell(d['source'])} | {outcome} | {d['pages']} | {d['pages_ok']} | "
             f"{d['pages_fallback']} | {d['pages_quarantined']} | {d['engine']} | "
             f"{d['seconds']:.1f} | {rate:.2f} | {reason} |"
         )

@@ -26,6 +26,10 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from folio.config import PipelineConfig
 from folio.errors import ConfigError
+
+# keys that hold secrets: read from the worker's environment, never request settings
+# (IngestRequest refuses them; the CLI hands them over as environment variables)
+from folio.security.redaction import SECRET_SETTINGS
 from folio.vocabulary import (
     GENERATIVE_ENGINES,
     SERVED_ENGINES,
@@ -33,10 +37,6 @@ from folio.vocabulary import (
     RouteMode,
     RouteRequest,
 )
-
-#: keys that hold secrets: read from the worker's environment, never request settings
-SECRET_SETTINGS = frozenset({"password", "ocr.api_key", "s3.secret_access_key",
-                             "s3.session_token"})
 
 
 def normalize_source(uri: str) -> str:
@@ -78,6 +78,15 @@ class IngestRequest(BaseModel):
     def _has_sources(self) -> IngestRequest:
         if not self.sources:
             raise ValueError("a request needs a source (source=...) or sources")
+        return self
+
+    @model_validator(mode="after")
+    def _no_secrets(self) -> IngestRequest:
+        """A request's settings become flow-run parameters, stored and shown by Prefect:
+        a secret among them is refused (it belongs in the worker's environment)."""
+        from folio.security.secret_settings import refuse
+
+        refuse(self.settings)
         return self
 
     @property
@@ -200,6 +209,8 @@ def setting_error(exc: ValidationError, *, env: bool) -> ConfigError:
              else f"setting {key}")
     shown = first.get("input")
     value = "" if isinstance(shown, dict) else f"={json.dumps(shown, default=str)}"
+    if key in SECRET_SETTINGS:  # the error names the setting, never its value
+        value = "=***"
     why = str(first["msg"]).removeprefix("Value error, ")
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return ConfigError(f"{where}{value}: {why}{more}".replace("\n", " "))

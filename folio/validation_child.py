@@ -34,6 +34,7 @@ import time
 from typing import IO, TYPE_CHECKING, Any
 
 from folio.errors import FolioError, TimeoutExpired, WorkerCrashedError
+from folio.security.redaction import child_env
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -108,7 +109,7 @@ class ValidationChild:
         self._stderr = tempfile.TemporaryFile()
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "folio.validation_child"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=child_env(),
         )
         self.starts += 1
         log.debug("validation child pid %d started", self._proc.pid)

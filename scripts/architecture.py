@@ -47,7 +47,8 @@ LAYERS: list[tuple[str, str, list[str]]] = [
     ("stores", "vector stores", ["stores"]),
     ("io", "io: sources, sinks, outputs, claims", ["io", "outputs", "claims"]),
     ("gpu", "gpu: servers, profiles", ["gpu"]),
-    ("shared", "shared data contract", ["models", "errors", "cpu_priority", "process_files"]),
+    ("shared", "shared data contract", ["models", "errors", "cpu_priority", "process_files",
+                                        "security"]),
 ]
 EDGE_FOLDERS = ("flows", "tasks", "deployments")
 #: imports into this layer are left out of the figure (the table keeps them)

@@ -19,6 +19,12 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 # past Prefect's 20 s default on a loaded 2-core machine (the CLI's own local server has
 # its own, longer wait)
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+# The suite's S3 is moto, which takes any key. A worker reads S3 keys from its own
+# environment, never from a run's settings (Prefect stores and shows those; a request with
+# one is refused: docs/security.md), so the suite's processes, and through them the
+# stacks' workers, have the keys here.
+os.environ.setdefault("FOLIO_S3__ACCESS_KEY_ID", "test")
+os.environ.setdefault("FOLIO_S3__SECRET_ACCESS_KEY", "test")
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -131,6 +131,9 @@ class Behaviour:
     # in-process only: every request waits for this event (at most a minute) before its
     # delay, so a test decides when the engine lets go of the pages it holds
     hold: threading.Event | None = None
+    # as ``vllm serve`` with VLLM_API_KEY (or --api-key): every /v1 request needs it as a
+    # bearer token, /health and /metrics do not
+    api_key: str | None = None
 
     def text(self) -> str:
         path = OUTPUTS / self.output
@@ -197,8 +200,21 @@ class _Handler(BaseHTTPRequestHandler):
             with self.server.state.lock:
                 self.server.state.count(-1)
 
+    def _refused(self) -> bool:
+        """vLLM's check: a /v1 request without the server's key gets 401."""
+        key = self.server.behaviour.api_key
+        if not key or not self.path.startswith("/v1"):
+            return False
+        if self.headers.get("Authorization") == f"Bearer {key}":
+            return False
+        self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))  # keep-alive
+        self._json(401, {"error": "Unauthorized"})
+        return True
+
     def do_GET(self) -> None:
         state, b = self.server.state, self.server.behaviour
+        if self._refused():
+            return
         if self.path == "/health":
             self._send(200 if time.monotonic() >= state.ready_at else 503, b"")
         elif self.path == "/v1/models":
@@ -227,6 +243,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": {"message": f"no route {self.path}"}})
 
     def do_POST(self) -> None:
+        if self._refused():
+            return
         if self.path != "/v1/chat/completions":
             self._json(404, {"error": {"message": f"no route {self.path}"}})
             return
@@ -414,6 +432,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         output=a.output, model=a.model, delay_s=a.delay, capacity=a.capacity, lockstep_s=a.lockstep, fail_on=_numbers(a.fail_on),
         fail_status=a.fail_status, length_on=_numbers(a.length_on),
         midstream_error_on=_numbers(a.midstream_error_on), die_on=a.die_on, die_marker=a.die_marker,
+        api_key=os.environ.get("VLLM_API_KEY") or None,
     )
     server = _Server((a.host, a.port), behaviour)
     server.state.ready_at = time.monotonic() + a.unhealthy_for

@@ -142,7 +142,8 @@ def test_unreachable_s3_is_one_line_exit_6(tmp_path: Path, pdf: Path) -> None:
 def test_missing_s3_credentials_say_which_settings(tmp_path: Path, pdf: Path,
                                                    s3_server: S3Server) -> None:
     bucket = s3_server.create_bucket()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    # none in the environment: AWS's nor the suite's own (tests/conftest.py)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "FOLIO_S3__"))}
     env.update({"AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
                 "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_DEFAULT_REGION": "us-east-1",
                 "AWS_EC2_METADATA_DISABLED": "true"})

@@ -185,7 +185,8 @@ def test_crashing_child_is_replaced_and_the_page_isolated(
     monkeypatch.setenv("FOLIO_TEST_CRASH_ON_PAGE", "3")
     preps = list(prepare_pages(_job(pdfs["six"], tmp_path, list(range(6)))))
     assert _indexes(preps) == list(range(6))
-    assert preps[3].error == "worker-crashed: page 3 killed the page worker (signal SIGABRT)"
+    assert preps[3].error is not None and preps[3].error.startswith(
+        "page-crashed: page 3 crashed the page worker (signal SIGABRT")
     assert [p.error for i, p in enumerate(preps) if i != 3] == [None] * 5
     assert preps[4].text_layer is not None and preps[4].text_layer.text.startswith("Page 5")
 
@@ -198,9 +199,9 @@ def test_restarts_are_bounded(
     preps = list(prepare_pages(_job(pdfs["six"], tmp_path, list(range(4)))))
     assert _indexes(preps) == [0, 1, 2, 3]
     assert preps[0].error is None
-    assert preps[1].error is not None and preps[1].error.startswith("worker-crashed: page 1")
+    assert preps[1].error is not None and preps[1].error.startswith("page-crashed: page 1")
     assert [p.error for p in preps[2:]] == [
-        "worker-crashed: not attempted after 1 page worker crashes"
+        "page-crashed: not attempted after 1 page worker crashes"
     ] * 2
 
 

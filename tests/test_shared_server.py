@@ -184,8 +184,10 @@ def test_killed_server_is_restarted_and_attached_runs_see_it(
         assert wait_for(lambda: not pid_alive(pid), 5)
         assert endpoint.wait_ready(15), "back after the restart"
         assert endpoint.generation == generation + 1 and endpoint.restarts == 1
-        assert endpoint.pid not in (None, pid) and probe_server(endpoint.base_url)[0]
-        reply = httpx.post(f"{endpoint.base_url}/chat/completions", timeout=5.0, json={
+        assert endpoint.pid not in (None, pid)
+        assert probe_server(endpoint.base_url, api_key=endpoint.api_key)[0]
+        reply = httpx.post(f"{endpoint.base_url}/chat/completions", timeout=5.0,
+                           headers={"Authorization": f"Bearer {endpoint.api_key}"}, json={
             "model": "fake-ocr", "messages": [{"role": "user", "content": "hi"}]})
         assert reply.status_code == 200
 

@@ -34,8 +34,8 @@ def corpus(s3_server: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str
         pdf = write_text_pdf(folder / f"doc-{i:02d}.pdf", report_pages(seed=500 + i, n=1))
         client.upload_file(str(pdf), bucket, f"in/batch {i % 3}/doc-{i:02d}.pdf")
     settings = {
+        # the keys come from the environment (tests/conftest.py), as a worker's do
         "s3.endpoint_url": s3_server.endpoint_url, "s3.region": "us-east-1",
-        "s3.access_key_id": "test", "s3.secret_access_key": "test",
         "work_dir": str(tmp_path_factory.mktemp("work")),
         "validation.enabled": False,  # the sweep is under test here, not Great Expectations
     }

@@ -172,7 +172,10 @@ def test_runner_owns_the_server_for_the_flow_run(prefect: None, page: PagePrep) 
     @task
     def ocr(i: int) -> dict[str, Any]:
         endpoint = served_endpoint()
-        assert probe_server(endpoint.base_url)[0], "healthy before tasks"
+        api_key = getattr(endpoint, "api_key", None)
+        assert api_key, "the server the runner starts requires a key"
+        assert not probe_server(endpoint.base_url)[0], "refused without its key"
+        assert probe_server(endpoint.base_url, api_key=api_key)[0], "healthy before tasks"
         out = OpenAIEngine.from_config(config_for_runner()).recognize(page, 0)
         return {"pid": endpoint.pid, "blocks": len(out.blocks)}
 

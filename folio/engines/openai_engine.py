@@ -154,6 +154,8 @@ class OpenAIEngine:
             None if self._dispatch is not None
             else shared() if callable(shared)
             else endpoint_semaphore(self.endpoint.base_url, self.endpoint.in_flight))
+        # a server folio started requires its own key (folio.gpu.shared_server)
+        api_key = api_key or getattr(self.endpoint, "api_key", None)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         connections = sum(e.in_flight for e in members) + 4
         # requests take the clients in turn; each may open every connection (the semaphore,

@@ -35,6 +35,7 @@ from folio.errors import (
 )
 from folio.models import Attempt, BBox, Block, Label, PagePrep, WordBox
 from folio.quality import weighted_mean
+from folio.security.redaction import child_env
 
 #: a short paragraph whose lines are all this much taller than the page's median line is a
 #: header (a 20pt title over 11pt body text measures about 1.8; body lines about 1.0)
@@ -61,7 +62,7 @@ def _run(cmd: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
     Tesseract may start helper threads or, via wrappers, child processes; killing only the
     direct child could leave them running, so the group is killed.
     """
-    env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
+    env = child_env(OMP_THREAD_LIMIT="1")
     try:
         proc = subprocess.Popen(
             cmd,

@@ -16,7 +16,7 @@ import httpx
 
 from folio.io.tls import ssl_context
 
-__all__ = ["free_port", "parse_prometheus", "probe_server", "read_metrics"]
+__all__ = ["auth_headers", "free_port", "parse_prometheus", "probe_server", "read_metrics"]
 
 _PROM_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEnaNIf]+)")
 
@@ -49,11 +49,19 @@ def _root(base_url: str) -> str:
     return base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url.rstrip("/")
 
 
-def probe_server(base_url: str, timeout_s: float = 2.0) -> tuple[bool, str | None]:
-    """(healthy, first served model id): ``/health`` 200 and ``/v1/models`` answers."""
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    """The bearer header a server started with an API key requires."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def probe_server(base_url: str, timeout_s: float = 2.0,
+                 api_key: str | None = None) -> tuple[bool, str | None]:
+    """(healthy, first served model id): ``/health`` 200 and ``/v1/models`` answers (with
+    ``api_key``, as a server folio started requires)."""
     root = _root(base_url)
     try:
-        with httpx.Client(timeout=timeout_s, verify=ssl_context()) as client:
+        with httpx.Client(timeout=timeout_s, verify=ssl_context(),
+                          headers=auth_headers(api_key)) as client:
             health = client.get(f"{root}/health")
             if health.status_code != 200:
                 return False, None
@@ -67,14 +75,16 @@ def probe_server(base_url: str, timeout_s: float = 2.0) -> tuple[bool, str | Non
 
 
 def read_metrics(base_url: str, timeout_s: float = 2.0,
-                 client: httpx.Client | None = None) -> dict[str, float]:
+                 client: httpx.Client | None = None,
+                 api_key: str | None = None) -> dict[str, float]:
     """vLLM's gauges from ``/metrics``; ``running``/``waiting``/``kv_cache_usage`` added
     as short names. Empty when the endpoint has no metrics. Callers that poll pass a
     ``client``: a new one per call builds an SSL context each time (about 20 ms of CPU)."""
     try:
         url = f"{_root(base_url)}/metrics"
         response = (client.get(url, timeout=timeout_s) if client is not None
-                    else httpx.get(url, timeout=timeout_s, verify=ssl_context()))
+                    else httpx.get(url, timeout=timeout_s, verify=ssl_context(),
+                                   headers=auth_headers(api_key)))
     except httpx.HTTPError:
         return {}
     if response.status_code != 200:

@@ -34,6 +34,7 @@ from folio.gpu.shared_server import (
     ServerFiles,
     SharedServerSpec,
     SharedState,
+    api_key,
     flocked,
     pid_alive,
     proc_start_time,
@@ -74,7 +75,7 @@ class Supervisor:
             log_path=self.files.server_log(spec.log_dir),
             served_model_name=spec.served_model_name, in_flight=spec.in_flight,
             startup_timeout_s=spec.startup_timeout_s, max_restarts=spec.max_restarts,
-            health_interval_s=spec.health_interval_s,
+            health_interval_s=spec.health_interval_s, api_key=api_key(state_dir),
         )
         self.stop_requested = threading.Event()
         self.start_error: str | None = None

@@ -19,6 +19,14 @@ Files under ``state_dir``, per server identity ``key`` (:meth:`SharedServerSpec.
     <key>.leases/<pid>-<uuid>   one per attached process
     <key>.slots/slot-N    the cross-process in-flight bound (:class:`SlotSemaphore`)
     <key>.supervisor.log, vllm-<key>.log
+    api-key               the API key every server of this folder requires (0600)
+
+Safe on a shared host (docs/security.md): the folder is this user's alone (created 0700;
+owner, type and mode checked on every :func:`acquire`, which refuses another user's), a
+supervisor is attached to only when its process is this user's, and each server requires
+the folder's API key (``VLLM_API_KEY`` in its environment, never on its command line), which
+only this user can read: another local user can neither point runs at a server of theirs
+nor send pages to folio's.
 
 Example:
     >>> spec = SharedServerSpec(command=["vllm", "serve", "/m", "--port", "{port}"])
@@ -34,7 +42,6 @@ import logging
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -45,7 +52,9 @@ from pydantic import BaseModel, Field
 from folio.errors import EngineUnavailableError
 from folio.gpu.inflight_slots import SlotSemaphore, slot_semaphore
 from folio.gpu.server_probe import probe_server, read_metrics
-from folio.process_files import flocked, pid_alive, proc_start_time, write_atomic
+from folio.process_files import flocked, pid_alive, pid_owned, proc_start_time, write_atomic
+from folio.security.private_dir import ensure_private_dir, read_or_make_secret
+from folio.security.redaction import child_env
 
 log = logging.getLogger(__name__)
 
@@ -125,10 +134,33 @@ class ServerFiles:
 
 
 def default_state_dir() -> Path:
-    """``$FOLIO_SERVER_STATE_DIR``, else a per-user folder in the temp dir: every process
-    of a host must agree on it, so it depends on nothing per run."""
+    """``$FOLIO_SERVER_STATE_DIR``, else ``$XDG_RUNTIME_DIR/folio-servers`` (a folder only
+    this user can reach, emptied at logout), else ``~/.folio/servers``. Never a name under
+    the shared temp dir, which another user could create first. Every process of the user
+    must agree on it, so it depends on nothing per run."""
     env = os.environ.get("FOLIO_SERVER_STATE_DIR")
-    return Path(env) if env else Path(tempfile.gettempdir()) / f"folio-servers-{os.getuid()}"
+    if env:
+        return Path(env)
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and Path(runtime).is_absolute() and _owned_private(Path(runtime)):
+        return Path(runtime) / "folio-servers"
+    return Path.home() / ".folio" / "servers"
+
+
+def _owned_private(path: Path) -> bool:
+    try:
+        info = path.lstat()
+    except OSError:
+        return False
+    return path.is_dir() and not path.is_symlink() and info.st_uid == os.geteuid() \
+        and not info.st_mode & 0o077
+
+
+def api_key(state_dir: Path) -> str:
+    """The API key the servers of ``state_dir`` require (made on first use, 0600)."""
+    ensure_private_dir(state_dir)
+    with flocked(Path(state_dir) / "api-key.lock"):
+        return read_or_make_secret(Path(state_dir) / "api-key")
 
 
 # --- processes ---------------------------------------------------------------------------------
@@ -168,6 +200,8 @@ def read_lease(path: Path) -> tuple[int | None, int | None]:
 
 # --- acquire -------------------------------------------------------------------------------------
 
+#: secrets a model server may need (a gated model's download)
+_SERVER_SECRETS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 _SPAWNED: list[subprocess.Popen[bytes]] = []  # supervisors this process started (to reap them)
 
 
@@ -181,10 +215,12 @@ def acquire(spec: SharedServerSpec, *, state_dir: Path, owner_pid: int) -> Share
     the server cannot idle out in between. Then this waits (not holding the lock) until the
     server is ready, at most ``startup_timeout_s`` (plus a little).
 
-    Raises EngineUnavailableError, with the server log's tail, when it fails or times out.
+    Raises EngineUnavailableError, with the server log's tail, when it fails or times out;
+    InsecureLocationError (a ConfigError) when ``state_dir`` is not this user's private
+    folder (another user may have made it to take the server over).
     """
-    state_dir = Path(state_dir)
-    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    state_dir = ensure_private_dir(Path(state_dir))
+    api_key(state_dir)  # made before any supervisor starts, which reads it
     files = ServerFiles(state_dir, spec.key())
     files.leases.mkdir(exist_ok=True)
     _SPAWNED[:] = [p for p in _SPAWNED if p.poll() is None]
@@ -192,8 +228,10 @@ def acquire(spec: SharedServerSpec, *, state_dir: Path, owner_pid: int) -> Share
     while True:
         with flocked(files.lock):
             current = read_state(files.state)
+            # another user's process is never our supervisor, whatever the file says
             supervisor_up = current is not None and pid_alive(
-                current.supervisor_pid, current.supervisor_start)
+                current.supervisor_pid, current.supervisor_start) and pid_owned(
+                current.supervisor_pid)
             if current is None or not supervisor_up:
                 current = _spawn_supervisor(spec, files, owner_pid)
                 lease = _make_lease(files)
@@ -226,7 +264,8 @@ def _spawn_supervisor(spec: SharedServerSpec, files: ServerFiles, owner_pid: int
     with files.supervisor_log.open("ab") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True, close_fds=True, cwd=files.dir,
-                                env={**os.environ, "PYTHONPATH": path})
+                                # no secret of the run lives on in it for idle minutes
+                                env=child_env(keep=_SERVER_SECRETS, PYTHONPATH=path))
     _SPAWNED.append(proc)
     now = time.time()
     state = SharedState(
@@ -264,6 +303,7 @@ class SharedEndpoint:
         self._last = state
         self._base_url = state.base_url
         self._served_model_name = state.served_model_name
+        self._api_key = api_key(files.dir)
         self._released = False
 
     # --- Endpoint ------------------------------------------------------------------------------
@@ -284,6 +324,11 @@ class SharedEndpoint:
     def in_flight(self) -> int:
         return self._last.in_flight
 
+    @property
+    def api_key(self) -> str:
+        """The key the server requires (the OCR client sends it)."""
+        return self._api_key
+
     def wait_ready(self, timeout_s: float) -> bool:
         """True once the supervisor says ready, the server pid it names is alive and the
         server answers ``/health`` and ``/v1/models``; blocks through a restart. False
@@ -297,7 +342,8 @@ class SharedEndpoint:
             # the pid check: a dead server still "ready" in the file is a restart not yet seen
             if state.state == "ready" and state.base_url and pid_alive(state.server_pid):
                 remaining = deadline - time.monotonic()
-                ok, model = probe_server(state.base_url, timeout_s=min(2.0, max(0.2, remaining)))
+                ok, model = probe_server(state.base_url, timeout_s=min(2.0, max(0.2, remaining)),
+                                         api_key=self._api_key)
                 if ok:
                     self._base_url = state.base_url
                     self._served_model_name = self._served_model_name or model
@@ -348,7 +394,7 @@ class SharedEndpoint:
         return Path(self._last.log_path) if self._last.log_path else None
 
     def metrics(self) -> dict[str, float]:
-        return read_metrics(self.base_url)
+        return read_metrics(self.base_url, api_key=self._api_key)
 
     def semaphore(self) -> SlotSemaphore:
         """The in-flight bound shared by every process attached to this server."""

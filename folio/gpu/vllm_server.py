@@ -34,6 +34,7 @@ from typing import IO, TYPE_CHECKING, Protocol, Self
 
 from folio.errors import EngineUnavailableError
 from folio.gpu.server_probe import free_port, probe_server, read_metrics
+from folio.security.redaction import child_env
 
 if TYPE_CHECKING:
     from folio.config import OcrSettings
@@ -204,8 +205,12 @@ class VLLMServer:
         health_interval_s: float = 1.0,
         unhealthy_after_s: float = 60.0,
         stop_timeout_s: float = 30.0,
+        api_key: str | None = None,
     ) -> None:
         self.host = host
+        #: required by the server (``VLLM_API_KEY`` in its environment: not on its command
+        #: line, which every local user can read) and sent by every probe and client
+        self.api_key = api_key
         self.port = port or free_port(host)
         self.command = [  # not str.format: JSON arguments are full of braces
             part.replace("{host}", host).replace("{port}", str(self.port)) for part in command
@@ -302,7 +307,7 @@ class VLLMServer:
 
     def metrics(self) -> dict[str, float]:
         """Queue depth and KV cache use from ``/metrics`` (see :func:`read_metrics`)."""
-        return read_metrics(self.base_url)
+        return read_metrics(self.base_url, api_key=self.api_key)
 
     def log_tail(self, lines: int = 40) -> str:
         try:
@@ -344,7 +349,8 @@ class VLLMServer:
             while not self._stopping.wait(self.health_interval_s):
                 proc = self._proc
                 if proc is not None and not _gone(proc):
-                    if probe_server(self.base_url, timeout_s=min(5.0, self.unhealthy_after_s))[0]:
+                    if probe_server(self.base_url, timeout_s=min(5.0, self.unhealthy_after_s),
+                                    api_key=self.api_key)[0]:
                         last_ok = time.monotonic()
                         continue
                     if time.monotonic() - last_ok < self.unhealthy_after_s:
@@ -388,7 +394,7 @@ class VLLMServer:
             if code is not None:
                 self._fail(f"process exited with code {code} during start-up (log: {self.log_path})")
                 return False
-            ok, model = probe_server(self.base_url)
+            ok, model = probe_server(self.base_url, api_key=self.api_key)
             if ok:
                 self._served_model_name = self._served_model_name or model
                 self.generation += 1
@@ -411,7 +417,10 @@ class VLLMServer:
         argv = list(self.command)
         if sys.platform.startswith("linux"):
             argv = [sys.executable, "-S", "-c", _LAUNCHER, str(os.getpid()), *argv]
-        env = {**os.environ, **self.env}
+        # the run's secrets stay out of a server that outlives it (docs/security.md)
+        env = {**child_env(keep=("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")), **self.env}
+        if self.api_key:
+            env["VLLM_API_KEY"] = self.api_key
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=self._log_fh, stderr=subprocess.STDOUT,
             env=env, start_new_session=True, close_fds=True,

@@ -97,6 +97,22 @@ class LocalSink:
     def _path(self, relpath: str) -> Path:
         return self.root / check_relpath(relpath)
 
+    def _no_links(self, path: Path) -> None:
+        """Refuse to write through a symbolic link inside the output folder: one planted
+        there (``out/docs -> /home/someone/.ssh``) would take folio's writes elsewhere.
+        The output folder itself may be a link (the user named it); the file's own name
+        is replaced, never followed (``os.replace``).
+
+        Raises:
+            StorageError: a folder between the output folder and ``path`` is a link.
+        """
+        current = self.root
+        for part in path.relative_to(self.root).parts[:-1]:
+            current = current / part
+            if current.is_symlink():
+                raise StorageError(f"write {path}: {current} is a symbolic link inside the "
+                                   "output folder; folio does not write through links there")
+
     def _temp_copy(self, path: Path, data: bytes) -> Path:
         """A fully written, fsynced temp file next to ``path`` (same file system).
 
@@ -104,6 +120,7 @@ class LocalSink:
         ``mkstemp``'s 0600 went with the rename into every output, which the service
         serving document.md and pages.jsonl then could not read.
         """
+        self._no_links(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         while True:
             tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")

@@ -2,7 +2,11 @@
 
 Safety rules, all enforced here: ``-dSAFER`` always, an argument list (never a shell), a
 private temp directory per call (also gs's own ``TMPDIR``), its own process group killed
-whole on timeout, output written next to ``dst`` and moved into place only when valid.
+whole on timeout, an address-space cap (``RLIMIT_AS``, ``limits.ghostscript_memory_mb``),
+output written next to ``dst`` (0600: a decrypted copy is as secret as the password) and
+moved into place only when valid. The PDF password reaches gs in an argument file
+(``@file``, 0600, in the private temp directory), never on its command line, which
+every local user can read in ``ps``; gs inherits none of the run's secrets.
 
 Ghostscript 10.0 exits 0 for some failures (a missing or wrong password, zero pages
 processed), so its messages are read as well as its exit status.
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -20,8 +25,15 @@ import time
 from functools import lru_cache
 from pathlib import Path
 
-from folio.errors import ConfigError, EncryptedPdfError, MalformedPdfError, TimeoutExpired
+from folio.errors import (
+    ConfigError,
+    EncryptedPdfError,
+    MalformedPdfError,
+    ResourceLimitError,
+    TimeoutExpired,
+)
 from folio.models import CompressionInfo
+from folio.security.redaction import child_env
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +48,16 @@ _PASSWORD_FLAG = "-sPDFPassword="
 #: gs says these on stdout/stderr; the first two can come with exit status 0
 _PASSWORD_MARKERS = ("requires a password", "Password did not work", "Cannot decrypt")
 _NO_PAGES_MARKER = "No pages will be processed"
+#: gs says this when an allocation fails (under the address-space cap)
+_MEMORY_MARKERS = ("VMerror", "out of memory", "Out of memory")
+#: the default address-space cap (limits.ghostscript_memory_mb)
+DEFAULT_MEMORY_MB = 2048
 _TAIL_LINES = 8
 
 
 def compress(
-    src: Path, dst: Path, *, image_dpi: float, timeout_s: float, password: str | None = None
+    src: Path, dst: Path, *, image_dpi: float, timeout_s: float, password: str | None = None,
+    memory_mb: int = DEFAULT_MEMORY_MB,
 ) -> CompressionInfo:
     """Rewrite ``src`` to ``dst`` with images downsampled to ``image_dpi``; text stays text.
 
@@ -67,7 +84,7 @@ def compress(
         *_downsample_args("Mono", "Subsample", dpi),
     ]
     started = time.monotonic()
-    _run_pdfwrite(src, dst, options, timeout_s=timeout_s, password=password)
+    _run_pdfwrite(src, dst, options, timeout_s=timeout_s, password=password, memory_mb=memory_mb)
     return CompressionInfo(
         original_bytes=src.stat().st_size,
         compressed_bytes=dst.stat().st_size,
@@ -77,7 +94,8 @@ def compress(
     )
 
 
-def repair(src: Path, dst: Path, *, timeout_s: float, password: str | None = None) -> Path:
+def repair(src: Path, dst: Path, *, timeout_s: float, password: str | None = None,
+           memory_mb: int = DEFAULT_MEMORY_MB) -> Path:
     """Rewrite a damaged PDF with pdfwrite; Ghostscript recovers many files pdfium rejects.
 
     The result may lack what Ghostscript could not read: re-probe it for its page count.
@@ -87,7 +105,7 @@ def repair(src: Path, dst: Path, *, timeout_s: float, password: str | None = Non
         EncryptedPdfError: a password is needed or the one given is wrong.
         TimeoutExpired: it ran longer than ``timeout_s``.
     """
-    _run_pdfwrite(src, dst, [], timeout_s=timeout_s, password=password)
+    _run_pdfwrite(src, dst, [], timeout_s=timeout_s, password=password, memory_mb=memory_mb)
     return dst
 
 
@@ -116,7 +134,8 @@ def _downsample_args(kind: str, method: str, dpi: str) -> list[str]:
 
 
 def _run_pdfwrite(
-    src: Path, dst: Path, options: list[str], *, timeout_s: float, password: str | None
+    src: Path, dst: Path, options: list[str], *, timeout_s: float, password: str | None,
+    memory_mb: int = DEFAULT_MEMORY_MB,
 ) -> None:
     """Run gs into a private temp dir beside ``dst``; move the output in when it is valid.
 
@@ -129,19 +148,42 @@ def _run_pdfwrite(
         out = Path(tmp) / "out.pdf"
         argv = [gs_binary(), *_BASE_ARGS, *options]
         if password:
-            argv.append(_PASSWORD_FLAG + password)
+            argv.append("@" + str(_password_file(Path(tmp), password)))
         # "%" in OutputFile is a page-number template; an absolute path never looks like
         # an option or an @argument-file
         argv += [f"-sOutputFile={str(out).replace('%', '%%')}", "-f", str(src.resolve())]
-        env = {**os.environ, "TMPDIR": tmp, "TEMP": tmp, "TMP": tmp}
-        log.debug("running %s", _redact(argv, password))
-        returncode, output = _run(argv, env=env, cwd=tmp, timeout_s=timeout_s)
-        _check(returncode, _redact_text(output, password), out)
+        env = child_env(TMPDIR=tmp, TEMP=tmp, TMP=tmp)
+        log.debug("running %s", argv)
+        returncode, output = _run(argv, env=env, cwd=tmp, timeout_s=timeout_s,
+                                  memory_mb=memory_mb)
+        _check(returncode, _redact_text(output, password), out, memory_mb)
+        os.chmod(out, 0o600)
         os.replace(out, dst)
 
 
-def _run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float) -> tuple[int, str]:
-    """Run in a process group of its own; on timeout kill the whole group, not just gs."""
+def _password_file(tmp: Path, password: str) -> Path:
+    """The password as a gs argument file (0600, in the private temp dir). gs reads a
+    quoted value in it with ``\\"`` for a quote and every other character as it is.
+
+    Raises:
+        EncryptedPdfError: the password has a character gs cannot take this way (a line
+            break, a NUL, or a backslash before a quote or at its end).
+    """
+    if any(c in password for c in "\n\r\0") or password.endswith("\\") or '\\"' in password:
+        raise EncryptedPdfError("the password has a line break, a NUL or a backslash before "
+                                "a quote: Ghostscript cannot be given it safely")
+    path = tmp / "password.args"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(_PASSWORD_FLAG + '"' + password.replace('"', '\\"') + '"\n')
+    return path
+
+
+def _run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float,
+         memory_mb: int = DEFAULT_MEMORY_MB) -> tuple[int, str]:
+    """Run in a process group of its own; on timeout kill the whole group, not just gs.
+    The address-space cap is set on the child right after it starts (``prlimit``: a
+    ``preexec_fn`` is unsafe in a process with threads), before gs has read its input."""
     proc = subprocess.Popen(
         argv,
         stdin=subprocess.DEVNULL,
@@ -151,6 +193,12 @@ def _run(argv: list[str], *, env: dict[str, str], cwd: str, timeout_s: float) ->
         cwd=cwd,
         process_group=0,  # its own group, the caller's session: see folio/pdf/zygote.py
     )
+    try:
+        limit = memory_mb * 1024 * 1024
+        resource.prlimit(proc.pid, resource.RLIMIT_AS, (limit, limit))
+        resource.prlimit(proc.pid, resource.RLIMIT_CORE, (0, 0))
+    except (ProcessLookupError, PermissionError, ValueError, OSError):
+        pass  # it ended already (its status says how)
     try:
         output, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -167,10 +215,16 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     proc.communicate()
 
 
-def _check(returncode: int, output: str, out: Path) -> None:
+def _check(returncode: int, output: str, out: Path,
+           memory_mb: int = DEFAULT_MEMORY_MB) -> None:
     tail = " | ".join(line.strip() for line in output.strip().splitlines()[-_TAIL_LINES:])
     if any(marker in output for marker in _PASSWORD_MARKERS):
         raise EncryptedPdfError(f"ghostscript: {tail}")
+    crashed = returncode < 0 and -returncode in (signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS)
+    if returncode != 0 and (crashed or any(m in output for m in _MEMORY_MARKERS)):
+        raise ResourceLimitError(
+            f"ghostscript stopped at its {memory_mb} MB memory limit "
+            f"(limits.ghostscript_memory_mb; exit {returncode}): {tail or 'no message'}")
     if returncode != 0:
         raise MalformedPdfError(f"ghostscript failed (exit {returncode}): {tail}")
     if _NO_PAGES_MARKER in output:  # gs exits 0 here: "exit 0" in a reason misled
@@ -188,13 +242,6 @@ def _looks_like_pdf(path: Path) -> bool:
         handle.seek(max(0, path.stat().st_size - 1024))
         tail = handle.read()
     return head.startswith(b"%PDF-") and b"%%EOF" in tail
-
-
-def _redact(argv: list[str], password: str | None) -> list[str]:
-    return [
-        _PASSWORD_FLAG + "***" if password and arg.startswith(_PASSWORD_FLAG) else arg
-        for arg in argv
-    ]
 
 
 def _redact_text(text: str, password: str | None) -> str:

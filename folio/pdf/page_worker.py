@@ -35,12 +35,15 @@ from folio.errors import (
     FolioError,
     MalformedPdfError,
     NotAPdfError,
+    PageCrashedError,
+    ResourceLimitError,
     TimeoutExpired,
     WorkerCrashedError,
 )
 from folio.models import PagePrep
 from folio.pdf import zygote
 from folio.pdf.worker_protocol import REVEAL, PdfInfo, WorkerJob, WorkerMessage, WorkerRequest
+from folio.security.redaction import child_env
 
 __all__ = ["MAX_RESTARTS", "PdfInfo", "WorkerJob", "prepare_pages", "probe"]
 
@@ -48,6 +51,25 @@ log = logging.getLogger(__name__)
 
 #: children started again after a crash, per :func:`prepare_pages` call
 MAX_RESTARTS = 3
+#: signals a page brings on itself: pdfium aborting or faulting (under the memory cap, or
+#: on a hostile page); SIGXCPU is the per-page CPU limit. SIGKILL comes from outside (the
+#: kernel's OOM killer, a person) and stays a retryable crash.
+_FAULT_SIGNALS = frozenset({"SIGABRT", "SIGSEGV", "SIGBUS", "SIGILL", "SIGTRAP", "SIGFPE"})
+
+
+def crash_reason(page: int, status: str, job: WorkerJob) -> str:
+    """Why ``page`` ended the page worker that ``status`` describes: the input's fault
+    (``resource-limit``, ``page-crashed``: not retried) when folio's own limits or a
+    fault on the page ended it, else a retryable ``worker-crashed``."""
+    signame = status.removeprefix("signal ") if status.startswith("signal ") else None
+    if signame == "SIGXCPU":
+        return (f"{ResourceLimitError.code}: page {page} took more than {job.page_cpu_s:g} CPU "
+                "seconds to render (limits.page_cpu_s)")
+    if signame in _FAULT_SIGNALS:
+        return (f"{PageCrashedError.code}: page {page} crashed the page worker ({status}; "
+                f"a hostile page, or one over the {job.memory_mb} MB memory limit, "
+                "limits.worker_memory_mb)")
+    return f"worker-crashed: page {page} killed the page worker ({status})"
 _READ_CHUNK = 1 << 16
 _STDERR_TAIL = 2000
 _ERROR_CLASSES: dict[str, type[FolioError]] = {
@@ -73,6 +95,7 @@ def prepare_pages(job: WorkerJob) -> Generator[PagePrep, None, None]:
     pending = deque(job.pages)
     budget = _Budget(job.timeout_s)
     crashes = 0
+    inputs_fault = True  # every crash so far was the pages' own (crash_reason)
     while pending:
         with _Child("pages", job.model_copy(update={"pages": list(pending)})) as child:
             try:
@@ -91,11 +114,13 @@ def prepare_pages(job: WorkerJob) -> Generator[PagePrep, None, None]:
         crashes += 1
         victim = pending.popleft()
         log.warning("page %d killed the page worker (%s): %s", victim, status, stderr_tail)
-        yield PagePrep(
-            index=victim, error=f"worker-crashed: page {victim} killed the page worker ({status})"
-        )
+        reason = crash_reason(victim, status, job)
+        inputs_fault = inputs_fault and not reason.startswith("worker-crashed")
+        yield PagePrep(index=victim, error=reason)
         if crashes > MAX_RESTARTS:
-            reason = f"worker-crashed: not attempted after {crashes} page worker crashes"
+            # pages of a document that crashed the worker this often would do it again
+            code = PageCrashedError.code if inputs_fault else "worker-crashed"
+            reason = f"{code}: not attempted after {crashes} page worker crashes"
             yield from (PagePrep(index=index, error=reason) for index in pending)
             return
 
@@ -182,6 +207,7 @@ class _Child:
         else:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "folio.pdf.worker_child", op],
+                env=child_env(),  # the password comes on stdin, no other secret at all
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._stderr,

@@ -74,6 +74,22 @@ def run(op: str, raw: bytes) -> int:
     return 0
 
 
+def _limit_cpu(page_cpu_s: float | None) -> None:
+    """Let the next page use ``page_cpu_s`` more CPU seconds than this process has used so
+    far: over it the kernel sends SIGXCPU, which ends the child, and the parent reports
+    the page as ``resource-limit`` (folio.pdf.page_worker). The soft limit only: the hard
+    one stays, so the next page can raise it again."""
+    if page_cpu_s is None:
+        return
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    used = usage.ru_utime + usage.ru_stime
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    soft = int(used + page_cpu_s) + 1
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
+
 def _limit_memory(memory_mb: int) -> None:
     """Cap the address space (a huge render fails here, not in the OOM killer) and
     disable core dumps (a crash on a hostile file must not write gigabytes)."""
@@ -140,6 +156,7 @@ def _run_pages(job: WorkerJob) -> None:
             page_count = len(doc)
             _emit(WorkerMessage(ready=page_count))
             for index in job.pages:
+                _limit_cpu(job.page_cpu_s)
                 _test_hooks(index)
                 _emit(WorkerMessage(page=_prepare_page(doc, index, page_count, job, text_doc)))
         finally:

@@ -57,6 +57,9 @@ class WorkerJob(WorkerRequest):
     timeout_s: float = Field(
         900.0, gt=0, description="time spent waiting on children (not on the consumer)"
     )
+    page_cpu_s: float | None = Field(
+        None, gt=0, description="CPU seconds one page may take in the child (RLIMIT_CPU, "
+        "raised page by page); a page over it ends the child with SIGXCPU")
     layout: LayoutSettings | None = Field(
         None, description="detect layout regions on every non-blank page with these "
         "settings (PagePrep.layout); None: no detection")

@@ -56,6 +56,7 @@ from collections.abc import Callable
 from typing import IO, NoReturn
 
 from folio.cpu_priority import lower_this_process, lower_this_session
+from folio.security.redaction import child_env
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,7 @@ class Zygote:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "folio.pdf.zygote", str(theirs.fileno()), str(nice)],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                env=child_env(),  # the run's secrets stay in the run (the password: stdin)
                 # either way a Ctrl-C to the parent's group is the parent's to handle; a
                 # session of its own when its autogroup is to yield (module docstring)
                 **({"start_new_session": True} if nice > 0 else {"process_group": 0}),

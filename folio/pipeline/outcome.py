@@ -6,6 +6,7 @@ import logging
 
 from folio.errors import FolioError, TransientError
 from folio.models import DocumentOutcome, DocumentResult, PageOutcome, PagePrep, PageResult
+from folio.security.redaction import redact_uri
 
 log = logging.getLogger(__name__)
 
@@ -19,6 +20,9 @@ def quarantine(doc: DocumentResult, err: BaseException) -> DocumentResult:
         log.exception("internal error on %s", doc.source)
         doc.reason = f"internal: {type(err).__name__}: {err}"
         doc.retryable = True
+    # the reason goes to document.json, the report and the UI: a DSN or endpoint an
+    # error message quotes keeps its user, not its password
+    doc.reason = redact_uri(doc.reason)
     doc.outcome = DocumentOutcome.QUARANTINED
     for page in doc.pages:  # pages already known keep their index; none is dropped
         if page.outcome is PageOutcome.QUARANTINED and not page.reason:

@@ -50,6 +50,7 @@ def worker_jobs(prep: PreparedDocument, config: PipelineConfig) -> list[WorkerJo
             memory_mb=config.limits.worker_memory_mb,
             nice=config.limits.worker_nice,
             timeout_s=config.limits.document_timeout_s,
+            page_cpu_s=config.limits.page_cpu_s,
             layout=config.active_layout(),
             # a CPU OCR engine reads small text better from a finer render
             ocr_resolution=config.ocr.engine in CPU_OCR_ENGINES,

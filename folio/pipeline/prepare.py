@@ -21,6 +21,7 @@ from folio.models import DocumentOutcome, DocumentResult
 from folio.pipeline.limits import ghostscript_workers
 from folio.pipeline.outcome import quarantine
 from folio.pipeline.services import Services
+from folio.security import work_dirs
 
 if TYPE_CHECKING:
     from folio.io.sinks import Sink
@@ -79,8 +80,7 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
             answered = _answered_before(ref, doc, services, started)
             if answered is not None:
                 return answered
-        work_dir = Path(config.work_dir) / f"{time.time_ns()}-{threading.get_ident()}"
-        work_dir.mkdir(parents=True, exist_ok=True)
+        work_dir = work_dirs.make(Path(config.work_dir))  # private; swept if the run is killed
         local = fetch(ref, work_dir, config.s3)
         doc.sha256 = sha256_file(local)
         doc.doc_id = doc.sha256[:32]
@@ -166,6 +166,7 @@ def _probe_or_repair(
         try:
             ghostscript.repair(
                 local, repaired, timeout_s=limits.ghostscript_timeout_s,
+                memory_mb=limits.ghostscript_memory_mb,
                 password=password.get_secret_value() if password else None,
             )
             info = probe(repaired, None, limits.ghostscript_timeout_s, limits.worker_memory_mb,
@@ -232,7 +233,7 @@ def _maybe_compress(
         with ghostscript_slots(ghostscript_workers(config)):
             comp = ghostscript.compress(
                 pdf, out, image_dpi=compression_dpi(info.max_page_pt, config),
-                timeout_s=limits.ghostscript_timeout_s,
+                timeout_s=limits.ghostscript_timeout_s, memory_mb=limits.ghostscript_memory_mb,
                 password=config.password.get_secret_value() if config.password else None,
             )
     except FolioError as err:  # compression is an optimisation: never fail the document

@@ -32,8 +32,11 @@ class Services:
     """
 
     def __init__(self, config: PipelineConfig, out: str) -> None:
+        from folio.security import work_dirs
+
         self.config = config
         self.out = out
+        work_dirs.sweep(config.work_dir)  # what a killed run left (a decrypted copy, too)
         self.sink: Sink = open_sink(out, config.s3)
         self._lock = threading.Lock()
         self._engines: dict[str, OcrEngine] = {}

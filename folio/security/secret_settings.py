@@ -1,0 +1,76 @@
+"""Settings that hold secrets, taken out of a run's parameters.
+
+Why: ``folio ingest --set password=...`` (or ``ocr.api_key``, ``s3.secret_access_key``,
+a ``store.uri`` DSN with its password, an ``ocr.endpoint`` with ``user:token@``) used to
+become a flow-run parameter, which Prefect stores in its database and shows in the UI
+and its API. The CLI runs the flow in its own process, so it hands such a setting over
+as the ``FOLIO_*`` variable the flow's settings read anyway (:func:`split`); a request
+that reaches a flow with one (a UI run, a trigger) is refused (:func:`refuse`): a worker
+reads its secrets from its own environment.
+
+Example:
+    >>> public, env = split({"render.max_dpi": 200, "password": "pw",
+    ...                      "store.uri": "postgresql://u:pw@db/rag"})
+    >>> public, sorted(env)
+    ({'render.max_dpi': 200}, ['FOLIO_PASSWORD', 'FOLIO_PG_DSN'])
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from folio.errors import ConfigError
+from folio.security.redaction import SECRET_SETTINGS, redact_uri, secret_env_name
+
+__all__ = ["holds_secret", "refuse", "split"]
+
+#: the variable a PostgreSQL DSN is read from (folio.stores.PG_DSN_ENV)
+_PG_DSN_ENV = "FOLIO_PG_DSN"
+
+
+def holds_secret(key: str, value: Any) -> bool:
+    """Whether the setting ``key`` (dotted) with ``value`` carries a secret: a secret
+    setting, or a value with credentials in it (a URL's password, a libpq password)."""
+    if key in SECRET_SETTINGS:
+        return value is not None
+    if isinstance(value, dict):
+        return any(holds_secret(f"{key}.{k}", v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(holds_secret(key, v) for v in value)
+    return isinstance(value, str) and redact_uri(value) != value
+
+
+def split(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """(the settings without secrets, the environment variables that carry them)."""
+    public: dict[str, Any] = {}
+    env: dict[str, str] = {}
+    for key, value in settings.items():
+        if not holds_secret(key, value):
+            public[key] = value
+        elif key == "store.uri" and isinstance(value, str) and _is_dsn(value):
+            env[_PG_DSN_ENV] = value
+        elif isinstance(value, (dict, list)):
+            env[secret_env_name(key)] = json.dumps(value)
+        else:
+            env[secret_env_name(key)] = str(value)
+    return public, env
+
+
+def refuse(settings: dict[str, Any]) -> None:
+    """Raise :class:`ConfigError` naming the first setting that carries a secret.
+
+    Raises:
+        ConfigError: a secret would become a parameter Prefect stores and shows.
+    """
+    for key, value in settings.items():
+        if holds_secret(key, value):
+            raise ConfigError(
+                f"setting {key} carries a secret, and a run's settings are stored by Prefect "
+                f"and shown in its UI: give it to the worker in its environment "
+                f"({secret_env_name(key) if key != 'store.uri' else _PG_DSN_ENV}) instead")
+
+
+def _is_dsn(value: str) -> bool:
+    scheme = value.partition("://")[0].lower()
+    return scheme in ("postgresql", "postgres") or "password=" in value.lower()
