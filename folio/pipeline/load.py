@@ -1,4 +1,9 @@
-"""Stage 4: outputs, chunks and vectors; the document is recorded as done last of all."""
+"""Stage 4: outputs, chunks and vectors; the document is recorded as done last of all.
+
+The source's new version replaces its old one here (docs/index-sync.md): the vector
+write replaces every row of the source, document.json is written only after the vectors
+and the done marker, and the live record and the old folder change last
+(:mod:`folio.index.publish`)."""
 
 from __future__ import annotations
 
@@ -12,18 +17,22 @@ from folio.stores.base import DocumentVectors
 def load_document(doc: DocumentResult, services: Services) -> DocumentResult:
     """Write outputs, chunks and vectors; record the document as done last of all."""
     from folio import outputs
+    from folio.index import publish
 
     if doc.cached:
         return doc
     try:
         if doc.outcome is DocumentOutcome.QUARANTINED:
             outputs.write_quarantine(services.sink, doc)
+            if not doc.retryable:
+                publish.drop_version(services.sink, services.store(), doc)
             return doc
         # running heads were labelled before validation (folio.pipeline.validate)
         clock = services.clock
+        previous = publish.begin(services.sink, doc)
         if services.config.store.kind == "none":
             with clock.span("outputs"):
-                doc.outputs = outputs.write_document(services.sink, doc)
+                doc.outputs = outputs.write_document(services.sink, doc, with_json=False)
         else:
             from folio.chunking import chunk_document, embedding_text
 
@@ -38,16 +47,19 @@ def load_document(doc: DocumentResult, services: Services) -> DocumentResult:
             # chunk count and table as the report, the index and the store
             doc.chunks, doc.vector_table = len(chunks), services.store().name
             with clock.span("outputs"):
-                doc.outputs = outputs.write_document(services.sink, doc)
+                doc.outputs = outputs.write_document(services.sink, doc, with_json=False)
             # batched with other documents; returns once this one's vectors are stored
+            # (every row of the source replaced: its old version's leave in this write)
             with clock.span("vectors"):
                 services.vectors().submit(DocumentVectors(doc_id=doc.doc_id, chunks=chunks,
-                                                          vectors=vectors))
+                                                          vectors=vectors, source=doc.source))
         with clock.span("done-marker"):
             if doc.retryable:
                 outputs.write_quarantine(services.sink, doc)
             else:
                 outputs.mark_done(services.sink, doc)
+            outputs.write_document_json(services.sink, doc, doc.outputs)
+            publish.publish(services.sink, doc, previous)
     except Exception as err:
         quarantine(doc, err)
     finally:

@@ -46,7 +46,7 @@ from folio.stores.base import (
     legacy_hit,
 )
 from folio.stores.lance_import import import_lancedb
-from folio.stores.lance_schema import VERSION_COLUMNS, _RESULT_COLUMNS, _rows, chunk_schema
+from folio.stores.lance_schema import _RESULT_COLUMNS, VERSION_COLUMNS, _rows, chunk_schema
 from folio.stores.lance_tuning import LanceTuning
 from folio.stores.upkeep import Upkeep
 

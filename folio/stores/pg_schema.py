@@ -100,7 +100,7 @@ def has_version_columns(conn: psycopg.Connection[Any], table: str) -> bool:
         "SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass(%s)"
         " AND attname = ANY(%s) AND NOT attisdropped",
         (sql.Identifier(table).as_string(conn), list(VERSION_COLUMNS))).fetchone()
-    return bool(row) and int(row[0]) == len(VERSION_COLUMNS)
+    return row is not None and int(row[0]) == len(VERSION_COLUMNS)
 
 
 def add_version_columns(conn: psycopg.Connection[Any], table: str, delta_table: str) -> None:
