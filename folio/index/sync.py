@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel
 
+from folio.config import S3Settings
 from folio.errors import ConfigError
 from folio.index.live import LiveRecord, live_path, live_prefix
 from folio.index.retire import release_folder
@@ -29,7 +30,8 @@ from folio.io.sinks import Sink
 from folio.io.source_index import version_path
 from folio.stores.base import VectorStore
 
-__all__ = ["SyncResult", "check_roots", "gone_sources", "remove_sources", "source_exists"]
+__all__ = ["SyncResult", "check_roots", "gone_sources", "remove_sources", "source_exists",
+           "sync_roots"]
 
 log = logging.getLogger(__name__)
 
@@ -124,4 +126,41 @@ def remove_sources(sink: Sink, store: VectorStore, records: Sequence[LiveRecord]
 
 
 def now() -> datetime:
+    """The sync's start, against which records rewritten meanwhile are told apart."""
     return datetime.now(UTC)
+
+
+def s3_head(s3: S3Settings) -> Callable[[str], bool]:
+    """Whether an S3 source exists now (one HEAD)."""
+    from folio.io import s3 as s3io
+
+    client = s3io.client_for(s3)
+
+    def head(uri: str) -> bool:
+        bucket, key = s3io.parse_s3_uri(uri)
+        return s3io.head_object(client, bucket, key) is not None
+
+    return head
+
+
+def sync_roots(sink: Sink, store: Callable[[], VectorStore], roots: Sequence[str],
+               present: Sequence[str], *, apply: bool, dry_run: bool, started: datetime,
+               s3: S3Settings) -> SyncResult:
+    """The run's sync step: without ``apply``, count the indexed sources gone from the
+    roots (one listing per root); with it, check the roots (:func:`check_roots`), read
+    the gone sources' records and, unless ``dry_run``, remove them."""
+    result = SyncResult(roots=list(roots), dry_run=dry_run)
+    if apply:
+        check_roots(roots, present)
+    result.indexed, paths = gone_sources(sink, roots, present)
+    result.gone_count = len(paths)
+    if not apply or not paths:
+        return result
+    records = read_records(sink, paths)
+    result.gone = [r.source for r in records]
+    if dry_run:
+        return result
+    result.removed, result.kept, result.rows_removed = remove_sources(
+        sink, store(), records, started=started, head=s3_head(s3))
+    result.applied = True
+    return result

@@ -20,6 +20,7 @@ def load_document(doc: DocumentResult, services: Services) -> DocumentResult:
     from folio.index import publish
 
     if doc.cached:
+        services.loaded.append(doc)
         return doc
     try:
         if doc.outcome is DocumentOutcome.QUARANTINED:
@@ -66,6 +67,7 @@ def load_document(doc: DocumentResult, services: Services) -> DocumentResult:
         early = services.early_embeddings()
         if early is not None:
             early.discard(doc.doc_id)
+        services.loaded.append(doc)
         progress.emit(progress.ProgressEvent(
             kind="document-done", source=doc.source, outcome=doc.outcome,
             pages=doc.page_count, seconds=doc.seconds))
