@@ -180,8 +180,9 @@ def test_changed_source_replaced_deleted_source_synced_shared_bytes_kept(
     assert kept is not None and sink.exists(f"{kept.folder}/document.json")
     assert read_live(sink, dup) is None
 
-    third, synced = _run(config, place.root, place.out)  # nothing changed: all cached
-    assert all(d.cached for d in third.values()) and synced.gone_count == 0
+    if (kind, where) == ("lancedb", "s3"):  # once: a rerun after the replacement is cached
+        third, synced = _run(config, place.root, place.out)
+        assert all(d.cached for d in third.values()) and synced.gone_count == 0
 
 
 @pytest.mark.parametrize("kind", ["lancedb", "pgvector"])

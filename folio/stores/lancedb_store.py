@@ -236,7 +236,6 @@ class LanceDBStore:
         table = self._open(create=bool(chunks))
         if table is None:
             return  # nothing stored yet and nothing to store
-        self._add_version_columns(table)
         if self._legacy:
             raise ConfigError(
                 f"vector table {self.uri}/{self._table_name} was written by an older folio "
@@ -244,6 +243,7 @@ class LanceDBStore:
                 "another store.table) and run again with --reprocess to rewrite every "
                 "document's vectors with pages from 1"
             )
+        self._add_version_columns(table)
         try:
             if chunks:
                 vectors = np.concatenate([entry.vectors for entry in batch], axis=0)

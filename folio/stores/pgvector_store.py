@@ -339,8 +339,8 @@ class PgVectorStore:
         ]  # fmt: skip
 
         def work(conn: psycopg.Connection[Any]) -> bool:
-            if not self._has_delta:  # a table from before the side table: give it one
-                self._prepare(conn, create=True)
+            if not (self._has_delta and self._has_version):  # a table from before the
+                self._prepare(conn, create=True)  # side table or the version columns
             with conn.transaction(), conn.cursor() as cur:
                 cur.execute(lock, (keys,))
                 for delete in deletes:
