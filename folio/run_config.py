@@ -111,8 +111,7 @@ class IngestRequest(BaseModel):
         request = self.normalized()
         return {"source": request.source, "out": request.out, "engine": request.engine,
                 "route": request.route, "reprocess": request.reprocess,
-                "settings": request.settings or None,
-                **({"sync": True} if request.sync else {})}
+                "settings": request.settings or None, "sync": request.sync}
 
 
 def default_route(engine: str) -> RouteMode:

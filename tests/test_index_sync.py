@@ -278,3 +278,12 @@ def test_sync_keeps_a_source_put_back_or_rewritten_since_its_listing(tmp_path: P
                         dry_run=False, started=started, s3=PipelineConfig().s3)
     assert result.removed == [] and sorted(result.kept) == sorted([str(back), str(rewritten)])
     assert sink.exists("back/document.json") and sink.exists("rewritten/document.json")
+
+
+def test_trigger_requests_carry_sync_without_changing_older_keys() -> None:
+    from folio.run_config import IngestRequest
+
+    plain = IngestRequest(source="s3://b/in/", out="s3://b/out")
+    synced = plain.model_copy(update={"sync": True})
+    assert plain.parameters()["sync"] is False and synced.parameters()["sync"] is True
+    assert plain.key != synced.key

@@ -215,3 +215,7 @@ def test_a_document_quarantined_for_good_is_skipped_until_a_rerun_is_forced(
     forced = run_sweep(corpus, "bad", prefix="bad", reprocess=True)
     assert forced["failed"] == 1  # tried again, never marked done
     assert ledger.failure(f"s3://{bucket}/bad/broken.pdf").attempts == 2  # type: ignore[union-attr]
+    # the sweep's sync: the deleted good.pdf leaves the index (rows, folder, record)
+    client.delete_object(Bucket=bucket, Key="bad/good.pdf")
+    synced = run_sweep(corpus, "bad", prefix="bad", sync=True)["sync"]
+    assert synced["removed"] == [f"s3://{bucket}/bad/good.pdf"] and synced["rows_removed"] > 0
