@@ -291,9 +291,16 @@ class Sweep:
 
 
 def sweep_sync(config: PipelineConfig, out: str, prefix: str, listed: list[str], *,
-               apply: bool, started: Any) -> dict[str, Any]:
+               apply: bool, started: Any, ledger: ClaimLedger) -> dict[str, Any]:
     """Count (or with ``apply`` remove) the sources indexed under ``prefix`` that its
-    listing no longer has: as ``folio ingest --sync`` does."""
+    listing no longer has: as ``folio ingest --sync`` does. A gone source whose claim
+    another sweep holds is left alone (it is being worked on: the claims that serialise
+    documents serialise their removal too)."""
+
+    def busy(uri: str) -> bool:
+        claim = ledger.current(uri)
+        return claim is not None and claim.held_at(ledger.clock())
+
     from folio.pipeline.services import Services
     from folio.stores.base import NullStore
 
@@ -303,7 +310,7 @@ def sweep_sync(config: PipelineConfig, out: str, prefix: str, listed: list[str],
             services.sink,
             lambda: NullStore() if config.store.kind == "none" else services.store(),
             [prefix], listed, apply=apply, dry_run=False, started=started,
-            s3=config.s3).model_dump(mode="json")
+            s3=config.s3, busy=busy).model_dump(mode="json")
     finally:
         services.close()
 
@@ -391,7 +398,7 @@ def sweep(
         "owner": opts.owner, "seconds": round(time.monotonic() - started, 3),
     }
     summary["sync"] = sweep_sync(config, out, prefix, work.listed, apply=sync,
-                                 started=sync_started)
+                                 started=sync_started, ledger=ledger)
     create_markdown_artifact(summary_markdown(summary), key="folio-sweep-summary",
                              description="folio sweep summary")
     return summary

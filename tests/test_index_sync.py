@@ -146,6 +146,7 @@ def test_changed_source_replaced_deleted_source_synced_shared_bytes_kept(
     a = place.put("a.pdf", four)
     b = place.put("b.pdf", one)
     dup = place.put("dup/b.pdf", one)  # the same bytes and name: one folder name too
+    c = place.put("c.pdf", two)
 
     first, _ = _run(config, place.root, place.out)
     assert {d.outcome for d in first.values()} == {DocumentOutcome.OK}
@@ -154,12 +155,17 @@ def test_changed_source_replaced_deleted_source_synced_shared_bytes_kept(
     old_folder = read_live(sink, a).folder  # type: ignore[union-attr]
     assert sink.exists(f"{old_folder}/document.json")
     rows = _rows(config, place.out)
-    assert {r["source"] for r in rows} == {a, b, dup}  # the same bytes: rows per source
+    assert {r["source"] for r in rows} == {a, b, dup, c}  # the same bytes: rows per source
     assert max(r["page_end"] for r in rows if r["source"] == a) == 4
 
     place.put("a.pdf", two)  # rewritten in place: four pages became two, other text
     place.delete("dup/b.pdf")
+    broken = tmp_path / "broken.pdf"
+    broken.write_bytes(b"%PDF-1.4 not really")
+    place.put("c.pdf", broken)  # new bytes quarantined for good: the old version leaves
+    c_folder = read_live(place.sink(config), c).folder  # type: ignore[union-attr]
     second, synced = _run(config, place.root, place.out, sync=True)
+    assert second[c].outcome is DocumentOutcome.QUARANTINED and not second[c].retryable
     new_a = second[a]
     assert not new_a.cached and new_a.sha256 != old_a.sha256
     rows = _rows(config, place.out)
@@ -175,7 +181,8 @@ def test_changed_source_replaced_deleted_source_synced_shared_bytes_kept(
     assert json.loads(sink.read_text(f"{live.folder}/document.json") or "{}")["outcome"] == "ok"
     # the deleted source left with --sync; the same bytes under b.pdf kept rows and folder
     assert synced.removed == [dup] and synced.applied
-    assert {r["source"] for r in rows} == {a, b}
+    assert {r["source"] for r in rows} == {a, b}  # c.pdf's old version left too
+    assert not list(sink.names(c_folder)) and read_live(sink, c).state == "quarantined"  # type: ignore[union-attr]
     kept = read_live(sink, b)
     assert kept is not None and sink.exists(f"{kept.folder}/document.json")
     assert read_live(sink, dup) is None

@@ -55,7 +55,7 @@ def drop_version(sink: Sink, store: VectorStore, doc: DocumentResult) -> None:
     record says the source is quarantined. (A transient failure keeps the old version:
     the next run replaces it.)"""
     previous = read_live(sink, doc.source)
-    if previous is None:
+    if previous is None or previous.state == "quarantined":
         return
     if previous.state == "live":
         store.delete_sources([doc.source])

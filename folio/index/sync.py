@@ -104,15 +104,16 @@ def read_records(sink: Sink, paths: Sequence[str]) -> list[LiveRecord]:
 
 def remove_sources(sink: Sink, store: VectorStore, records: Sequence[LiveRecord], *,
                    started: datetime, head: Callable[[str], bool] | None = None,
+                   busy: Callable[[str], bool] | None = None,
                    ) -> tuple[list[str], list[str], int]:
     """Remove the rows, folders and records of these gone sources; ``(removed, kept,
-    rows removed)``. A source found again, or whose record a run rewrote after
-    ``started`` (the listing's time), is kept."""
+    rows removed)``. A source found again, whose record a run rewrote after ``started``
+    (the listing's time), or that ``busy`` says someone holds (a sweep's claim), is kept."""
     doomed: list[LiveRecord] = []
     kept: list[str] = []
     for record in records:
         rewritten = record.updated_at and datetime.fromisoformat(record.updated_at) >= started
-        if rewritten or source_exists(record.source, head):
+        if rewritten or source_exists(record.source, head) or (busy and busy(record.source)):
             kept.append(record.source)
         else:
             doomed.append(record)
@@ -145,7 +146,7 @@ def s3_head(s3: S3Settings) -> Callable[[str], bool]:
 
 def sync_roots(sink: Sink, store: Callable[[], VectorStore], roots: Sequence[str],
                present: Sequence[str], *, apply: bool, dry_run: bool, started: datetime,
-               s3: S3Settings) -> SyncResult:
+               s3: S3Settings, busy: Callable[[str], bool] | None = None) -> SyncResult:
     """The run's sync step: without ``apply``, count the indexed sources gone from the
     roots (one listing per root); with it, check the roots (:func:`check_roots`), read
     the gone sources' records and, unless ``dry_run``, remove them."""
@@ -161,6 +162,6 @@ def sync_roots(sink: Sink, store: Callable[[], VectorStore], roots: Sequence[str
     if dry_run:
         return result
     result.removed, result.kept, result.rows_removed = remove_sources(
-        sink, store(), records, started=started, head=s3_head(s3))
+        sink, store(), records, started=started, head=s3_head(s3), busy=busy)
     result.applied = True
     return result

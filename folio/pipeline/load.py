@@ -7,11 +7,15 @@ and the done marker, and the live record and the old folder change last
 
 from __future__ import annotations
 
+import logging
+
 from folio import progress
 from folio.models import DocumentOutcome, DocumentResult
 from folio.pipeline.outcome import quarantine
 from folio.pipeline.services import Services
 from folio.stores.base import DocumentVectors
+
+log = logging.getLogger(__name__)
 
 
 def load_document(doc: DocumentResult, services: Services) -> DocumentResult:
@@ -20,6 +24,13 @@ def load_document(doc: DocumentResult, services: Services) -> DocumentResult:
     from folio.index import publish
 
     if doc.cached:
+        if doc.outcome is DocumentOutcome.QUARANTINED and not doc.retryable:
+            # bytes quarantined for good before (under this or another source): an older
+            # good version of this source must not stay searchable
+            try:
+                publish.drop_version(services.sink, services.store(), doc)
+            except Exception as err:  # the verdict stands; the next run tries again
+                log.warning("could not drop the old version of %s: %s", doc.source, err)
         services.loaded.append(doc)
         return doc
     try:
