@@ -37,6 +37,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         report = run(
             sources=args.sources, out=args.out, engine=args.engine, route=args.route,
             reprocess=args.reprocess, report=args.report, settings=settings,
+            sync=args.sync, dry_run=args.dry_run,
         )
     return cli.report_ingest(args, report)
 
@@ -122,7 +123,8 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     refuse(cli.parse_set(args.set))  # a trigger's settings are stored by Prefect, shown in its UI
     request = IngestRequest(source=args.source, out=args.out, engine=args.engine,
                             route=args.route, reprocess=args.reprocess,
-                            settings=cli.parse_set(args.set), revision=args.revision)
+                            settings=cli.parse_set(args.set), revision=args.revision,
+                            sync=args.sync)
     if args.event:
         event_id = trig.request_ingest(request)
         print(json.dumps({"event_id": str(event_id), "event": trig.REQUESTED}))

@@ -30,6 +30,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 # the S3 result block's class, which Prefect looks up by its slug
 import folio_prefect.deployments.result_storage  # noqa: F401
 from folio_prefect.flows.vllm_runner import raise_startup_failure
+from folio.index import sync as index_sync
 from folio.io.sources import SourceRef
 from folio.models import DocumentResult
 from folio.pipeline import PageScheduler, PreparedDocument, Services
@@ -37,6 +38,7 @@ from folio.pipeline.stage_clock import StageClock
 from folio.report import build_report, markdown_summary
 from folio.run_checks import check_host
 from folio.run_config import IngestRequest, resolve_config
+from folio.stores.base import NullStore, VectorStore
 from folio.validation import in_child as validation_in_child
 from folio.validation import preload as preload_validation
 from folio.vocabulary import EngineName, RouteRequest
@@ -66,6 +68,8 @@ def ingest(
     reprocess: bool = False,
     report: str | None = None,
     settings: dict[str, Any] | None = None,
+    sync: bool = False,
+    dry_run: bool = False,
 ) -> dict[str, Any]:
     """Ingest every PDF under ``sources`` into ``out``.
 
@@ -78,10 +82,14 @@ def ingest(
         reprocess: OCR again even when a document is already done with this configuration.
         report: also write the JSON run report to this local path.
         settings: overrides of any PipelineConfig field, as dotted keys ("render.max_dpi").
+        sync: also remove the rows and outputs of every source indexed under ``sources``
+            that is gone from them (docs/index-sync.md); a root listing no document is
+            refused.
+        dry_run: with ``sync``, only list what would be removed; nothing is ingested.
     """
     request = IngestRequest(sources=sources, out=out, engine=engine, route=route,
-                            reprocess=reprocess, settings=settings or {})
-    return run_request(request, report=report)
+                            reprocess=reprocess, settings=settings or {}, sync=sync)
+    return run_request(request, report=report, dry_run=dry_run)
 
 
 @flow(name="folio-ingest-document", description="Ingest one PDF (UI runs and triggers).",
@@ -93,6 +101,7 @@ def ingest_document(
     route: RouteRequest = "default",
     reprocess: bool = False,
     settings: dict[str, Any] | None = None,
+    sync: bool = False,
 ) -> dict[str, Any]:
     """Ingest one PDF (a local path or an s3:// URI) and return the run report.
 
@@ -105,35 +114,84 @@ def ingest_document(
             default: ocr for a vision model (vllm, openai), auto for the others.
         reprocess: OCR again even when the document is already done with this configuration.
         settings: overrides of any PipelineConfig field, as dotted keys ("render.max_dpi").
+        sync: also remove the rows and outputs of the sources indexed under ``source``
+            (a folder or prefix) that are gone from it.
     """
     request = IngestRequest(sources=[source], out=out, engine=engine, route=route,
-                            reprocess=reprocess, settings=settings or {})
+                            reprocess=reprocess, settings=settings or {}, sync=sync)
     return run_request(request, report=None)
 
 
-def run_request(request: IngestRequest, *, report: str | None) -> dict[str, Any]:
-    """The body both flows share: resolve the settings, discover, schedule, finish."""
+def run_request(request: IngestRequest, *, report: str | None,
+                dry_run: bool = False) -> dict[str, Any]:
+    """The body both flows share: resolve the settings, discover, schedule, finish, and
+    count (or, with ``sync``, remove) the indexed sources gone from the roots."""
     raise_startup_failure()  # a GPU pool's server that did not start fails the run here
     started, started_unix = time.monotonic(), time.time()
     config = resolve_config(engine=request.engine, route=request.route,
                             reprocess=request.reprocess, settings=request.settings)
     check_host(config)  # a worker without the model or gs fails the run, not every page
     services = Services(config, request.out)
+    sync_started = index_sync.now()
+    refs: list[SourceRef] = []
     try:
         refs = discover_sources(request.sources, config.s3)
+        present = [r.uri for r in refs]
+        if request.sync:  # before any work: a root that lists nothing is refused
+            index_sync.check_roots(request.sources, present)
+        if dry_run:
+            return sync_dry_run(request, services, present, started, sync_started, report)
         get_run_logger().info("%d PDF(s) to ingest into %s", len(refs), request.out)
         docs, scheduler = ingest_documents(refs, services)
         loaded = time.monotonic()
+        synced = index_sync.sync_roots(
+            services.sink, lambda: _store(services), request.sources, present,
+            apply=request.sync, dry_run=False, started=sync_started, s3=config.s3)
+    except KeyboardInterrupt as stop:  # SIGINT, SIGTERM (folio.cli.Terminated)
+        if report:
+            write_report(interrupted_report(services, refs, request.out, started, stop), report)
+        raise
     finally:
         services.close()
     closed = time.monotonic()
     summary = finish_run(docs, started=started, out=request.out, report=None,
                          data_docs=data_docs_dir(services), config=config.public_dump())
+    summary["sync"] = synced.model_dump(mode="json")
     summary["timing"] = run_timing(started, scheduler, loaded=loaded, closed=closed,
                                    clock=services.clock)
     summary["timing"]["started_unix"] = round(started_unix, 3)  # to time runs from outside
     if report:
         write_report(summary, report)
+    return summary
+
+
+def _store(services: Services) -> VectorStore:
+    """The run's store, without loading the embedder when there is none."""
+    return NullStore() if services.config.store.kind == "none" else services.store()
+
+
+def sync_dry_run(request: IngestRequest, services: Services, present: list[str],
+                 started: float, sync_started: Any, report: str | None) -> dict[str, Any]:
+    """``--sync --dry-run``: what would be removed; nothing ingested, nothing removed."""
+    synced = index_sync.sync_roots(
+        services.sink, lambda: _store(services), request.sources, present, apply=True,
+        dry_run=True, started=sync_started, s3=services.config.s3)
+    summary = build_report([], seconds=time.monotonic() - started, out=request.out)
+    summary["sync"] = synced.model_dump(mode="json")
+    if report:
+        write_report(summary, report)
+    return summary
+
+
+def interrupted_report(services: Services, refs: list[SourceRef], out: str, started: float,
+                       stop: BaseException) -> dict[str, Any]:
+    """The report of a run stopped by SIGINT or SIGTERM: the documents whose load ended
+    (done, quarantined, cached) and the sources that did not finish (a rerun does them)."""
+    finished = list(services.loaded)
+    summary = build_report(finished, seconds=time.monotonic() - started, out=out)
+    ended = {d.source for d in finished}
+    summary["interrupted"] = "SIGTERM" if type(stop).__name__ == "Terminated" else "SIGINT"
+    summary["unfinished"] = [r.uri for r in refs if r.uri not in ended]
     return summary
 
 

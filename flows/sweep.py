@@ -52,7 +52,8 @@ from folio.claims import (
 )
 from folio.claims.plan import plan_sweep
 from folio.cli import run_mapped
-from folio.config import S3Settings
+from folio.config import PipelineConfig, S3Settings
+from folio.index import sync as index_sync
 from folio.io.s3 import ObjectRef, parse_s3_uri
 from folio.run_config import resolve_config
 from folio.vocabulary import EngineName, RouteRequest
@@ -110,6 +111,7 @@ class Sweep:
         self.waiting: list[tuple[float, int, ObjectRef]] = []
         self.sends: Counter[str] = Counter()
         self._seq = 0
+        self.listed: list[str] = []  # every source the listing found (for sync)
 
     # --- the listing pass -------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -117,6 +119,7 @@ class Sweep:
                           max_attempts=self.opts.max_attempts)
         for obj, verdict in plan:
             self.tally["documents"] += 1
+            self.listed.append(obj.uri)
             if verdict == "todo":
                 self.claim(obj, first=True)
             else:
@@ -287,6 +290,31 @@ class Sweep:
             self.claim(obj, first=False)
 
 
+def sweep_sync(config: PipelineConfig, out: str, prefix: str, listed: list[str], *,
+               apply: bool, started: Any, ledger: ClaimLedger) -> dict[str, Any]:
+    """Count (or with ``apply`` remove) the sources indexed under ``prefix`` that its
+    listing no longer has: as ``folio ingest --sync`` does. A gone source whose claim
+    another sweep holds is left alone (it is being worked on: the claims that serialise
+    documents serialise their removal too)."""
+
+    def busy(uri: str) -> bool:
+        claim = ledger.current(uri)
+        return claim is not None and claim.held_at(ledger.clock())
+
+    from folio.pipeline.services import Services
+    from folio.stores.base import NullStore
+
+    services = Services(config, out)
+    try:
+        return index_sync.sync_roots(
+            services.sink,
+            lambda: NullStore() if config.store.kind == "none" else services.store(),
+            [prefix], listed, apply=apply, dry_run=False, started=started,
+            s3=config.s3, busy=busy).model_dump(mode="json")
+    finally:
+        services.close()
+
+
 def _owner() -> str:
     run_id = flow_run.get_id() or uuid.uuid4().hex
     return f"{socket.gethostname()}/{os.getpid()}/{run_id}"
@@ -316,9 +344,11 @@ def sweep(
     inline: bool = False,
     concurrency_limit: str | None = None,
     wait_for_others: bool = True,
-    max_attempts: int = 3,
+    max_attempts: int = 1,
     zombie_after_s: float = 600.0,
     poll_s: float = 5.0,
+    sync: bool = False,
+    reprocess: bool = False,
 ) -> dict[str, Any]:
     """Ingest every PDF under ``prefix`` not yet done with this configuration.
 
@@ -337,7 +367,12 @@ def sweep(
         wait_for_others: after the listing, wait for documents other sweeps hold (and
             take them over if their holder dies), so the sweep ends with all settled.
         max_attempts: tries per source version for documents that fail on their own
-            merits (transient failures are always retried).
+            merits (transient failures are always retried). 1, as ``folio ingest`` does:
+            a document quarantined for good is skipped until its bytes change.
+        sync: after the sweep, remove the rows and outputs of sources indexed under
+            ``prefix`` that are gone from it (docs/index-sync.md).
+        reprocess: try documents quarantined for good again (and process again what is
+            sent; done documents stay skipped).
         zombie_after_s: a running batch run without heartbeats for this long is dead.
         poll_s: how often run states and waited-for claims are checked.
     """
@@ -351,16 +386,22 @@ def sweep(
         prefix=prefix, out=out, batch_size=max(1, batch_size), max_in_flight=max(1, max_in_flight),
         deployment=document_deployment, inline=inline, lease_s=lease_s,
         concurrency_limit=concurrency_limit, wait_for_others=wait_for_others,
-        max_attempts=max_attempts, zombie_after_s=zombie_after_s, poll_s=poll_s, owner=_owner(),
-        parameters={"out": out, "engine": engine, "route": route, "settings": settings},
+        max_attempts=10**9 if reprocess else max_attempts, zombie_after_s=zombie_after_s,
+        poll_s=poll_s, owner=_owner(),
+        parameters={"out": out, "engine": engine, "route": route, "settings": settings,
+                    **({"reprocess": True} if reprocess else {})},
     )
     get_run_logger().info("sweep %s -> %s as %s", prefix, out, opts.owner)
+    sync_started = index_sync.now()
     with ClaimKeeper(ledger, lease_s) as keeper:
-        counts = Sweep(ledger, keeper, opts, config.s3).run()
+        work = Sweep(ledger, keeper, opts, config.s3)
+        counts = work.run()
     summary: dict[str, Any] = {
         **counts, "prefix": prefix, "out": out, "config_hash": ledger.config_hash,
         "owner": opts.owner, "seconds": round(time.monotonic() - started, 3),
     }
+    summary["sync"] = sweep_sync(config, out, prefix, work.listed, apply=sync,
+                                 started=sync_started, ledger=ledger)
     create_markdown_artifact(summary_markdown(summary), key="folio-sweep-summary",
                              description="folio sweep summary")
     return summary
@@ -381,6 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--poll-s", type=float, default=5.0)
     ap.add_argument("--inline", action="store_true")
     ap.add_argument("--no-wait", action="store_true", help="do not wait for other sweeps' work")
+    ap.add_argument("--sync", action="store_true",
+                    help="also remove what is indexed under PREFIX and gone from it")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a PipelineConfig override (JSON values allowed)")
     ap.add_argument("--verbose", action="store_true", help="the traceback of an internal error")
@@ -397,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
             max_in_flight=args.max_in_flight, document_deployment=args.deployment,
             engine=args.engine, route=args.route, settings=settings, lease_s=args.lease_s,
             inline=args.inline, wait_for_others=not args.no_wait,
-            zombie_after_s=args.zombie_after_s, poll_s=args.poll_s,
+            zombie_after_s=args.zombie_after_s, poll_s=args.poll_s, sync=args.sync,
         )
         sys.stdout.write(json.dumps(summary) + "\n")
         return 0

@@ -31,9 +31,12 @@ _PARAGRAPHS = re.compile(r"\n\s*\n")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？;])\s+")
 
 
-def chunk_id(sha256: str, config_hash: str, index: int) -> str:
-    """Deterministic: reprocessing a document yields the same ids, so stores replace."""
-    return hashlib.sha256(f"{sha256}:{config_hash}:{index}".encode()).hexdigest()[:32]
+def chunk_id(sha256: str, config_hash: str, index: int, source: str = "") -> str:
+    """Deterministic: reprocessing a document yields the same ids, so stores replace. The
+    source is part of it: the same bytes under two sources get rows of their own, so that
+    deleting one source never removes the other's (docs/index-sync.md)."""
+    key = f"{sha256}:{config_hash}:{index}" + (f":{source}" if source else "")
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def embedding_text(chunk: Chunk) -> str:
@@ -173,7 +176,7 @@ class _Chunker:
         index = len(self.chunks)
         self.chunks.append(
             Chunk(
-                id=chunk_id(self.doc.sha256, self.doc.config_hash, index),
+                id=chunk_id(self.doc.sha256, self.doc.config_hash, index, self.doc.source),
                 doc_id=self.doc.doc_id,
                 source=self.doc.source,
                 index=index,
@@ -183,6 +186,8 @@ class _Chunker:
                 page_end=max(draft.pages),
                 headings=draft.headings,
                 boxes=draft.boxes,
+                sha256=self.doc.sha256,
+                config_hash=self.doc.config_hash,
             )
         )
 

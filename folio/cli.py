@@ -47,6 +47,11 @@ def _parser() -> argparse.ArgumentParser:
                      "the engine; text-layer: never OCR; default: ocr for a vision model "
                      "(--engine vllm|openai), auto for the others")
     ing.add_argument("--reprocess", action="store_true", help="OCR again even if already done")
+    ing.add_argument("--sync", action="store_true", help="also remove the chunks and outputs "
+                     "of sources indexed under SOURCES that are gone from them "
+                     "(docs/index-sync.md)")
+    ing.add_argument("--dry-run", action="store_true",
+                     help="with --sync: list what would be removed; ingest nothing")
     ing.add_argument("--password", help="password for encrypted PDFs (or FOLIO_PASSWORD)")
     ing.add_argument("--no-compress", action="store_true", help="skip Ghostscript compression")
     ing.add_argument("--keep-headers-footers", action="store_true",
@@ -94,6 +99,8 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--reprocess", action="store_true", help="OCR again even if already done")
     tr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="any setting, e.g. --set render.max_dpi=200 (value parsed as JSON)")
+    tr.add_argument("--sync", action="store_true", help="also remove what is indexed under "
+                    "SOURCE (a folder or prefix) and gone from it")
     tr.add_argument("--revision", help="your version of the source (ETag, job id): a new "
                     "revision is a new request, the same one a retry")
     tr.add_argument("--deployment", default="folio-ingest-document/document",
@@ -242,10 +249,13 @@ def prepare_ingest(args: argparse.Namespace) -> dict[str, Any]:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     if not args.verbose:  # Prefect's own logs only with --verbose; folio's lines stay
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
+    from folio.errors import ConfigError
     from folio.run_checks import check_run
     from folio.run_config import resolve_config
     from folio.security import secret_settings
 
+    if args.dry_run and not args.sync:
+        raise ConfigError("--dry-run goes with --sync: it lists what --sync would remove")
     os.environ.update(_secret_environment(args))
     # --set password=..., ocr.api_key=..., a DSN or URL with its password: to the
     # environment the flow (in this process) reads, never a parameter Prefect stores
@@ -264,6 +274,10 @@ def report_ingest(args: argparse.Namespace, report: dict[str, Any]) -> int:
     from folio.report import markdown_summary
 
     print(markdown_summary(report))
+    sync = report.get("sync") or {}
+    if sync.get("dry_run"):
+        for uri in sync.get("gone", []):
+            print(f"would remove: {uri}")
     if args.report:
         print(f"\nreport: {args.report}")
     fresh = [d for d in report["documents"] if not d["cached"]]

@@ -294,7 +294,7 @@ class Chunk(BaseModel):
     is the only 0-based page count, inside the pipeline).
     """
 
-    id: str  # deterministic: hash(document sha, config hash, chunk index)
+    id: str  # deterministic: hash(source, document sha, config hash, chunk index)
     doc_id: str
     source: str
     index: int
@@ -304,3 +304,7 @@ class Chunk(BaseModel):
     page_end: int  # last page, from 1
     headings: list[str] = Field(default_factory=list)
     boxes: list[tuple[int, BBox]] = Field(default_factory=list)  # (page number from 1, bbox)
+    #: the version the chunk belongs to (docs/index-sync.md): the source's bytes and the
+    #: settings' hash; a source's rows are replaced whole when either changes
+    sha256: str = ""
+    config_hash: str = ""

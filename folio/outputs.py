@@ -47,6 +47,7 @@ __all__ = [
     "render_pages_jsonl",
     "document_json",
     "write_document",
+    "write_document_json",
     "write_quarantine",
 ]
 
@@ -153,24 +154,34 @@ def _output_paths(doc: DocumentResult) -> dict[str, str]:
     }
 
 
-def write_document(sink: Sink, doc: DocumentResult) -> dict[str, str]:
+def write_document(sink: Sink, doc: DocumentResult, *, with_json: bool = True
+                   ) -> dict[str, str]:
     """Write the document's files; returns ``{"markdown", "json", "pages"}`` -> URI.
 
     A quarantined document also gets its ``_quarantine`` record (key ``"quarantine"``).
     One whose bytes were never read (no ``doc_id``) gets only that record. This does not
     mark the document done: call :func:`mark_done` once its vectors are stored too.
+    ``with_json=False`` leaves document.json (the file that tells the outcome) to
+    :func:`write_document_json`, which the load stage calls after the vectors and the
+    done marker, so that no document.json says ``ok`` before they exist.
     """
     uris: dict[str, str] = {}
     if doc.doc_id:
         paths = _output_paths(doc)
         uris = {name: sink.uri(rel) for name, rel in paths.items()}
-        stored = doc.model_copy(update={"outputs": {**doc.outputs, **uris}})
         sink.write_text(paths["markdown"], render_markdown(doc))
         sink.write_text(paths["pages"], render_pages_jsonl(doc))
-        sink.write_text(paths["json"], document_json(stored))
+        if with_json:
+            write_document_json(sink, doc, uris)
     if doc.outcome == DocumentOutcome.QUARANTINED:
         uris["quarantine"] = write_quarantine(sink, doc)
     return uris
+
+
+def write_document_json(sink: Sink, doc: DocumentResult, uris: dict[str, str]) -> None:
+    """document.json, naming every output file (the last of a document's files)."""
+    stored = doc.model_copy(update={"outputs": {**doc.outputs, **uris}})
+    sink.write_text(_output_paths(doc)["json"], document_json(stored))
 
 
 def write_quarantine(sink: Sink, doc: DocumentResult) -> str:
@@ -256,6 +267,9 @@ def find_done(sink: Sink, sha256: str, config_hash: str) -> DocumentResult | Non
     except (ValueError, KeyError, TypeError, ValidationError) as exc:
         log.warning("done-index entry %s unreadable (%s); reprocessing", sha256[:12], exc)
         return None
+    if (doc.sha256, doc.config_hash) != (sha256, config_hash):
+        return None  # the folder holds another settings' result now: not this one's
+
     return doc.model_copy(
         update={
             "cached": True,

@@ -72,6 +72,7 @@ def markdown_summary(report: dict[str, Any], *, links: bool = False,
          f"({t['pages_per_s']:.2f} pages/s): {t['ok']} ok, {t['partial']} partial, "
          f"{t['quarantined']} quarantined, {t['cached']} already done. Outputs: {out}"),
     ]
+    lines += _sync_lines(report.get("sync"))
     if data_docs:
         lines.append(f"Validation results: {_link('Great Expectations Data Docs', data_docs)}")
     extra = " outputs |" if links else ""
@@ -109,3 +110,21 @@ def link_target(uri: str) -> str:
 
 def _link(text: str, uri: str) -> str:
     return f"[{text}]({link_target(uri).replace(' ', '%20').replace(')', '%29')})"
+
+
+def _sync_lines(sync: dict[str, Any] | None) -> list[str]:
+    """What the run found (and with --sync did) about indexed sources gone from its
+    roots (docs/index-sync.md)."""
+    if not sync:
+        return []
+    if sync.get("dry_run"):
+        return [f"--sync --dry-run: {len(sync.get('gone', []))} indexed source(s) gone from "
+                "the roots would be removed (listed below); nothing was changed"]
+    if sync.get("applied"):
+        kept = f", {len(sync['kept'])} found again and kept" if sync.get("kept") else ""
+        return [f"--sync: removed {len(sync.get('removed', []))} source(s) gone from the roots "
+                f"({sync.get('rows_removed', 0)} vector rows){kept}"]
+    if sync.get("gone_count"):
+        return [f"{sync['gone_count']} indexed source(s) are gone from the roots; "
+                "`folio ingest --sync` removes their chunks and outputs"]
+    return []

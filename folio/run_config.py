@@ -60,6 +60,8 @@ class IngestRequest(BaseModel):
         "default", description="auto, ocr or text-layer; default: the engine's (default_route)")
     reprocess: bool = False
     settings: dict[str, Any] = Field(default_factory=dict)
+    sync: bool = Field(False, description="also remove the rows and outputs of sources gone "
+                       "from these roots (docs/index-sync.md)")
     revision: str | None = Field(
         None, description="the caller's version of the source (ETag, object version, job "
         "id): a new revision is a new request; the same one is a retry")
@@ -106,7 +108,10 @@ class IngestRequest(BaseModel):
     @property
     def key(self) -> str:
         """Idempotency key: equal requests (after normalizing the sources) share it."""
-        blob = json.dumps(self.normalized().model_dump(), sort_keys=True, default=str)
+        data = self.normalized().model_dump()
+        if not data["sync"]:  # keys of requests made before --sync stay what they were
+            del data["sync"]
+        blob = json.dumps(data, sort_keys=True, default=str)
         return "folio-" + hashlib.sha256(blob.encode()).hexdigest()[:40]
 
     def parameters(self) -> dict[str, Any]:
@@ -115,7 +120,7 @@ class IngestRequest(BaseModel):
         request = self.normalized()
         return {"source": request.source, "out": request.out, "engine": request.engine,
                 "route": request.route, "reprocess": request.reprocess,
-                "settings": request.settings or None}
+                "settings": request.settings or None, "sync": request.sync}
 
 
 def default_route(engine: str) -> RouteMode:

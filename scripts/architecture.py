@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, str, list[str]]] = [
     ("edge", "Prefect edge: folio_prefect", ["flows/cli.py", "flows", "tasks", "deployments"]),
     ("command", "command line, no Prefect", ["cli", "trigger", "run_checks", "samples"]),
     ("settings", "settings", ["run_config", "config", "vocabulary", "presets"]),
-    ("pipeline", "pipeline stages", ["pipeline", "report", "progress"]),
+    ("pipeline", "pipeline stages", ["pipeline", "index", "report", "progress"]),
     ("pdf", "pdf: page worker; formats: other inputs into pages", ["pdf", "formats"]),
     ("reading", "page reading", ["route", "layer_or_ocr", "answer_gate", "quality", "layout",
                                  "layout_labels", "headings", "onnx_session"]),

@@ -65,6 +65,7 @@ LONG_FILES = ("test_corpus", "test_hosts", "test_faults", "test_trigger", "test_
 #: few: its worker ran alone for the suite's last 16 s
 HANDED_OUT_FIRST = ("test_corpus", "test_hosts", "test_faults", "test_trigger", "test_ui",
                     "test_gpu_deployments", "test_sweep", "test_scheduler", "test_flow",
+                    "test_index_sync", "test_index_sync_flow",
                     "test_local_server", "test_conformance", "test_ocr_quality",
                     "test_vllm_runner", "test_page_worker", "test_rapidocr_engine",
                     "test_validation", "test_reference_pipelines", "test_cli_errors")

@@ -118,7 +118,10 @@ def test_deterministic_ids() -> None:
     first = chunk_document(doc, SETTINGS)
     second = chunk_document(doc.model_copy(deep=True), SETTINGS)
     assert [c.id for c in first] == [c.id for c in second]
-    assert first[0].id == chunk_id(doc.sha256, doc.config_hash, 0)
+    assert first[0].id == chunk_id(doc.sha256, doc.config_hash, 0, doc.source)
+    assert (first[0].sha256, first[0].config_hash) == (doc.sha256, doc.config_hash)
+    moved = doc.model_copy(update={"source": doc.source + ".copy"})
+    assert chunk_document(moved, SETTINGS)[0].id != first[0].id  # rows per source
     assert len(first[0].id) == 32 and len({c.id for c in first}) == len(first)
     other = doc.model_copy(update={"config_hash": "another"})
     assert chunk_document(other, SETTINGS)[0].id != first[0].id

@@ -207,7 +207,7 @@ def test_a_creator_that_lost_the_index_race_keeps_the_winners_index(tmp_path: Pa
     LanceDBStore(str(tmp_path / "v"), dim=8)._ensure_scalar_indexes(late)
     assert late.looks == 2
     indexed = [tuple(i.columns) for i in _table(store).list_indices()]
-    assert sorted(indexed) == [("doc_id",), ("id",)]
+    assert sorted(indexed) == [("doc_id",), ("id",), ("source",)]
 
 
 def test_defaults_match_the_settings() -> None:

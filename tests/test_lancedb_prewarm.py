@@ -74,15 +74,16 @@ def test_a_writer_loads_its_id_indexes_beside_its_first_write_and_after_maintena
     none at 10k; none at either size with the indexes loaded)."""
     store = _store(tmp_path)
     assert store.wait_writer_prewarmed(30)
-    assert sorted(prewarmed) == ["doc_id_idx", "id_idx"]  # once, beside the first write
+    # once, beside the first write (source: a source's rows are replaced by it)
+    assert sorted(prewarmed) == ["doc_id_idx", "id_idx", "source_idx"]
     store.replace_documents([DocumentVectors("x", chunks("x", 3), vectors(3, 99, DIM))])
-    assert store.wait_writer_prewarmed(30) and len(prewarmed) == 2
+    assert store.wait_writer_prewarmed(30) and len(prewarmed) == 3
     store.maintain()  # new index files: loaded again, with the ANN index it built
-    assert sorted(prewarmed[2:]) == ["doc_id_idx", "id_idx"]
+    assert sorted(prewarmed[3:]) == ["doc_id_idx", "id_idx", "source_idx"]
     reader = LanceDBStore(store.uri, dim=DIM, tuning=store.tuning)
     reader.count()
     reader.maintain()
-    assert len(prewarmed) == 4  # a store that never wrote loads no id index
+    assert len(prewarmed) == 6  # a store that never wrote loads no id index
     assert store.count() == 12 * 100 + 3
 
 

@@ -194,9 +194,12 @@ def limit(name: str) -> str:
     return name
 
 
-def test_a_failed_document_is_retried_by_the_next_sweep(
+def test_a_document_quarantined_for_good_is_skipped_until_a_rerun_is_forced(
     corpus: dict[str, Any], tmp_path: Path,
 ) -> None:
+    """As ``folio ingest`` does (its known_bad): a document that failed on its own merits
+    is not sent to a batch again by the next sweep (issue 48: an encrypted PDF was sent
+    every minute); ``reprocess`` tries it again."""
     client, bucket = corpus["client"], corpus["bucket"]
     client.put_object(Bucket=bucket, Key="bad/broken.pdf", Body=b"%PDF-1.4 not really")
     pdf = write_text_pdf(tmp_path / "good.pdf", report_pages(seed=999, n=1))
@@ -208,6 +211,11 @@ def test_a_failed_document_is_retried_by_the_next_sweep(
     failure = ledger.failure(f"s3://{bucket}/bad/broken.pdf")
     assert failure is not None and failure.attempts == 1 and not failure.retryable
     second = run_sweep(corpus, "bad", prefix="bad", concurrency_limit=limit("folio-sweep-test"))
-    assert second["skipped"] == 1 and second["failed"] == 1  # retried, never marked done
+    assert second["skipped"] == 1 and second["given_up"] == 1 and second["batches"] == 0
+    forced = run_sweep(corpus, "bad", prefix="bad", reprocess=True)
+    assert forced["failed"] == 1  # tried again, never marked done
     assert ledger.failure(f"s3://{bucket}/bad/broken.pdf").attempts == 2  # type: ignore[union-attr]
-    assert run_sweep(corpus, "bad", prefix="bad", max_attempts=2)["given_up"] == 1
+    # the sweep's sync: the deleted good.pdf leaves the index (rows, folder, record)
+    client.delete_object(Bucket=bucket, Key="bad/good.pdf")
+    synced = run_sweep(corpus, "bad", prefix="bad", sync=True)["sync"]
+    assert synced["removed"] == [f"s3://{bucket}/bad/good.pdf"] and synced["rows_removed"] > 0

@@ -27,5 +27,12 @@ CLAIMS = "_claims"
 LEDGER = "_ledger"
 #: the sweep's last failure per source: retried, never done
 FAILED = "_failed"
+#: one record per source naming its live version, at a path mirroring the source's URI
+#: (``_live/s3_{bucket}/{key}.json``, ``_live/file/{path}.json``), so the sources indexed
+#: under a root are one listing (:mod:`folio.index`)
+LIVE = "_live"
+#: which sources use a document folder (``_folder_sources/{folder}/{hash of source}``): a
+#: folder leaves with the last of them (the same bytes and file name under two sources)
+FOLDER_SOURCES = "_folder_sources"
 #: probe objects of the pre-run write check (:mod:`folio.run_checks`), deleted after it
 CHECKS = "_checks"

@@ -111,13 +111,34 @@ def _answered_before(ref: SourceRef, doc: DocumentResult, services: Services,
     from folio.outputs import find_done
 
     done = find_done(services.sink, doc.sha256, doc.config_hash)
-    if done is not None:
+    if done is not None and _live_here(ref, doc, done, services.sink):
         done.source, done.cached, done.seconds = ref.uri, True, time.monotonic() - started
         return done
     known = known_bad(services.sink, doc, services.config)
     if known is not None:
         known.seconds = time.monotonic() - started
     return known
+
+
+def _live_here(ref: SourceRef, doc: DocumentResult, done: DocumentResult, sink: Sink) -> bool:
+    """Whether the source's live version is these bytes with these settings: only then
+    is the done marker its own (docs/index-sync.md). The same bytes done under another
+    source, or done with these settings before a settings change replaced the rows, are
+    processed again. A source done before live records existed (its done document names
+    it, and it has no record) is adopted: its record is written, nothing is redone."""
+    from folio.index.live import LiveRecord, read_live, write_live
+    from folio.outputs import document_folder
+
+    live = read_live(sink, ref.uri)
+    if live is not None:
+        return (live.state == "live" and live.sha256 == doc.sha256
+                and live.config_hash == doc.config_hash)
+    if done.source != ref.uri:
+        return False
+    write_live(sink, LiveRecord(source=ref.uri, sha256=doc.sha256, config_hash=doc.config_hash,
+                                doc_id=done.doc_id, folder=document_folder(done),
+                                chunks=done.chunks, vector_table=done.vector_table))
+    return True
 
 
 def _record_version(ref: SourceRef, sha256: str, services: Services) -> None:

@@ -47,6 +47,9 @@ class Services:
         self._early: EarlyEmbeddings | None = None
         #: when each document's finishing stages ran (the report's ``timing.finishing``)
         self.clock = StageClock()
+        #: documents whose load stage ended, in that order: what an interrupted run's
+        #: report says finished (list.append is atomic: no lock)
+        self.loaded: list[DocumentResult] = []
         self._handed_over = False  # every document is in its finishing: nothing to wait for
         self._engine_fed = False  # every page is at the engine: the CPU no longer feeds it
         # every document is probed by a page worker first: their zygote's imports overlap

@@ -1,5 +1,10 @@
 """The vector store interface: one table of chunks + vectors, replaced per document.
 
+A pipeline write names the document's *source* (:attr:`DocumentVectors.source`): the
+store then replaces every row of that source, whatever version wrote it, so a changed
+source's old chunks leave in the same write as its new ones arrive, and the same bytes
+under two sources are two sets of rows (docs/index-sync.md).
+
 ``replace_document`` rather than ``add``: reprocessing a document (new OCR engine, a
 retry after quarantine) must leave exactly its new chunks, never duplicates or stale
 rows. Chunk ids are deterministic, so a store can upsert by id and drop the rest.
@@ -76,6 +81,14 @@ class DocumentVectors:
     doc_id: str
     chunks: list[Chunk]
     vectors: npt.NDArray[np.float32]
+    #: when given, the write replaces every row of this source (the rows of its earlier
+    #: versions included), not only the rows of ``doc_id``
+    source: str = ""
+
+    def keys(self) -> set[str]:
+        """What a store's per-document write lock covers: the doc id and the sources."""
+        return {self.doc_id, *({self.source} if self.source else set()),
+                *(c.source for c in self.chunks)}
 
 
 @runtime_checkable
@@ -106,6 +119,15 @@ class VectorStore(Protocol):
             ValueError: an entry fails :func:`check_vectors`, a doc_id is listed twice
                 or a chunk id appears in two documents; nothing is written.
             StorageError: the store could not be reached or the write failed.
+        """
+        ...
+
+    def delete_sources(self, sources: Sequence[str]) -> int:
+        """Remove every row of these sources (they are gone from their roots); returns the
+        rows removed. Serialised with writes of the same sources.
+
+        Raises:
+            StorageError: the store could not be reached or the delete failed.
         """
         ...
 
@@ -149,9 +171,10 @@ def check_batch(batch: Sequence[DocumentVectors], dim: int) -> None:
     seen_docs: set[str] = set()
     seen_ids: set[str] = set()
     for entry in batch:
-        if entry.doc_id in seen_docs:
-            raise ValueError(f"{entry.doc_id}: listed twice in one batch")
-        seen_docs.add(entry.doc_id)
+        key = entry.source or entry.doc_id  # the same bytes may come under two sources
+        if key in seen_docs:
+            raise ValueError(f"{key}: listed twice in one batch")
+        seen_docs.add(key)
         check_vectors(entry.doc_id, entry.chunks, entry.vectors, dim)
         ids = {c.id for c in entry.chunks}
         shared = sorted(ids & seen_ids)[:3]
@@ -183,6 +206,9 @@ class NullStore:
 
     def replace_documents(self, batch: Sequence[DocumentVectors]) -> None:
         return None
+
+    def delete_sources(self, sources: Sequence[str]) -> int:
+        return 0
 
     def search(self, vector: npt.NDArray[np.float32], k: int = 5) -> list[dict[str, Any]]:
         return []

@@ -15,7 +15,11 @@ import pyarrow as pa
 from folio.models import Chunk
 from folio.stores.base import box_records
 
-__all__ = ["BOXES_TYPE", "chunk_schema"]
+__all__ = ["BOXES_TYPE", "VERSION_COLUMNS", "chunk_schema"]
+
+#: the version a row belongs to (docs/index-sync.md), after the columns older tables
+#: have: :meth:`LanceDBStore._check_schema` adds them to such a table (NULL in old rows)
+VERSION_COLUMNS = ("sha256", "config_hash")
 
 _RESULT_COLUMNS = [
     "id",
@@ -28,6 +32,8 @@ _RESULT_COLUMNS = [
     "page_end",
     "headings",
     "boxes",
+    "sha256",
+    "config_hash",
 ]
 
 
@@ -57,6 +63,7 @@ def chunk_schema(dim: int) -> pa.Schema:
             pa.field("headings", pa.list_(pa.string())),
             pa.field("boxes", BOXES_TYPE),  # folio.stores.base.box_records
             pa.field("vector", pa.list_(pa.float32(), dim)),
+            *(pa.field(name, pa.string()) for name in VERSION_COLUMNS),
         ]
     )
 
@@ -75,7 +82,9 @@ def _rows(chunks: list[Chunk], vectors: npt.NDArray[np.float32], schema: pa.Sche
         "page_end": [c.page_end for c in chunks],
         "headings": [c.headings for c in chunks],
         "boxes": [box_records(c) for c in chunks],
+        "sha256": [c.sha256 for c in chunks],
+        "config_hash": [c.config_hash for c in chunks],
     }
-    arrays = [pa.array(columns[f.name], type=f.type) for f in schema if f.name != "vector"]
-    arrays.append(pa.FixedSizeListArray.from_arrays(flat, dim))
+    arrays = [pa.FixedSizeListArray.from_arrays(flat, dim) if f.name == "vector"
+              else pa.array(columns[f.name], type=f.type) for f in schema]
     return pa.Table.from_arrays(arrays, schema=schema)

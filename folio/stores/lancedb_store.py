@@ -46,7 +46,7 @@ from folio.stores.base import (
     legacy_hit,
 )
 from folio.stores.lance_import import import_lancedb
-from folio.stores.lance_schema import _RESULT_COLUMNS, _rows, chunk_schema
+from folio.stores.lance_schema import _RESULT_COLUMNS, VERSION_COLUMNS, _rows, chunk_schema
 from folio.stores.lance_tuning import LanceTuning
 from folio.stores.upkeep import Upkeep
 
@@ -57,8 +57,9 @@ log = logging.getLogger(__name__)
 #: the ANN index's name records its partition count (LanceDB does not report it), so
 #: maintenance can tell when the table outgrew the partitions it was trained with
 _VECTOR_INDEX_NAME = re.compile(r"vector_ivf_(\d+)p")
-#: columns the write path filters on: ``id`` (upsert join), ``doc_id`` (stale-row delete)
-_SCALAR_INDEXED = ("id", "doc_id")
+#: columns the write path filters on: ``id`` (upsert join), ``doc_id`` and ``source``
+#: (stale-row delete, a gone source's delete)
+_SCALAR_INDEXED = ("id", "doc_id", "source")
 
 
 def _sql_string(value: str) -> str:
@@ -141,6 +142,21 @@ class LanceDBStore:
             if self._table is not None:
                 self._check_schema(self._table.schema)
             return self._table
+
+    def _add_version_columns(self, table: Any) -> None:
+        """A table written before rows carried their version gets its columns (NULL in
+        the old rows, which the next write of each source replaces): reads and writes
+        then see one schema (docs/index-sync.md). Idempotent when workers race."""
+        missing = [c for c in VERSION_COLUMNS if c not in table.schema.names]
+        if not missing:
+            return
+        try:
+            table.add_columns({c: "CAST(NULL AS STRING)" for c in missing})
+        except Exception as exc:
+            if not all(c in table.schema.names for c in missing):
+                self._table = None
+                raise StorageError(f"lancedb add version columns to {self.uri}/"
+                                   f"{self._table_name}: {self._describe(exc)}") from None
 
     def _open_or_create(self, db: Any, create: bool) -> Any:
         try:
@@ -227,6 +243,7 @@ class LanceDBStore:
                 "another store.table) and run again with --reprocess to rewrite every "
                 "document's vectors with pages from 1"
             )
+        self._add_version_columns(table)
         try:
             if chunks:
                 vectors = np.concatenate([entry.vectors for entry in batch], axis=0)
@@ -259,14 +276,37 @@ class LanceDBStore:
 
     @staticmethod
     def _delete_stale(table: Any, batch: Sequence[DocumentVectors], chunks: list[Chunk]) -> None:
-        """Drop the batch's documents' rows that the new chunks did not overwrite; the
-        count first, because a delete that matches nothing still commits a version."""
-        docs = ", ".join(_sql_string(entry.doc_id) for entry in batch)
-        where = f"doc_id IN ({docs})"
+        """Drop the batch's documents' rows (by source where the entry names one: its
+        earlier versions' rows too) that the new chunks did not overwrite; the count
+        first, because a delete that matches nothing still commits a version."""
+        docs = ", ".join(_sql_string(e.doc_id) for e in batch if not e.source) or "NULL"
+        sources = ", ".join(_sql_string(e.source) for e in batch if e.source) or "NULL"
+        where = f"(doc_id IN ({docs}) OR source IN ({sources}))"
         if chunks:
             where += " AND id NOT IN (" + ", ".join(_sql_string(c.id) for c in chunks) + ")"
         if table.count_rows(where):
             table.delete(where)
+
+    def delete_sources(self, sources: Sequence[str]) -> int:
+        """Remove every row of these sources, in one commit (none when no row matches).
+
+        Raises:
+            StorageError: the location is unreachable or the delete failed.
+        """
+        table = self._open(create=False) if sources else None
+        if table is None:
+            return 0
+        where = "source IN (" + ", ".join(_sql_string(s) for s in sources) + ")"
+        try:
+            rows = int(table.count_rows(where))
+            if rows:
+                table.delete(where)
+        except Exception as exc:
+            raise StorageError(f"lancedb delete {len(sources)} source(s) from {self.uri}: "
+                               f"{self._describe(exc)}") from None
+        with self._lock:
+            self._search_stale = True
+        return rows
 
     def maintain(self) -> None:
         """Compact, fold new rows into the indexes, drop versions older than
@@ -459,7 +499,9 @@ class LanceDBStore:
             )
             if self.tuning.ann_refine_factor:
                 builder = builder.refine_factor(self.tuning.ann_refine_factor)
-            rows = builder.select([*_RESULT_COLUMNS, "_distance"]).limit(k).to_list()
+            names = set(table.schema.names)  # a table from before the version columns
+            columns = [c for c in _RESULT_COLUMNS if c in names]
+            rows = builder.select([*columns, "_distance"]).limit(k).to_list()
         except Exception as exc:
             raise StorageError(f"lancedb search {self.uri}: {self._describe(exc)}") from None
         for row in rows:

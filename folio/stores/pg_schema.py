@@ -22,8 +22,11 @@ _DDL_LOCK_KEY = 0x466F6C69  # "Foli"
 _HNSW_MAX_DIM = 2000  # pgvector 0.6-0.8's limit for an HNSW index on vector(n)
 _COLUMNS = (
     "id", "doc_id", "source", "chunk_index", "kind", "text",
-    "page_start", "page_end", "headings", "boxes", "vector",
+    "page_start", "page_end", "headings", "boxes", "vector", "sha256", "config_hash",
 )  # fmt: skip
+#: the version a row belongs to (docs/index-sync.md), last: tables made before them get
+#: them added (:func:`add_version_columns`), NULL in their old rows
+VERSION_COLUMNS = ("sha256", "config_hash")
 
 
 def _vector_text(row: npt.NDArray[np.float32]) -> str:
@@ -56,7 +59,9 @@ def create_tables(conn: psycopg.Connection[Any], table: str, delta_table: str, d
         " page_end integer,"
         " headings jsonb NOT NULL DEFAULT '[]',"
         " boxes jsonb NOT NULL DEFAULT '[]',"  # folio.stores.base.box_records
-        " vector vector({dim}) NOT NULL"
+        " vector vector({dim}) NOT NULL,"
+        " sha256 text,"
+        " config_hash text"
     ).format(dim=sql.Literal(dim))
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK_KEY,))
@@ -72,6 +77,7 @@ def create_tables(conn: psycopg.Connection[Any], table: str, delta_table: str, d
                     i=sql.Identifier(f"{name}_doc_id_idx"), t=sql.Identifier(name)
                 )
             )
+        _source_indexes(conn, (table, delta_table))
         if dim > _HNSW_MAX_DIM:
             return  # pgvector cannot index it: searches scan the table exactly
         conn.execute(
@@ -79,3 +85,31 @@ def create_tables(conn: psycopg.Connection[Any], table: str, delta_table: str, d
                 "CREATE INDEX IF NOT EXISTS {i} ON {t} USING hnsw (vector vector_cosine_ops)"
             ).format(i=sql.Identifier(f"{table}_vector_hnsw_idx"), t=t)
         )
+
+
+def _source_indexes(conn: psycopg.Connection[Any], names: tuple[str, ...]) -> None:
+    """A ``source`` index on each table: a source's rows are replaced and deleted by it."""
+    for name in names:
+        conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {i} ON {t} (source)").format(
+            i=sql.Identifier(f"{name}_source_idx"), t=sql.Identifier(name)))
+
+
+def has_version_columns(conn: psycopg.Connection[Any], table: str) -> bool:
+    """Whether ``table`` has the version columns (a table from before them does not)."""
+    row = conn.execute(
+        "SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass(%s)"
+        " AND attname = ANY(%s) AND NOT attisdropped",
+        (sql.Identifier(table).as_string(conn), list(VERSION_COLUMNS))).fetchone()
+    return row is not None and int(row[0]) == len(VERSION_COLUMNS)
+
+
+def add_version_columns(conn: psycopg.Connection[Any], table: str, delta_table: str) -> None:
+    """Give tables made before rows carried their version the version columns and the
+    ``source`` indexes (under the DDL lock; idempotent when writers race)."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK_KEY,))
+        for name in (table, delta_table):
+            conn.execute(sql.SQL(
+                "ALTER TABLE {t} ADD COLUMN IF NOT EXISTS sha256 text,"
+                " ADD COLUMN IF NOT EXISTS config_hash text").format(t=sql.Identifier(name)))
+        _source_indexes(conn, (table, delta_table))

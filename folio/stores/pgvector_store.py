@@ -51,7 +51,13 @@ from folio.stores.base import (
     legacy_hit,
 )
 from folio.stores.pg_dsn import _parse_dsn, _secret_forms, _shown
-from folio.stores.pg_schema import _COLUMNS, _vector_text, create_tables
+from folio.stores.pg_schema import (
+    _COLUMNS,
+    _vector_text,
+    add_version_columns,
+    create_tables,
+    has_version_columns,
+)
 from folio.stores.upkeep import Upkeep
 
 __all__ = ["PgVectorStore"]
@@ -126,6 +132,7 @@ class PgVectorStore:
         self._conn: psycopg.Connection[Any] | None = None
         self._ready = False  # the table was seen to exist with our dimension
         self._has_delta = False  # ... and its side table (tables made before it had none)
+        self._has_version = False  # ... and its version columns (docs/index-sync.md)
         self.maintain_every_writes = maintain_every_writes
         self.maintain_every_rows = maintain_every_rows
         self._maintain_retry_s = maintain_retry_s
@@ -257,6 +264,10 @@ class PgVectorStore:
                 f"vector table {self._table_name} at {self._shown} holds {held}, the embedder "
                 f"makes {self.dim}: use another store.table or store.uri"
             )
+        self._has_version = has_version_columns(conn, self._table_name)
+        if create and not self._has_version:  # a table from before rows had versions
+            add_version_columns(conn, self._table_name, self.delta_table)
+            self._has_version = True
         self._ready, self._has_delta = True, has_delta
         return True
 
@@ -302,19 +313,24 @@ class PgVectorStore:
         if not batch:
             return
         lock = self._lock_documents()
-        drop = "DELETE FROM {t} WHERE doc_id = ANY(%s) OR id = ANY(%s)"
+        # an entry naming its source replaces all of that source's rows (its earlier
+        # versions'), never another source's rows of the same bytes
+        drop = "DELETE FROM {t} WHERE doc_id = ANY(%s) OR source = ANY(%s) OR id = ANY(%s)"
         deletes = [sql.SQL(drop).format(t=sql.Identifier(name))
                    for name in (self._table_name, self.delta_table)]  # fmt: skip
         copy = sql.SQL("COPY {d} ({cols}) FROM STDIN").format(
             d=sql.Identifier(self.delta_table),
             cols=sql.SQL(", ").join(map(sql.Identifier, _COLUMNS)),
         )
-        doc_ids = [entry.doc_id for entry in batch]
+        keys = sorted(set().union(*(entry.keys() for entry in batch)))
+        doc_ids = [entry.doc_id for entry in batch if not entry.source]
+        sources = [entry.source for entry in batch if entry.source]
         new_ids = [c.id for entry in batch for c in entry.chunks]
         rows = [
             (
                 c.id, c.doc_id, c.source, c.index, c.kind, c.text, c.page_start, c.page_end,
                 Jsonb(c.headings), Jsonb(box_records(c)), _vector_text(v),
+                c.sha256 or None, c.config_hash or None,
             )
             for entry in batch
             for c, v in zip(
@@ -323,12 +339,12 @@ class PgVectorStore:
         ]  # fmt: skip
 
         def work(conn: psycopg.Connection[Any]) -> bool:
-            if not self._has_delta:  # a table from before the side table: give it one
-                self._prepare(conn, create=True)
+            if not (self._has_delta and self._has_version):  # a table from before the
+                self._prepare(conn, create=True)  # side table or the version columns
             with conn.transaction(), conn.cursor() as cur:
-                cur.execute(lock, (doc_ids,))
+                cur.execute(lock, (keys,))
                 for delete in deletes:
-                    cur.execute(delete, (doc_ids, new_ids))
+                    cur.execute(delete, (doc_ids, sources, new_ids))
                 if rows:
                     with cur.copy(copy) as out:
                         for row in rows:
@@ -338,6 +354,26 @@ class PgVectorStore:
         if self._run(f"write {batch_label(batch)}", work, create=bool(rows)) is None:
             return  # no table and nothing to write
         self.upkeep.wrote(rows=len(rows))
+
+    def delete_sources(self, sources: Sequence[str]) -> int:
+        """Remove every row of these sources from both tables in one transaction, under
+        their write locks (a writer of one of them waits, or is waited for)."""
+        if not sources:
+            return 0
+        lock = self._lock_documents()
+        deletes = [sql.SQL("DELETE FROM {t} WHERE source = ANY(%s)").format(t=sql.Identifier(n))
+                   for n in (self._table_name, self.delta_table)]  # fmt: skip
+
+        def work(conn: psycopg.Connection[Any]) -> int:
+            removed = 0
+            with conn.transaction(), conn.cursor() as cur:
+                cur.execute(lock, (sorted(set(sources)),))
+                for delete in deletes if self._has_delta else deletes[:1]:
+                    cur.execute(delete, (list(sources),))
+                    removed += max(cur.rowcount, 0)
+            return removed
+
+        return self._run(f"delete {len(sources)} source(s)", work, create=False) or 0
 
     def search(self, vector: npt.NDArray[np.float32], k: int = 5) -> list[dict[str, Any]]:
         """Nearest chunks by cosine similarity, best first (``score`` = 1 - distance), with
@@ -351,21 +387,22 @@ class PgVectorStore:
         query = _vector_text(flat)
         part = sql.SQL(
             "(SELECT id, doc_id, source, chunk_index, kind, text, page_start, page_end,"
-            " headings, boxes, vector <=> %(q)s::vector AS distance"
+            " headings, boxes, {version} vector <=> %(q)s::vector AS distance"
             " FROM {t} ORDER BY vector <=> %(q)s::vector LIMIT %(k)s)"
         )
-        main = part.format(t=sql.Identifier(self._table_name))
-        delta = part.format(t=sql.Identifier(self.delta_table))
 
         def work(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
             # one statement: one snapshot of both tables, so a row being moved between
             # them is seen exactly once
+            version = sql.SQL("sha256, config_hash,") if self._has_version else sql.SQL("")
+            main = part.format(t=sql.Identifier(self._table_name), version=version)
+            delta = part.format(t=sql.Identifier(self.delta_table), version=version)
             parts = [main, delta] if self._has_delta else [main]
             statement = sql.SQL(
                 "SELECT id, doc_id, source, chunk_index, kind, text, page_start, page_end,"
-                " headings, boxes, 1 - distance AS score FROM ({parts}) AS hits"
+                " headings, boxes, {version} 1 - distance AS score FROM ({parts}) AS hits"
                 " ORDER BY distance LIMIT %(k)s"
-            ).format(parts=sql.SQL(" UNION ALL ").join(parts))
+            ).format(parts=sql.SQL(" UNION ALL ").join(parts), version=version)
             with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
                 cur.execute(  # for this transaction only
                     "SELECT set_config('hnsw.ef_search', %s, true)",
@@ -429,12 +466,16 @@ class PgVectorStore:
         t, d = sql.Identifier(self._table_name), sql.Identifier(self.delta_table)
         if conn.execute("SELECT to_regclass(%s)", (d.as_string(conn),)).fetchone() == (None,):
             return  # no side table yet: nothing written since
-        sizes = conn.execute(
-            sql.SQL("SELECT doc_id, count(*) FROM {d} GROUP BY doc_id ORDER BY doc_id").format(d=d)
-        ).fetchall()
+        # grouped by document and source, and both locked: writers lock what they replace
+        # by (doc_id or source), and a row moved under neither lock could outlive its
+        # writer's delete
+        sizes = conn.execute(sql.SQL(
+            "SELECT doc_id, coalesce(source, ''), count(*) FROM {d}"
+            " GROUP BY 1, 2 ORDER BY 1, 2").format(d=d)).fetchall()
         cols = sql.SQL(", ").join(map(sql.Identifier, _COLUMNS))
         move = sql.SQL(
-            "WITH moved AS (DELETE FROM {d} WHERE doc_id = ANY(%s) RETURNING {cols})"
+            "WITH moved AS (DELETE FROM {d} WHERE doc_id = ANY(%s)"
+            " AND coalesce(source, '') = ANY(%s) RETURNING {cols})"
             " INSERT INTO {t} ({cols}) SELECT {cols} FROM moved"
             " ON CONFLICT (id) DO UPDATE SET {sets}"
         ).format(
@@ -445,18 +486,20 @@ class PgVectorStore:
         )  # fmt: skip
         lock = self._lock_documents()
         group: list[str] = []
+        group_sources: list[str] = []
         held = 0
-        for at, (doc_id, rows) in enumerate(sizes):
+        for at, (doc_id, source, rows) in enumerate(sizes):
             group.append(doc_id)
+            group_sources.append(source)
             held += int(rows)
             if held < _MOVE_ROWS and at + 1 < len(sizes):
                 continue
             with conn.transaction():
                 # a writer of one of these documents holds its lock until it commits: the
                 # move then sees (and moves) its new rows, never its old ones
-                conn.execute(lock, (group,))
-                conn.execute(move, (group,))
-            group, held = [], 0
+                conn.execute(lock, (sorted({*group, *group_sources}),))
+                conn.execute(move, (group, group_sources))
+            group, group_sources, held = [], [], 0
         if sizes:
             try:
                 conn.execute(sql.SQL("VACUUM {d}").format(d=d))  # moved rows are dead rows

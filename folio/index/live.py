@@ -1,0 +1,108 @@
+"""The record of a source's live version, kept where a listing of a root finds it.
+
+Identity is the source URI (an S3 URI, or a local file's absolute path); a version is
+the content hash with the settings' hash. ``_live/...`` holds one small JSON record per
+source, at a path that mirrors the URI segment by segment (percent-encoded), so that the
+sources indexed under ``s3://bucket/in/`` are exactly the names listed under
+``_live/s3_bucket/in/`` (1000 a request on S3): ``--sync`` diffs that listing against
+the source listing without reading a record of a present source.
+
+A source is *done* with the run's settings only when its record names these bytes and
+these settings and the record's state is ``live``; a content done-index entry alone
+(``_index/``) no longer is, since a settings change and back left one whose rows were
+replaced.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+from urllib.parse import quote
+
+from pydantic import BaseModel, ValidationError
+
+from folio.io.layout import LIVE
+from folio.io.sinks import Sink
+
+__all__ = ["LiveRecord", "live_path", "live_prefix", "read_live", "write_live"]
+
+log = logging.getLogger(__name__)
+
+#: characters kept as they are in a mirrored segment (all else percent-encoded)
+_SAFE = "-_.~()+,=@ "
+#: an encoded segment longer than this becomes a hash (file systems allow 255 bytes)
+_MAX_SEGMENT = 180
+
+
+class LiveRecord(BaseModel):
+    """One source's live version and where its outputs are."""
+
+    source: str
+    sha256: str
+    config_hash: str
+    doc_id: str
+    #: ``live``: rows, outputs and done marker are this version's; ``quarantined``: the
+    #: source's bytes could not be processed for good (no rows, no outputs kept)
+    state: Literal["live", "quarantined"] = "live"
+    folder: str = ""  # the document folder (sink-relative), "" when none
+    chunks: int = 0
+    vector_table: str = ""
+    updated_at: str = ""
+
+
+def _segment(part: str) -> str:
+    if part in ("", ".", ".."):
+        return "%" + part.replace(".", "2E") if part else "%"
+    encoded = quote(part, safe=_SAFE)
+    if encoded.startswith("."):  # a hidden name: a local listing skips it
+        encoded = "%2E" + encoded[1:]
+    if len(encoded.encode()) > _MAX_SEGMENT:
+        encoded = "%-" + hashlib.sha256(part.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return encoded
+
+
+def _parts(uri: str) -> list[str]:
+    """``["s3_" + bucket, *key segments]`` or ``["file", *path segments]`` (a bucket's
+    name never holds ``_``)."""
+    if uri.startswith("s3://"):
+        bucket, _, key = uri[5:].partition("/")
+        return ["s3_" + bucket, *key.split("/")]
+    path = Path(uri.removeprefix("file://")).expanduser().absolute().as_posix()
+    return ["file", *path.lstrip("/").split("/")]
+
+
+def live_path(uri: str) -> str:
+    """The record's path for a source URI (deterministic: a present source's record
+    name is computed, never listed)."""
+    return f"{LIVE}/" + "/".join(_segment(p) for p in _parts(uri)) + ".json"
+
+
+def live_prefix(root: str) -> str:
+    """The folder of the records of every source under ``root`` (a folder or prefix,
+    read as a folder: ``s3://b/in`` covers ``in/...``, never ``inbox/...``)."""
+    parts = [p for p in _parts(root)]
+    while len(parts) > 1 and parts[-1] == "":  # a trailing slash
+        parts.pop()
+    return f"{LIVE}/" + "/".join(_segment(p) for p in parts) + "/"
+
+
+def read_live(sink: Sink, uri: str) -> LiveRecord | None:
+    """The source's record; None when there is none or it is unreadable (then the
+    source is processed again, which writes a good one)."""
+    text = sink.read_text(live_path(uri))
+    if text is None:
+        return None
+    try:
+        record = LiveRecord.model_validate_json(text)
+    except ValidationError:
+        log.warning("unreadable live record of %s: processing it again", uri)
+        return None
+    return record if record.source == uri else None
+
+
+def write_live(sink: Sink, record: LiveRecord) -> None:
+    stamped = record.model_copy(update={"updated_at": datetime.now(UTC).isoformat()})
+    sink.write_text(live_path(record.source), stamped.model_dump_json(indent=1))
