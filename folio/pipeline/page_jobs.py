@@ -53,6 +53,7 @@ def worker_jobs(prep: PreparedDocument, config: PipelineConfig) -> list[WorkerJo
             layout=config.active_layout(),
             # a CPU OCR engine reads small text better from a finer render
             ocr_resolution=config.ocr.engine in CPU_OCR_ENGINES,
+            figure_min_side_pt=config.figures.min_side_pt,
         )
         for start in range(0, doc.page_count, size)
     ]
