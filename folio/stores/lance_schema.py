@@ -15,7 +15,7 @@ import pyarrow as pa
 from folio.models import Chunk
 from folio.stores.base import box_records
 
-__all__ = ["BOXES_TYPE", "chunk_schema"]
+__all__ = ["BOXES_TYPE", "IMAGE_URI", "chunk_schema"]
 
 _RESULT_COLUMNS = [
     "id",
@@ -28,6 +28,7 @@ _RESULT_COLUMNS = [
     "page_end",
     "headings",
     "boxes",
+    "image_uri",
 ]
 
 
@@ -40,6 +41,10 @@ BOXES_TYPE = pa.list_(pa.struct([
     pa.field("x1", pa.float64()),
     pa.field("y1", pa.float64()),
 ]))
+
+
+#: a figure chunk's crop (local path or s3:// URI; null for other chunks: folio.figures)
+IMAGE_URI = pa.field("image_uri", pa.string())
 
 
 def chunk_schema(dim: int) -> pa.Schema:
@@ -57,6 +62,8 @@ def chunk_schema(dim: int) -> pa.Schema:
             pa.field("headings", pa.list_(pa.string())),
             pa.field("boxes", BOXES_TYPE),  # folio.stores.base.box_records
             pa.field("vector", pa.list_(pa.float32(), dim)),
+            # last: tables written before it get it added (LanceDBStore._check_schema)
+            IMAGE_URI,
         ]
     )
 
@@ -75,7 +82,8 @@ def _rows(chunks: list[Chunk], vectors: npt.NDArray[np.float32], schema: pa.Sche
         "page_end": [c.page_end for c in chunks],
         "headings": [c.headings for c in chunks],
         "boxes": [box_records(c) for c in chunks],
+        "image_uri": [c.image_uri for c in chunks],
     }
-    arrays = [pa.array(columns[f.name], type=f.type) for f in schema if f.name != "vector"]
-    arrays.append(pa.FixedSizeListArray.from_arrays(flat, dim))
+    arrays = [pa.FixedSizeListArray.from_arrays(flat, dim) if f.name == "vector"
+              else pa.array(columns[f.name], type=f.type) for f in schema]
     return pa.Table.from_arrays(arrays, schema=schema)

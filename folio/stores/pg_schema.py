@@ -22,7 +22,7 @@ _DDL_LOCK_KEY = 0x466F6C69  # "Foli"
 _HNSW_MAX_DIM = 2000  # pgvector 0.6-0.8's limit for an HNSW index on vector(n)
 _COLUMNS = (
     "id", "doc_id", "source", "chunk_index", "kind", "text",
-    "page_start", "page_end", "headings", "boxes", "vector",
+    "page_start", "page_end", "headings", "boxes", "vector", "image_uri",
 )  # fmt: skip
 
 
@@ -56,7 +56,8 @@ def create_tables(conn: psycopg.Connection[Any], table: str, delta_table: str, d
         " page_end integer,"
         " headings jsonb NOT NULL DEFAULT '[]',"
         " boxes jsonb NOT NULL DEFAULT '[]',"  # folio.stores.base.box_records
-        " vector vector({dim}) NOT NULL"
+        " vector vector({dim}) NOT NULL,"
+        " image_uri text"  # last: a figure chunk's crop (add_image_uri for older tables)
     ).format(dim=sql.Literal(dim))
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK_KEY,))
@@ -79,3 +80,23 @@ def create_tables(conn: psycopg.Connection[Any], table: str, delta_table: str, d
                 "CREATE INDEX IF NOT EXISTS {i} ON {t} USING hnsw (vector vector_cosine_ops)"
             ).format(i=sql.Identifier(f"{table}_vector_hnsw_idx"), t=t)
         )
+
+
+def has_image_uri(conn: psycopg.Connection[Any], table: str) -> bool:
+    """Whether ``table`` has the ``image_uri`` column (tables made before figure chunks
+    have none)."""
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s)"
+        " AND attname = 'image_uri' AND NOT attisdropped)",
+        (sql.Identifier(table).as_string(conn),)).fetchone()
+    return bool(row and row[0])
+
+
+def add_image_uri(conn: psycopg.Connection[Any], tables: tuple[str, ...]) -> None:
+    """Give tables made before figure chunks the ``image_uri`` column (null in their
+    rows), under the schema lock (:data:`_DDL_LOCK_KEY`)."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK_KEY,))
+        for name in tables:
+            conn.execute(sql.SQL("ALTER TABLE IF EXISTS {t} ADD COLUMN IF NOT EXISTS image_uri text")
+                         .format(t=sql.Identifier(name)))

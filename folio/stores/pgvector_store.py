@@ -51,7 +51,13 @@ from folio.stores.base import (
     legacy_hit,
 )
 from folio.stores.pg_dsn import _parse_dsn, _secret_forms, _shown
-from folio.stores.pg_schema import _COLUMNS, _vector_text, create_tables
+from folio.stores.pg_schema import (
+    _COLUMNS,
+    _vector_text,
+    add_image_uri,
+    create_tables,
+    has_image_uri,
+)
 from folio.stores.upkeep import Upkeep
 
 __all__ = ["PgVectorStore"]
@@ -126,6 +132,7 @@ class PgVectorStore:
         self._conn: psycopg.Connection[Any] | None = None
         self._ready = False  # the table was seen to exist with our dimension
         self._has_delta = False  # ... and its side table (tables made before it had none)
+        self._has_image_uri = True  # ... and its image_uri column (see _prepare)
         self.maintain_every_writes = maintain_every_writes
         self.maintain_every_rows = maintain_every_rows
         self._maintain_retry_s = maintain_retry_s
@@ -257,6 +264,10 @@ class PgVectorStore:
                 f"vector table {self._table_name} at {self._shown} holds {held}, the embedder "
                 f"makes {self.dim}: use another store.table or store.uri"
             )
+        self._has_image_uri = has_image_uri(conn, self._table_name)
+        if create and not self._has_image_uri:  # made before figure chunks: add it
+            add_image_uri(conn, (self._table_name, self.delta_table))
+            self._has_image_uri = True
         self._ready, self._has_delta = True, has_delta
         return True
 
@@ -314,7 +325,7 @@ class PgVectorStore:
         rows = [
             (
                 c.id, c.doc_id, c.source, c.index, c.kind, c.text, c.page_start, c.page_end,
-                Jsonb(c.headings), Jsonb(box_records(c)), _vector_text(v),
+                Jsonb(c.headings), Jsonb(box_records(c)), _vector_text(v), c.image_uri,
             )
             for entry in batch
             for c, v in zip(
@@ -323,7 +334,7 @@ class PgVectorStore:
         ]  # fmt: skip
 
         def work(conn: psycopg.Connection[Any]) -> bool:
-            if not self._has_delta:  # a table from before the side table: give it one
+            if not (self._has_delta and self._has_image_uri):  # an older table: bring it up
                 self._prepare(conn, create=True)
             with conn.transaction(), conn.cursor() as cur:
                 cur.execute(lock, (doc_ids,))
@@ -351,19 +362,21 @@ class PgVectorStore:
         query = _vector_text(flat)
         part = sql.SQL(
             "(SELECT id, doc_id, source, chunk_index, kind, text, page_start, page_end,"
-            " headings, boxes, vector <=> %(q)s::vector AS distance"
+            " headings, boxes, {image} AS image_uri, vector <=> %(q)s::vector AS distance"
             " FROM {t} ORDER BY vector <=> %(q)s::vector LIMIT %(k)s)"
         )
-        main = part.format(t=sql.Identifier(self._table_name))
-        delta = part.format(t=sql.Identifier(self.delta_table))
 
         def work(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
+            # a table made before figure chunks, not yet written to, has no image_uri
+            image = sql.SQL("image_uri" if self._has_image_uri else "NULL::text")
+            main = part.format(t=sql.Identifier(self._table_name), image=image)
+            delta = part.format(t=sql.Identifier(self.delta_table), image=image)
             # one statement: one snapshot of both tables, so a row being moved between
             # them is seen exactly once
             parts = [main, delta] if self._has_delta else [main]
             statement = sql.SQL(
                 "SELECT id, doc_id, source, chunk_index, kind, text, page_start, page_end,"
-                " headings, boxes, 1 - distance AS score FROM ({parts}) AS hits"
+                " headings, boxes, image_uri, 1 - distance AS score FROM ({parts}) AS hits"
                 " ORDER BY distance LIMIT %(k)s"
             ).format(parts=sql.SQL(" UNION ALL ").join(parts))
             with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
