@@ -253,6 +253,10 @@ class FigureSettings(BaseModel):
         "(logos, rules, bullets, icons) is no figure")
     jpeg_quality: int = Field(85, ge=1, le=100, description="JPEG quality of photographs "
                               "(line art is PNG)")
+    vlm_layout: bool = Field(
+        True, description="run the layout model on a vision model's pages when its answers "
+        "give figures without boxes (olmOCR's ![alt](...)), to place and crop them "
+        "(folio.figures.plan); Chandra boxes its own")
 
 
 class StoreSettings(BaseModel):

@@ -31,6 +31,17 @@ def literal(text: str) -> Callable[[re.Match[str]], str]:
     return lambda _match: text
 
 
+def _insert(markdown: str, link: str, content: str) -> str:
+    """``link`` on a line of its own before the first line of ``content`` in
+    ``markdown`` (where the figure's words are), else at the end."""
+    first = next((line.strip() for line in content.splitlines() if line.strip()), "")
+    at = markdown.find(first) if first else -1
+    if at < 0:
+        return f"{markdown.rstrip()}\n\n{link}".strip()
+    start = markdown.rfind("\n", 0, at) + 1
+    return f"{markdown[:start]}{link}\n\n{markdown[start:]}"
+
+
 def crop_name(page_index: int, number: int, ext: str) -> str:
     """The crop's path relative to the document's folder: page from 1, figure from 1."""
     return f"{FIGURES_DIR}/p{page_index + 1:04d}-{number}.{ext}"
@@ -75,7 +86,7 @@ def resolve_page(page: PageResult, written: dict[str, str]) -> PageResult:
         replacement = picture_markdown(updated) if final else (block.alt or "")
         markdown, n = pattern.subn(literal(replacement), markdown, count=1)
         if not n and final:  # the model's markdown had no link for it: add one
-            markdown = f"{markdown.rstrip()}\n\n{replacement}".strip()
+            markdown = _insert(markdown, replacement, block.content)
         blocks.append(updated)
     markdown = re.compile(_LINK.format(src=_CHANDRA_NAME.pattern)).sub("", markdown)
     markdown = re.sub(r"\n{3,}", "\n\n", markdown).strip()

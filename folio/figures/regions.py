@@ -192,8 +192,11 @@ def model_pictures(blocks: Sequence[Block], regions: Sequence[Region] | None = N
             out.append(block)
             continue
         alt, src, rest = _split_link(block.content)
+        # a figure without an image link (Chandra's Diagram, Chemical-Block) is cropped
+        # too: its link goes where its words are (folio.figures.links.resolve_page)
         out.append(block.model_copy(update={
-            "label": Label.PICTURE.value, "alt": alt, "image": src, "content": rest}))
+            "label": Label.PICTURE.value, "alt": alt, "content": rest,
+            "image": src or f"{PENDING_PREFIX}{len(out)}"}))
     figures = [r.bbox for r in regions or () if r.label is Label.FIGURE]
     if figures:
         pictures = [b for b in out if b.label == Label.PICTURE.value]

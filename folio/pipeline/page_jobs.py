@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from folio.config import PipelineConfig
+from folio.figures.plan import figure_layout
 from folio.models import PagePrep
 from folio.pipeline.prepare import PreparedDocument
 from folio.route import route_page
@@ -50,7 +51,8 @@ def worker_jobs(prep: PreparedDocument, config: PipelineConfig) -> list[WorkerJo
             memory_mb=config.limits.worker_memory_mb,
             nice=config.limits.worker_nice,
             timeout_s=config.limits.document_timeout_s,
-            layout=config.active_layout(),
+            # a vision model's figures without boxes are placed by the layout model
+            layout=config.active_layout() or figure_layout(config),
             # a CPU OCR engine reads small text better from a finer render
             ocr_resolution=config.ocr.engine in CPU_OCR_ENGINES,
             figure_min_side_pt=config.figures.min_side_pt,
