@@ -77,7 +77,7 @@ def _is_furniture(block: Block) -> bool:
 
 #: a figure's image link in the markdown: its words (caption, file name) are the figure's,
 #: owed to its own chunk, as the words printed inside the figure are (folio.figures)
-_IMAGE_LINK = re.compile(r"!\[(?:[^\]\\]|\\.)*\]\([^)]*\)")
+_IMAGE_LINK = re.compile(r"!\[[^\n]*?\]\([^)]*\)")
 
 
 def page_agreement(page: PageResult, chunk_texts: Iterable[str],

@@ -21,7 +21,7 @@ __all__ = ["FIGURES_DIR", "crop_name", "is_written", "link_text", "literal", "pi
 
 #: the crops' folder, beside document.md
 FIGURES_DIR = "figures"
-_LINK = r"!\[(?:[^\]\\]|\\.)*\]\({src}(?:\s+\"[^\"]*\")?\)"
+_LINK = r"!\[[^\n]*?\]\({src}(?:\s+\"[^\"]*\")?\)"
 #: Chandra's image names (chandra/output.py): never written by anyone
 _CHANDRA_NAME = re.compile(r"[0-9a-f]{32}_\d+_img\.webp")
 

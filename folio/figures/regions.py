@@ -46,7 +46,8 @@ MAX_WORDS_OVER_IMAGE = 40
 #: image objects this close (points) are one figure drawn in tiles
 TILE_GAP_PT = 2.0
 _FIGURE_LABELS = frozenset({Label.FIGURE.value, Label.IMAGE.value})
-_IMAGE_LINK = re.compile(r"!\[((?:[^\]\\]|\\.)*)\]\(([^)\s]*)(?:\s+\"[^\"]*\")?\)")
+#: alt text may hold brackets of its own (markdownify leaves them unescaped)
+_IMAGE_LINK = re.compile(r"!\[([^\n]*?)\]\(([^)\s]*)(?:\s+\"[^\"]*\")?\)")
 
 
 def iou(a: BBox, b: BBox) -> float:
@@ -123,7 +124,9 @@ def cpu_pictures(blocks: Sequence[Block], regions: Sequence[Region] | None,
         boxes.append(box)
         taken.update({id(m): pic[1] for m in members})
     tables = [r.bbox for r in regions if r.label is Label.TABLE]
-    for box in _tiles(images or ()):
+    # a page's scan or background is left out before tiles are joined: it touches all
+    drawn = [b for b in images or () if _page_share(b, width, height) <= MAX_PAGE_SHARE]
+    for box in _tiles(drawn):
         if _small(box, min_side) or _page_share(box, width, height) > MAX_PAGE_SHARE:
             continue
         if any(cover(box, other) >= 0.5 or cover(other, box) >= 0.5
@@ -277,7 +280,7 @@ def _drop_tiny(blocks: list[Block], markdown: str, min_side: float) -> tuple[lis
             out.append(block)
             continue
         if block.image:
-            link = re.compile(r"!\[(?:[^\]\\]|\\.)*\]\(" + re.escape(block.image) + r"[^)]*\)")
+            link = re.compile(r"!\[[^\n]*?\]\(" + re.escape(block.image) + r"[^)]*\)")
             markdown = link.sub(literal(block.alt or ""), markdown, count=1)
         text = "\n".join(t for t in (block.alt, block.content) if t)
         out.append(block.model_copy(update={"label": Label.TEXT.value, "content": text,
