@@ -22,7 +22,7 @@ from folio.figures.regions import (
     model_pictures,
     page_pictures,
 )
-from folio.models import BBox, Block, DocumentResult, Label, PageOutcome, PageResult, Region
+from folio.models import BBox, Block, Chunk, DocumentResult, Label, PageOutcome, PageResult, Region
 from folio.parsers import chandra
 from folio.stores import open_store
 from folio.stores.lance_schema import chunk_schema
@@ -197,7 +197,7 @@ def test_figures_none_on_the_command_line_is_the_figures_mode_setting() -> None:
     assert "figures.mode" not in _settings(args)
 
 
-def _with_images(doc_id: str) -> list:  # type: ignore[type-arg]
+def _with_images(doc_id: str) -> list[Chunk]:
     rows = chunks(doc_id, 2)
     rows[1] = rows[1].model_copy(update={"kind": "figure", "image_uri": "/out/d/figures/p1-1.png"})
     return rows
@@ -245,6 +245,7 @@ def test_pgvector_rows_carry_image_uri_and_an_older_table_gets_the_column(
                          .format(t=sql.Identifier(name)))
     older = open_store(StoreSettings(kind="pgvector", uri=pg_dsn, table=table),
                        default_uri="ignored", s3=S3Settings(), dim=DIM)
+    assert isinstance(older, PgVectorStore)
     try:
         assert search_hit(older.search(vectors(1, 1)[0], k=1)[0])["image_uri"] is None
         older.replace_document("d", _with_images("d"), vectors(2, 5))
