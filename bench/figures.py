@@ -38,7 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._measure import corpus_dir, git, median, save, tree_cpu_seconds  # noqa: E402
+from bench._measure import corpus_dir, git, median, save, tree_cpu_seconds
 
 #: settings changed from the defaults, with why (everything else is as a user runs it)
 CHANGED = {
