@@ -6,6 +6,7 @@ server), reruns, and ``figures.mode = none``."""
 from __future__ import annotations
 
 import io
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -170,3 +171,37 @@ def test_chandra_s_figure_links_resolve_to_crops_of_its_own_boxes(
         with Image.open(document_md.parent / target) as image:
             assert abs(image.width - (box.x1 - box.x0) * 150 / 72) <= 2
             assert abs(image.height - (box.y1 - box.y0) * 150 / 72) <= 2
+
+
+#: an olmOCR 2 answer: its figure is ``![alt](...)`` with no box of its own
+OLMOCR_ANSWER = (
+    "---\nprimary_language: en\nis_rotation_valid: True\nrotation_correction: 0\n"
+    "is_table: False\nis_diagram: False\n---\n# Figures Example\n\nLorem ipsum dolor sit "
+    "amet.\n\n![An example picture](page_1_2.png)\n\nFigure 1: This is an example image.")
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("fake", [{"output": OLMOCR_ANSWER}], indirect=True)
+def test_olmocr_s_figures_are_placed_by_the_layout_model_and_cropped(
+        corpus: Path, layout_model: Path, fake: FakeServer, tmp_path: Path) -> None:
+    config = _config(tmp_path, ocr={"engine": "openai", "endpoint": fake.url,
+                                    "model": "fake-ocr", "preset": "olmocr2"},
+                     route={"mode": "ocr"})
+    source = corpus / "docling" / DOCS[0]
+    (doc,) = _run(config, [str(source)], str(tmp_path / "out")).values()
+    truth = json.loads((corpus / "docling" / "groundtruth" / f"{source.stem}.json").read_text())
+    for (index, block), picture in zip(_pictures(doc), truth["pictures"], strict=True):
+        box, prov = block.bbox, picture["prov"][0]["bbox"]  # docling's, bottom-left origin
+        height = doc.pages[index].height_pt
+        assert block.alt == "An example picture" and block.image == f"figures/p000{index + 1}-1.png"
+        assert _iou((box.x0, box.y0, box.x1, box.y1),
+                    (prov["l"], height - prov["t"], prov["r"], height - prov["b"])) >= 0.5
+    markdown = Path(doc.outputs["markdown"]).read_text()
+    assert "page_1_2.png" not in markdown
+    assert [t for _, t in _LINK.findall(markdown)] == ["figures/p0001-1.png", "figures/p0002-1.png"]
+
+
+def _iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    w, h = min(a[2], b[2]) - max(a[0], b[0]), min(a[3], b[3]) - max(a[1], b[1])
+    inter = max(0.0, w) * max(0.0, h)
+    return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
