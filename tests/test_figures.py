@@ -111,6 +111,18 @@ def test_a_figure_region_the_labelling_made_a_table_is_no_picture() -> None:
     assert [b.label for b in found] == ["Table"] * 3
 
 
+def test_a_figure_region_of_paragraphs_is_text_not_a_picture() -> None:
+    """A layout model takes a list, a table of contents or a page of a script without
+    letter case for one picture; hidden in a Picture its text would leave document.md."""
+    items = [_block("Figure", (310, 410 + 40 * n, 550, 440 + 40 * n),
+                    " ".join(["item"] * 15), n) for n in range(4)]
+    found, markdown = page_pictures(
+        items, "", block_markdown=True, layout=[_region(Label.FIGURE, FIGURE)], images=[],
+        width=W, height=H, min_cover=0.5, min_side=48)
+    assert [b.label for b in found] == ["Text"] * 4
+    assert markdown.count("item") == 60
+
+
 CHANDRA_ANSWER = (
     '<div data-bbox="[80, 60, 940, 120]" data-label="Section-Header"><h2>Results</h2></div>'
     '<div data-bbox="[300, 300, 724, 600]" data-label="Image">'

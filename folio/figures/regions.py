@@ -14,7 +14,8 @@ Where the regions come from:
 
 * CPU engines (:func:`cpu_pictures`): the layout model's figure regions whose blocks
   stayed a figure (:mod:`folio.layout_labels` turns figure regions that hold a table or
-  running prose into those), then pdfium's image objects that no figure or table region
+  running prose into those, and a region holding many words in long blocks is text
+  too), then pdfium's image objects that no figure or table region
   covers, unless text runs over them (a background) or they cover the page (a scan).
 * Chandra (:func:`model_pictures`): the model's own Image and Figure boxes.
 * Answers without boxes (olmOCR's ``![alt](...)``): the layout model's figure regions on
@@ -31,7 +32,7 @@ from collections.abc import Sequence
 
 from folio.engines.markdown import blocks_to_markdown
 from folio.figures.links import literal
-from folio.layout_labels import cover, region_for
+from folio.layout_labels import CELL_MAX_WORDS, cover, region_for
 from folio.models import BBox, Block, Label, Region
 
 __all__ = ["PENDING_PREFIX", "attach_captions", "cpu_pictures", "iou", "match_regions",
@@ -104,11 +105,18 @@ def cpu_pictures(blocks: Sequence[Block], regions: Sequence[Region] | None,
     ranked: list[tuple[float, Block]] = []
     relabel: dict[int, Block] = {}
     boxes: list[BBox] = []
+    tables = [r.bbox for r in regions if r.label is Label.TABLE]
     for region in (r for r in regions if r.label is Label.FIGURE):
+        if any(iou(region.bbox, t) >= 0.5 or cover(t, region.bbox) >= 0.5 for t in tables):
+            continue  # the model saw a table there too: the table's blocks say which
         members = [b for b in blocks if b.bbox is not None and id(b) not in taken
                    and region_for(b.bbox, regions, min_cover) is region]
         if any(m.label != Label.FIGURE.value for m in members):
             continue  # a table or prose the labelling took out of the figure
+        if _prose(members):  # a page of text the model took for a picture: text it stays
+            rest = [r for r in regions if r is not region]
+            relabel.update({id(m): _as_text(m, rest, min_cover) for m in members})
+            continue
         box = region.bbox
         for m in members:
             assert m.bbox is not None
@@ -123,7 +131,6 @@ def cpu_pictures(blocks: Sequence[Block], regions: Sequence[Region] | None,
         ranked.append(pic)
         boxes.append(box)
         taken.update({id(m): pic[1] for m in members})
-    tables = [r.bbox for r in regions if r.label is Label.TABLE]
     # a page's scan or background is left out before tiles are joined: it touches all
     drawn = [b for b in images or () if _page_share(b, width, height) <= MAX_PAGE_SHARE]
     for box in _tiles(drawn):
@@ -147,6 +154,25 @@ def cpu_pictures(blocks: Sequence[Block], regions: Sequence[Region] | None,
         return list(blocks)
     ranked += [(float(b.order), relabel.get(id(b), b)) for b in blocks if id(b) not in taken]
     return _renumber(ranked)
+
+
+def _prose(members: Sequence[Block]) -> bool:
+    """Whether a figure region's blocks are text rather than a figure's labels: more
+    than :data:`MAX_WORDS_OVER_IMAGE` words, one block of more than
+    :data:`folio.layout_labels.CELL_MAX_WORDS` among them (a paragraph, a list, a table of
+    contents; a drawing's labels, a chart's ticks and titles are short). Hidden in a
+    picture, such text would leave document.md; a figure of sentences loses its crop."""
+    sizes = [len(m.content.split()) for m in members]
+    return sum(sizes) > MAX_WORDS_OVER_IMAGE and max(sizes, default=0) > CELL_MAX_WORDS
+
+
+def _as_text(block: Block, rest: Sequence[Region], min_cover: float) -> Block:
+    """A block of a region that is no figure: the label the other regions give it
+    (a title, a caption), else Text."""
+    again = region_for(block.bbox, rest, min_cover) if block.bbox is not None else None
+    label = (again.label.value if again is not None
+             and again.label not in (Label.FIGURE, Label.TABLE) else Label.TEXT.value)
+    return block.model_copy(update={"label": label})
 
 
 def _page_share(box: BBox, width: float, height: float) -> float:
