@@ -19,7 +19,11 @@ holds an Image and a Figure div; each Picture's box against the answer's box (Io
 crop's pixels against the box at the crop resolution, links to Chandra's own names left
 in document.md, links that do not resolve.
 
-Usage: ``.venv/bin/python bench/figures.py [--rounds 2]`` (writes
+With ``--main-tree DIR`` (main exported there: ``git archive main | tar -x -C DIR``) the
+same documents also go through main's pipeline, each round: the whole feature's CPU cost
+(finding the pictures, the image objects, the crops) is the ``crops`` runs' over those.
+
+Usage: ``.venv/bin/python bench/figures.py [--rounds 2] [--main-tree DIR]`` (writes
 bench/results/figures.json).
 """
 
@@ -130,10 +134,11 @@ def one_run(mode: str, out: str, sources: list[str], extra: dict[str, Any]) -> d
     return result
 
 
-def _child(mode: str, sources: list[str], extra: dict[str, Any]) -> dict[str, Any]:
+def _child(mode: str, sources: list[str], extra: dict[str, Any],
+           script: str = __file__) -> dict[str, Any]:
     out = tempfile.mkdtemp(prefix=f"figures-{mode}-")
     try:
-        proc = subprocess.run([sys.executable, __file__, "--one", mode, "--out", out,
+        proc = subprocess.run([sys.executable, script, "--one", mode, "--out", out,
                                "--extra", json.dumps(extra), *sources],
                               capture_output=True, text=True, check=False)
         if proc.returncode != 0:
@@ -195,6 +200,8 @@ def main() -> None:
     parser.add_argument("--one")
     parser.add_argument("--out")
     parser.add_argument("--extra", default="{}")
+    parser.add_argument("--main-tree", help="a checkout of main (git archive main | tar -x "
+                        "-C DIR): its pipeline is run too, for the whole feature's cost")
     parser.add_argument("sources", nargs="*")
     args = parser.parse_args()
     if args.one:  # a child: one run, its result as the last line
@@ -207,9 +214,16 @@ def main() -> None:
     sources = [str(docling / f"{stem}.pdf") for stem in truths]
     pages = sum(n for _, n in truths.values())
     runs: dict[str, list[dict[str, Any]]] = {"none": [], "crops": []}
+    probe = None
+    if args.main_tree:  # this script in main's tree imports main's folio
+        probe = Path(args.main_tree) / "bench" / "figures_probe.py"
+        shutil.copy(__file__, probe)
+        runs["main"] = []
     for _ in range(args.rounds):
         for mode in ("none", "crops"):
             runs[mode].append(_child(mode, sources, {}))
+        if probe is not None:
+            runs["main"].append(_child("none", sources, {}, str(probe)))
     last = runs["crops"][-1]["documents"]
     per_doc: dict[str, Any] = {}
     totals = [0, 0, 0]
@@ -250,6 +264,11 @@ def main() -> None:
             "iou_threshold": 0.5,
             "cpu_s_runs": cpu,
             "extra_cpu_s_per_page": round(extra / pages, 4),
+            "extra_cpu_note": "crops over figures.mode none: rendering, encoding and "
+                              "writing the crops; finding the pictures runs in both",
+            "extra_cpu_s_per_page_vs_main": (
+                round((median(cpu["crops"]) - median(cpu["main"])) / pages, 4)
+                if "main" in cpu else None),
             "crops": crops, "crop_bytes": crop_bytes,
             "bytes_per_figure": round(crop_bytes / crops) if crops else None,
             "dangling_links": sum(d["dangling_links"] for d in per_doc.values()),
