@@ -124,7 +124,9 @@ def one_run(mode: str, out: str, sources: list[str], extra: dict[str, Any]) -> d
         links = _LINK.findall(markdown.read_text()) if markdown else []
         result["documents"][Path(doc.source).name] = {
             "outcome": doc.outcome.value, "pages": doc.page_count,
-            "figures": doc.figures, "figure_bytes": doc.figure_bytes,
+            # getattr: the same function runs main's pipeline (--main-tree), without them
+            "figures": getattr(doc, "figures", 0),
+            "figure_bytes": getattr(doc, "figure_bytes", 0),
             "links": len(links),
             "dangling": sum(1 for t in links if markdown and not (markdown.parent / t).is_file()),
             "pictures": [{"page": p.index + 1, "bbox": [b.bbox.x0, b.bbox.y0, b.bbox.x1, b.bbox.y1],
