@@ -254,8 +254,8 @@ class FigureSettings(BaseModel):
     jpeg_quality: int = Field(85, ge=1, le=100, description="JPEG quality of photographs "
                               "(line art is PNG)")
     vlm_layout: bool = Field(
-        True, description="run the layout model on a vision model's pages when its answers "
-        "give figures without boxes (olmOCR's ![alt](...)), to place and crop them "
+        True, description="run the layout model on olmOCR's pages, whose answers give "
+        "figures as ![alt](...) without a usable box, to place and crop them "
         "(folio.figures.plan); Chandra boxes its own")
 
 

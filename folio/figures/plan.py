@@ -1,11 +1,13 @@
 """Which runs need the layout model for their figures alone.
 
-Why: a vision model whose answer holds ``![alt](...)`` without a box (olmOCR, the
-generic markdown models) says a figure is there but not where; the layout model's figure
-regions on the same page say where (:func:`folio.figures.regions.match_regions`). The
-CPU route runs the layout model anyway; a vision model's run does not, so it runs for
-such runs only while crops are written (``figures.vlm_layout``). Chandra's answers box
-their figures themselves and need no detector.
+Why: olmOCR's answer holds ``![alt](...)``, often without a usable box: it says a figure
+is there but not where; the layout model's figure regions on the same page say where
+(:func:`folio.figures.regions.match_regions`). The CPU route runs the layout model
+anyway; a vision model's run does not, so it runs on olmOCR runs' pages while crops are
+written (``figures.vlm_layout``: a tenth of a CPU second or so a page, beside a GPU).
+Chandra's answers box their figures themselves; the generic markdown models
+(Qwen-VL and the like) seldom write image links at all, and a run of them does not pay
+for a detector on every page (their figures keep the box the link gives, if any).
 """
 
 from __future__ import annotations
@@ -29,4 +31,4 @@ def figure_layout(config: PipelineConfig) -> LayoutSettings | None:
         parser = get_preset(config.ocr.preset).parser
     except Exception:  # an unknown preset fails elsewhere, with its own message
         return None
-    return None if parser == "chandra" else config.layout
+    return config.layout if parser == "olmocr" else None
