@@ -30,13 +30,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from folio.engines.markdown import blocks_to_markdown
+from folio.config import FigureSettings
+from folio.engines.base import EngineOutput
+from folio.engines.markdown import BLOCK_MARKDOWN_ENGINES, blocks_to_markdown
 from folio.figures.links import literal
 from folio.layout_labels import CELL_MAX_WORDS, cover, region_for
-from folio.models import BBox, Block, Label, Region
+from folio.models import BBox, Block, Label, PagePrep, Region
 
-__all__ = ["PENDING_PREFIX", "attach_captions", "cpu_pictures", "iou", "match_regions",
-           "model_pictures", "page_pictures"]
+__all__ = ["PENDING_PREFIX", "attach_captions", "cpu_pictures", "find_pictures", "iou",
+           "match_regions", "model_pictures", "page_pictures"]
 
 #: the name a CPU path's picture carries until its crop is written (page-local)
 PENDING_PREFIX = "folio-figure-"
@@ -312,3 +314,17 @@ def _drop_tiny(blocks: list[Block], markdown: str, min_side: float) -> tuple[lis
         out.append(block.model_copy(update={"label": Label.TEXT.value, "content": text,
                                             "image": None, "alt": None}))
     return out, markdown
+
+
+def find_pictures(output: EngineOutput, engine: str, page: PagePrep, min_cover: float,
+                  settings: FigureSettings) -> None:
+    """The pipeline's hook, after the layout labels (:func:`folio.pipeline.pages.
+    apply_layout`): ``output``'s figures made Picture blocks (:func:`page_pictures`),
+    its markdown rebuilt from the blocks for a CPU engine. Pages the engine found turned
+    on their side are left alone: their boxes are the render's as it lies."""
+    if output.attempt.rotated:
+        return
+    output.blocks, output.markdown = page_pictures(
+        output.blocks, output.markdown, block_markdown=engine in BLOCK_MARKDOWN_ENGINES,
+        layout=page.layout, images=page.images, width=page.width_pt, height=page.height_pt,
+        min_cover=min_cover, min_side=settings.min_side_pt)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from folio.answer_gate import answer_work
 from folio.caption_order import captions_beside
-from folio.config import FigureSettings, ValidationSettings
+from folio.config import ValidationSettings
 from folio.engines.base import GENERATIVE_ENGINES, EngineOutput, OcrEngine
 from folio.engines.markdown import BLOCK_MARKDOWN_ENGINES, blocks_to_markdown
 from folio.errors import BadOutputError, FolioError, TransientError, is_transient_code
-from folio.figures.regions import page_pictures
+from folio.figures.regions import find_pictures
 from folio.layer_or_ocr import layer_is_better
 from folio.layout_labels import label_blocks
 from folio.models import Attempt, BBox, Block, PageOutcome, PagePrep, PageResult
@@ -89,7 +89,8 @@ def _process_page(page: PagePrep, services: Services) -> PageResult:
             output = _recognize(engine, asked, attempt)
             with answer_work() if generative else nullcontext():
                 output.blocks = clip_blocks(output.blocks, page.width_pt, page.height_pt)
-                apply_layout(output, name, page, config.layout.min_cover, config.figures)
+                apply_layout(output, name, page, config.layout.min_cover)
+                find_pictures(output, name, page, config.layout.min_cover, config.figures)
                 problem = page_problem(output, page, config.validation, generative=generative)
                 # a CPU engine's reading may lose to the layer; a vision model's answer is
                 # kept, as its reference pipeline keeps it (tables score low as text)
@@ -151,8 +152,9 @@ def _keep_layer(output: EngineOutput, page: PagePrep, services: Services
     except FolioError:
         return None
     layer.blocks = clip_blocks(layer.blocks, page.width_pt, page.height_pt)
-    apply_layout(layer, "text-layer", page, services.config.layout.min_cover,
-                 services.config.figures)
+    apply_layout(layer, "text-layer", page, services.config.layout.min_cover)
+    find_pictures(layer, "text-layer", page, services.config.layout.min_cover,
+                  services.config.figures)
     output.attempt.error = why
     return layer
 
@@ -166,30 +168,22 @@ def _recognize(engine: OcrEngine, page: PagePrep, attempt: int) -> EngineOutput:
         raise BadOutputError(f"{engine.name} failed: {type(err).__name__}: {err}") from err
 
 
-def apply_layout(output: EngineOutput, engine: str, page: PagePrep, min_cover: float,
-                 figures: FigureSettings | None = None) -> None:
+def apply_layout(output: EngineOutput, engine: str, page: PagePrep, min_cover: float) -> None:
     """Relabel a CPU engine's blocks from the page's layout regions (found in the page
     worker), tables given their grids from the engine's word boxes, captions moved next
     to their table or figure (:mod:`folio.caption_order`), and rebuild its markdown;
     other engines' blocks and pages without regions are left as they are, and so are
     pages the engine found turned on their side: the model saw the render as it lies,
-    where a sideways page of text reads as one big figure. With ``figures``, each figure
-    then becomes one Picture block (:func:`folio.figures.regions.page_pictures`)."""
-    if output.attempt.rotated:
+    where a sideways page of text reads as one big figure."""
+    if page.layout is None or engine not in BLOCK_MARKDOWN_ENGINES or output.attempt.rotated:
         return
-    if page.layout is not None and engine in BLOCK_MARKDOWN_ENGINES:
-        blocks, changed = label_blocks(output.blocks, page.layout, min_cover, output.words,
-                                       output.rulings, page.height_pt)
-        blocks, moved = captions_beside(blocks)
-        restored = keep_page_text(blocks)  # a page's only text is no running head
-        if changed or moved or restored:
-            output.blocks = blocks
-            output.markdown = blocks_to_markdown(blocks)
-    if figures is not None:  # one Picture block per figure (folio.figures)
-        output.blocks, output.markdown = page_pictures(
-            output.blocks, output.markdown, block_markdown=engine in BLOCK_MARKDOWN_ENGINES,
-            layout=page.layout, images=page.images, width=page.width_pt,
-            height=page.height_pt, min_cover=min_cover, min_side=figures.min_side_pt)
+    blocks, changed = label_blocks(output.blocks, page.layout, min_cover, output.words,
+                                   output.rulings, page.height_pt)
+    blocks, moved = captions_beside(blocks)
+    restored = keep_page_text(blocks)  # a page's only text is no running head
+    if changed or moved or restored:
+        output.blocks = blocks
+        output.markdown = blocks_to_markdown(blocks)
 
 
 def clip_blocks(blocks: list[Block], width: float, height: float) -> list[Block]:
