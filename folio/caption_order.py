@@ -24,7 +24,7 @@ from folio.models import BBox, Block, Label
 MAX_GAP_LINES = 3.0
 #: the share of the narrower of the two that must overlap horizontally
 MIN_X_OVERLAP = 0.5
-_OBJECTS = frozenset({Label.TABLE.value, Label.FIGURE.value})
+_OBJECTS = frozenset({Label.TABLE.value, Label.FIGURE.value, Label.PICTURE.value})
 
 
 def _line_height(block: Block) -> float:

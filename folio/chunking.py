@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 from folio import running_heads
 from folio.config import ChunkSettings
+from folio.figures.links import is_written
+from folio.figures.text import picture_text
 from folio.models import BBox, Block, Chunk, DocumentResult, Label, PageOutcome, PageResult
 
 __all__ = ["ChunkStream", "chunk_document", "chunk_id", "embedding_text"]
@@ -139,6 +141,7 @@ class _Draft:
     pages: list[int] = field(default_factory=list)
     boxes: list[tuple[int, BBox]] = field(default_factory=list)
     kind: str = "text"
+    image_uri: str | None = None  # a figure chunk's crop
     #: the boxes already in ``boxes`` as plain tuples: a membership test on the list
     #: compared pydantic models one by one (a chunk of many small blocks took quadratic
     #: time, the validation's text agreement and the load stage's chunking both)
@@ -181,13 +184,15 @@ class _Chunker:
                 source=self.doc.source,
                 index=index,
                 text="\n\n".join(draft.parts),
-                kind="table" if draft.kind == "table" else "text",
+                kind="table" if draft.kind == "table" else (
+                    "figure" if draft.kind == "figure" else "text"),
                 page_start=min(draft.pages),
                 page_end=max(draft.pages),
                 headings=draft.headings,
                 boxes=draft.boxes,
                 sha256=self.doc.sha256,
                 config_hash=self.doc.config_hash,
+                image_uri=draft.image_uri,
             )
         )
 
@@ -208,6 +213,20 @@ class _Chunker:
         self.draft.add(block.content.strip(), page, block.bbox)
         self.flush()
 
+    def figure(self, block: Block, page: int) -> None:
+        """A figure is a chunk of its own: its caption, description and inner words, and
+        its crop's URI (the document's folder in the sink joined with its image path).
+        A figure with no words at all has nothing to embed and makes no chunk."""
+        text = picture_text(block)
+        if not text:
+            return
+        self.flush()
+        self.draft = _Draft(headings=self.headings.names(), kind="figure")
+        if block.image and is_written(block.image) and self.doc.folder_uri:
+            self.draft.image_uri = f"{self.doc.folder_uri.rstrip('/')}/{block.image}"
+        self.draft.add(text, page, block.bbox)
+        self.flush()
+
     def text(self, content: str, page: int, bbox: BBox | None) -> None:
         limit = max(1, self.settings.max_chars)
         if len(content) > limit:
@@ -226,6 +245,9 @@ class _Chunker:
 
     def block(self, block: Block, page: int) -> None:
         label = block.label.lower()
+        if block.label == Label.PICTURE.value:
+            self.figure(block, page)
+            return
         skip = label in _SKIP_LABELS and not self.settings.keep_headers_footers
         if skip or not block.content.strip():
             return

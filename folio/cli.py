@@ -66,6 +66,8 @@ def _parser() -> argparse.ArgumentParser:
                      "olmocr2, generic, qwen2.5-vl, qwen3-vl, hunyuan-ocr)")
     ing.add_argument("--s3-endpoint-url", help="S3 endpoint (MinIO, R2, a local server)")
     ing.add_argument("--s3-region", help="S3 region")
+    ing.add_argument("--figures", choices=["crops", "none"],
+                     help="figure crops beside document.md (default crops; figures.mode)")
     ing.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help="any setting, e.g. --set render.max_dpi=200 (value parsed as JSON)")
     ing.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -153,6 +155,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
                        ("ocr.endpoint", urls[0] if len(urls) == 1 else None),
                        ("ocr.model", args.model),
                        ("ocr.profile", args.profile), ("ocr.preset", args.preset),
+                       ("figures.mode", args.figures),
                        ("s3.endpoint_url", args.s3_endpoint_url),
                        ("s3.region", args.s3_region)]:
         if value:
@@ -343,6 +346,8 @@ def search_hit(hit: dict[str, Any]) -> dict[str, Any]:
                   for box in (hit.get("boxes") or [])],
         "score": round(float(hit["score"]), 6),
         "text": str(hit["text"]),
+        # a figure chunk's crop (local path or s3:// URI); null for text and tables
+        "image_uri": str(hit["image_uri"]) if hit.get("image_uri") else None,
     }
 
 

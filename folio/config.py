@@ -240,6 +240,27 @@ class LayoutSettings(BaseModel):
     threads: int = Field(default=1, ge=1, description="onnxruntime intra-op threads per detector")
 
 
+class FigureSettings(BaseModel):
+    """Figures as images: one Picture block per figure, its crop beside document.md
+    (folio.figures)."""
+
+    mode: Literal["crops", "none"] = Field(
+        "crops", description="crops: write each figure's crop under figures/ beside "
+        "document.md and link it; none: Picture blocks and chunks without images")
+    dpi: float = Field(150.0, gt=0, le=600, description="resolution of a crop, rendered "
+                       "from the page (fit for viewing; the pixel cap lowers it)")
+    max_pixels: int = Field(4_000_000, gt=0, description="cap on width*height of one crop")
+    min_side_pt: float = Field(
+        48.0, ge=0, description="a picture whose shorter side is under this many points "
+        "(logos, rules, bullets, icons) is no figure")
+    jpeg_quality: int = Field(85, ge=1, le=100, description="JPEG quality of photographs "
+                              "(line art is PNG)")
+    vlm_layout: bool = Field(
+        True, description="run the layout model on olmOCR's pages, whose answers give "
+        "figures as ![alt](...) without a usable box, to place and crop them "
+        "(folio.figures.plan); Chandra boxes its own")
+
+
 class StoreSettings(BaseModel):
     kind: Literal["lancedb", "pgvector", "none"] = "lancedb"
     uri: str | None = Field(None, description="LanceDB folder/s3 URI or PostgreSQL DSN")
@@ -405,6 +426,7 @@ class PipelineConfig(BaseSettings):
     chunk: ChunkSettings = Field(default_factory=lambda: ChunkSettings())
     embedding: EmbeddingSettings = Field(default_factory=lambda: EmbeddingSettings())
     layout: LayoutSettings = Field(default_factory=lambda: LayoutSettings())
+    figures: FigureSettings = Field(default_factory=lambda: FigureSettings())
     store: StoreSettings = Field(default_factory=lambda: StoreSettings())
     s3: S3Settings = Field(default_factory=lambda: S3Settings())
     limits: LimitSettings = Field(default_factory=lambda: LimitSettings())
@@ -465,6 +487,7 @@ class PipelineConfig(BaseSettings):
             "chunk": self.chunk.model_dump(),
             "embedding": self.embedding.model_dump(include={"model_path", "max_tokens"}),
             "compress": self.compress,
+            "figures": self.figures.model_dump(),
         }
         layout = self.active_layout()
         if layout is not None:

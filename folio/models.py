@@ -46,6 +46,8 @@ class Label(StrEnum):
     PAGE_FOOTER = "Page-Footer"
     FORM = "Form"
     TOC = "Table-Of-Contents"
+    #: one figure as a whole (folio.figures): its crop, caption, alt text and inner words
+    PICTURE = "Picture"
 
 
 KNOWN_LABELS: frozenset[str] = frozenset(label.value for label in Label)
@@ -102,6 +104,13 @@ class Block(BaseModel):
     #: a table's grid, when one was found (CPU engines: folio.table_grid); None for every
     #: other block, and for tables kept as text (absent in documents written before)
     cells: list[TableCell] | None = None
+    #: a Picture's crop, relative to the document's folder (``figures/p0001-1.png``);
+    #: None for other blocks, and for pictures whose crop was not written (folio.figures)
+    image: str | None = None
+    #: a Picture's caption, where one belongs to it (folio.caption_order)
+    caption: str | None = None
+    #: a Picture's description by the engine (Chandra's alt text, olmOCR's ``![alt]``)
+    alt: str | None = None
 
 
 def joined_box(blocks: Sequence[Block]) -> BBox | None:
@@ -184,6 +193,9 @@ class PagePrep(BaseModel):
     blank: bool = False  # nothing drawn on the page (no text, no image, uniform render)
     # layout regions found in the page worker; None: detection did not run on this page
     layout: list[Region] | None = None
+    #: the page's image objects big enough to be figures (points, top-left origin);
+    #: None: not looked for (folio.figures.crops.image_boxes)
+    images: list[BBox] | None = None
     error: str | None = None  # set when the page could not be loaded or rendered
     #: degrees to turn the image (PIL's counter-clockwise transpose, as olmOCR turns it)
     #: before a model reads it: the corrections a model asked for so far (olmOCR's
@@ -255,6 +267,11 @@ class DocumentResult(BaseModel):
     engine: str = ""
     seconds: float = 0.0
     cached: bool = False  # served from a previous run's outputs; no OCR done
+    #: figure crops written beside document.md and their bytes (folio.figures)
+    figures: int = 0
+    figure_bytes: int = 0
+    #: the document's folder in the sink (local path or s3:// URI), where figures/ lies
+    folder_uri: str = ""
     chunks: int = 0
     outputs: dict[str, str] = Field(default_factory=dict)
     vector_table: str = ""
@@ -299,7 +316,7 @@ class Chunk(BaseModel):
     source: str
     index: int
     text: str
-    kind: Literal["text", "table"] = "text"
+    kind: Literal["text", "table", "figure"] = "text"
     page_start: int  # first page, from 1
     page_end: int  # last page, from 1
     headings: list[str] = Field(default_factory=list)
@@ -308,3 +325,5 @@ class Chunk(BaseModel):
     #: settings' hash; a source's rows are replaced whole when either changes
     sha256: str = ""
     config_hash: str = ""
+    #: a figure chunk's crop: a local path or ``s3://`` URI an application can show
+    image_uri: str | None = None

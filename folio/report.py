@@ -29,6 +29,8 @@ def document_summary(doc: DocumentResult) -> dict[str, Any]:
         "repaired": doc.repaired,
         "compressed": doc.compression.used,
         "chunks": doc.chunks,
+        "figures": doc.figures,  # crops written beside document.md (folio.figures)
+        "figure_bytes": doc.figure_bytes,
         "outputs": doc.outputs,
         "vector_table": doc.vector_table,
         "quarantined_pages": [
@@ -49,6 +51,8 @@ def build_report(docs: list[DocumentResult], *, seconds: float, out: str) -> dic
         "pages_fallback": sum(d.pages_fallback for d in docs),
         "pages_quarantined": sum(d.pages_quarantined for d in docs),
         "cached": sum(1 for d in docs if d.cached),
+        "figures": sum(d.figures for d in docs if not d.cached),
+        "figure_bytes": sum(d.figure_bytes for d in docs if not d.cached),
         "seconds": round(seconds, 3),
         "pages_per_s": round(pages / seconds, 3) if seconds > 0 else 0.0,
         "out": out,

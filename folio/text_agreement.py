@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel
 
-from folio.models import Block, PageResult
+from folio.models import Block, Label, PageResult
 from folio.running_heads import HEAD_LABELS
 
 __all__ = ["PageAgreement", "page_agreement", "recall", "words"]
@@ -75,6 +75,11 @@ def _is_furniture(block: Block) -> bool:
     return block.label.lower() in _FURNITURE
 
 
+#: a figure's image link in the markdown: its words (caption, file name) are the figure's,
+#: owed to its own chunk, as the words printed inside the figure are (folio.figures)
+_IMAGE_LINK = re.compile(r"!\[[^\n]*?\]\([^)]*\)")
+
+
 def page_agreement(page: PageResult, chunk_texts: Iterable[str],
                    *, keep_headers_footers: bool = False) -> PageAgreement:
     """How much of ``page``'s text reached its markdown, and of that, its chunks.
@@ -85,11 +90,11 @@ def page_agreement(page: PageResult, chunk_texts: Iterable[str],
     """
     if page.blocks:
         text = _count(b.content for b in page.blocks)
-        body = _count(b.content for b in page.blocks
-                      if keep_headers_footers or not _is_furniture(b))
+        body = _count(b.content for b in page.blocks if b.label != Label.PICTURE.value
+                      and (keep_headers_footers or not _is_furniture(b)))
     else:  # a model's answer with no blocks: the markdown is the page's text
         text = body = words(page.markdown)
-    markdown = words(page.markdown)
+    markdown = words(_IMAGE_LINK.sub(" ", page.markdown))
     chunks = _count(chunk_texts)
     return PageAgreement(
         page=page.index, text_words=sum(text.values()), body_words=sum(body.values()),

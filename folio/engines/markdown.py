@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from folio.figures.links import picture_markdown
 from folio.models import Block, Label
 
 #: engines whose page markdown is made from their blocks (a VLM's own markdown is kept):
@@ -19,7 +20,9 @@ def blocks_to_markdown(blocks: list[Block]) -> str:
     """
     parts: list[str] = []
     for block in sorted(blocks, key=lambda b: b.order):
-        content = block.content.strip()
+        # a figure shows as its image: the words inside it are its block's and chunk's
+        content = (picture_markdown(block) if block.label == Label.PICTURE.value
+                   else block.content.strip())
         if not content:
             continue
         prefix = _PREFIX.get(block.label, "")

@@ -317,6 +317,8 @@ _CONTENT_TYPES = {
     ".json": "application/json",
     ".jsonl": "application/x-ndjson",
     ".txt": "text/plain; charset=utf-8",
+    ".png": "image/png",  # figure crops (folio.figures): a browser shows them
+    ".jpg": "image/jpeg",
 }
 
 

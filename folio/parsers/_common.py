@@ -25,7 +25,8 @@ LABEL_ALIASES: dict[str, Label] = {
     "heading": Label.SECTION_HEADER,
     "title": Label.TITLE,
 }
-_CANONICAL = {label.lower(): label for label in KNOWN_LABELS}
+#: Picture is folio's own (folio.figures); a model's "picture" is a Figure like any other
+_CANONICAL = {label.lower(): label for label in KNOWN_LABELS if label != Label.PICTURE}
 #: left out of the page markdown (kept as blocks): running heads repeat on every page and
 #: pollute retrieval chunks
 NOT_IN_MARKDOWN = frozenset({Label.PAGE_HEADER.value, Label.PAGE_FOOTER.value})

@@ -40,12 +40,21 @@ from folio.errors import (
     TimeoutExpired,
     WorkerCrashedError,
 )
+from folio.figures.crops import CropDone
 from folio.models import PagePrep
 from folio.pdf import zygote
-from folio.pdf.worker_protocol import REVEAL, PdfInfo, WorkerJob, WorkerMessage, WorkerRequest
+from folio.pdf.worker_protocol import (
+    REVEAL,
+    CropJob,
+    PdfInfo,
+    WorkerJob,
+    WorkerMessage,
+    WorkerRequest,
+)
 from folio.security.redaction import child_env
 
-__all__ = ["MAX_RESTARTS", "PdfInfo", "WorkerJob", "prepare_pages", "probe"]
+__all__ = ["MAX_RESTARTS", "CropJob", "PdfInfo", "WorkerJob", "prepare_pages", "probe",
+           "render_crops"]
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +176,31 @@ def probe(pdf: Path, password: SecretStr | None, timeout_s: float, memory_mb: in
         raise WorkerCrashedError(f"probe worker died ({child.wait()}): {child.stderr_tail()}")
 
 
+def render_crops(job: CropJob, timeout_s: float) -> list[CropDone]:
+    """Render a document's figure crops in a child process (:mod:`folio.figures.crops`),
+    one :class:`CropDone` per crop in ``job.crops`` that the child answered; a crop
+    the child did not reach (it crashed or ran out of time) is answered with why.
+
+    Raises:
+        NotAPdfError, EncryptedPdfError, MalformedPdfError: the PDF would not open.
+    """
+    done: dict[str, CropDone] = {}
+    problem = ""
+    with _Child("crops", job) as child:
+        try:
+            for message in child.messages(_Budget(timeout_s)):
+                if message.fatal is not None:
+                    raise _error_class(message.fatal.code)(message.fatal.message)
+                if message.crop is not None:
+                    done[message.crop.stem] = message.crop
+        except _OutOfTime:
+            problem = f"crops took longer than {timeout_s:g}s"
+        if len(done) < len(job.crops) and not problem:
+            problem = f"crop worker died ({child.wait()}): {child.stderr_tail()[-200:]}"
+    return [done.get(spec.stem) or CropDone(stem=spec.stem, error=problem)
+            for spec in job.crops]
+
+
 def _error_class(code: str) -> type[FolioError]:
     return _ERROR_CLASSES.get(code, MalformedPdfError)
 
@@ -196,7 +230,7 @@ class _Budget:
 class _Child:
     """A page worker process in its own process group, killed with its group on exit."""
 
-    def __init__(self, op: Literal["pages", "probe"], request: WorkerRequest) -> None:
+    def __init__(self, op: Literal["pages", "probe", "crops"], request: WorkerRequest) -> None:
         # closed in __exit__; a file, not a pipe, so a chatty child never blocks on it
         self._stderr: IO[bytes] = tempfile.TemporaryFile()
         payload = request.model_dump_json(context={REVEAL: True}).encode()

@@ -27,6 +27,7 @@ from pydantic import SecretStr
 from folio.config import RenderSettings
 from folio.cpu_priority import lower_this_process
 from folio.errors import FolioError, MalformedPdfError, PageTooLargeError, storage_error_from_os
+from folio.figures.crops import CropDone, CropSpec, image_boxes, render_crop
 from folio.models import PagePrep, RenderPlan
 from folio.pdf.page_layout import detect_page, table_inputs
 from folio.pdf.pdfium_doc import (
@@ -39,7 +40,14 @@ from folio.pdf.pdfium_doc import (
 )
 from folio.pdf.render_plan import plan_page
 from folio.pdf.text_layer import extract
-from folio.pdf.worker_protocol import Fatal, PdfInfo, WorkerJob, WorkerMessage, WorkerRequest
+from folio.pdf.worker_protocol import (
+    CropJob,
+    Fatal,
+    PdfInfo,
+    WorkerJob,
+    WorkerMessage,
+    WorkerRequest,
+)
 
 __all__ = ["main", "run"]
 
@@ -64,6 +72,11 @@ def run(op: str, raw: bytes) -> int:
             _limit_memory(request.memory_mb)
             lower_this_process(request.nice)  # forked: the zygote's already; exec: here
             _emit(_probe(request))
+        elif op == "crops":
+            crops = CropJob.model_validate_json(raw)
+            _limit_memory(crops.memory_mb)
+            lower_this_process(crops.nice)
+            _run_crops(crops)
         else:
             job = WorkerJob.model_validate_json(raw)
             _limit_memory(job.memory_mb)
@@ -163,6 +176,37 @@ def _run_pages(job: WorkerJob) -> None:
             doc.close()
             if text_doc is not None:
                 text_doc.close()
+
+
+def _run_crops(job: CropJob) -> None:
+    """Render every crop of ``job``, one ``crop`` line each; a crop that fails says why
+    in its line (the figure keeps its block, without an image)."""
+    doc = _open(job)
+    if isinstance(doc, WorkerMessage):
+        _emit(doc)
+        return
+    with PDFIUM_LOCK:
+        try:
+            _emit(WorkerMessage(ready=len(doc)))
+            for spec in job.crops:
+                _emit(WorkerMessage(crop=_crop(doc, spec, job)))
+        finally:
+            doc.close()
+
+
+def _crop(doc: pdfium.PdfDocument, spec: CropSpec, job: CropJob) -> CropDone:
+    try:
+        page = doc[spec.page]
+    except (pdfium.PdfiumError, IndexError) as exc:
+        return CropDone(stem=spec.stem, error=f"page {spec.page + 1}: {exc}")
+    try:
+        return render_crop(page, page_geometry(page), spec, job.settings, job.out_dir)
+    except MemoryError:
+        return CropDone(stem=spec.stem, error=f"out of memory under {job.memory_mb} MB")
+    except Exception as exc:  # one figure must not cost the others
+        return CropDone(stem=spec.stem, error=f"{type(exc).__name__}: {exc}")
+    finally:
+        page.close()
 
 
 def _open_text_pdf(job: WorkerJob, page_count: int) -> pdfium.PdfDocument | None:
@@ -290,6 +334,8 @@ def _measure_and_render(page: pdfium.PdfPage, index: int, job: WorkerJob,
     if job.layout is not None and not blank:
         layout = detect_page(page, image, geometry.width_pt, geometry.height_pt, job.layout)
     layer = table_inputs(layer, page, geometry, layout)
+    images = (None if job.figure_min_side_pt is None or blank
+              else image_boxes(page, geometry, job.figure_min_side_pt))
     return PagePrep(
         index=index,
         width_pt=geometry.width_pt,
@@ -301,6 +347,7 @@ def _measure_and_render(page: pdfium.PdfPage, index: int, job: WorkerJob,
         text_layer=layer,
         blank=blank,
         layout=layout,
+        images=images,
     )
 
 

@@ -15,9 +15,11 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, SerializationInfo, field_serializer
 
 from folio.config import LayoutSettings, RenderSettings, RouteSettings
+from folio.figures.crops import CropDone, CropJobSettings, CropSpec
 from folio.models import PagePrep
 
-__all__ = ["REVEAL", "Fatal", "PdfInfo", "WorkerJob", "WorkerMessage", "WorkerRequest"]
+__all__ = ["REVEAL", "CropJob", "Fatal", "PdfInfo", "WorkerJob", "WorkerMessage",
+           "WorkerRequest"]
 
 #: serialisation context key that puts the password in clear (the child's stdin only)
 REVEAL = "reveal_secrets"
@@ -66,6 +68,17 @@ class WorkerJob(WorkerRequest):
     ocr_resolution: bool = Field(
         False, description="pages go to a CPU OCR engine: render those whose text lines "
         "are too small again at the resolution it reads best (folio.pdf.ocr_resolution)")
+    figure_min_side_pt: float | None = Field(
+        None, description="list the page's image objects of at least this shorter side "
+        "(PagePrep.images: figures the layout model misses); None: not at all")
+
+
+class CropJob(WorkerRequest):
+    """Figure crops of one document (folio.figures.crops), one ``crop`` line each."""
+
+    crops: list[CropSpec]
+    out_dir: Path = Field(description="crops are written here as {stem}.png or .jpg")
+    settings: CropJobSettings = Field(default_factory=CropJobSettings)
 
 
 class PdfInfo(BaseModel):
@@ -86,3 +99,4 @@ class WorkerMessage(BaseModel):
     page: PagePrep | None = None
     info: PdfInfo | None = None
     fatal: Fatal | None = None
+    crop: CropDone | None = None

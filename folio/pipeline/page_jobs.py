@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from folio.config import PipelineConfig
+from folio.figures.plan import figure_layout
 from folio.models import PagePrep
 from folio.pipeline.prepare import PreparedDocument
 from folio.route import route_page
@@ -51,9 +52,11 @@ def worker_jobs(prep: PreparedDocument, config: PipelineConfig) -> list[WorkerJo
             nice=config.limits.worker_nice,
             timeout_s=config.limits.document_timeout_s,
             page_cpu_s=config.limits.page_cpu_s,
-            layout=config.active_layout(),
+            # a vision model figures without boxes are placed by the layout model
+            layout=config.active_layout() or figure_layout(config),
             # a CPU OCR engine reads small text better from a finer render
             ocr_resolution=config.ocr.engine in CPU_OCR_ENGINES,
+            figure_min_side_pt=config.figures.min_side_pt,
         )
         for start in range(0, doc.page_count, size)
     ]

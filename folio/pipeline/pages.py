@@ -12,6 +12,7 @@ from folio.config import ValidationSettings
 from folio.engines.base import GENERATIVE_ENGINES, EngineOutput, OcrEngine
 from folio.engines.markdown import BLOCK_MARKDOWN_ENGINES, blocks_to_markdown
 from folio.errors import BadOutputError, FolioError, TransientError, is_transient_code
+from folio.figures.regions import find_pictures
 from folio.layer_or_ocr import layer_is_better
 from folio.layout_labels import label_blocks
 from folio.models import Attempt, BBox, Block, PageOutcome, PagePrep, PageResult
@@ -89,6 +90,7 @@ def _process_page(page: PagePrep, services: Services) -> PageResult:
             with answer_work() if generative else nullcontext():
                 output.blocks = clip_blocks(output.blocks, page.width_pt, page.height_pt)
                 apply_layout(output, name, page, config.layout.min_cover)
+                find_pictures(output, name, page, config.layout.min_cover, config.figures)
                 problem = page_problem(output, page, config.validation, generative=generative)
                 # a CPU engine's reading may lose to the layer; a vision model's answer is
                 # kept, as its reference pipeline keeps it (tables score low as text)
@@ -151,6 +153,8 @@ def _keep_layer(output: EngineOutput, page: PagePrep, services: Services
         return None
     layer.blocks = clip_blocks(layer.blocks, page.width_pt, page.height_pt)
     apply_layout(layer, "text-layer", page, services.config.layout.min_cover)
+    find_pictures(layer, "text-layer", page, services.config.layout.min_cover,
+                  services.config.figures)
     output.attempt.error = why
     return layer
 

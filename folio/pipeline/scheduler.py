@@ -142,6 +142,9 @@ class PageScheduler:
         self._preparing = 0
         self._finished: deque[DocumentResult] = deque()
         self._trash: list[Path] = []  # finished documents' work dirs, removed off the lock
+        #: finished documents' preparations, by id of their result: figures are cropped
+        #: from their PDFs before the work dirs go (folio.figures.store)
+        self._preps: dict[int, PreparedDocument] = {}
         self._image_bytes = 0  # images rendered and not yet discarded
         self._reserved = 0  # bytes promised to running page batches not yet received
         self._rendering = 0  # pages of running page batches not yet received
@@ -191,6 +194,10 @@ class PageScheduler:
                     done = list(self._finished)
                     self._finished.clear()
                     trash, self._trash = self._trash, []
+                    preps = [self._preps.pop(id(doc), None) for doc in done]
+                for doc, prep in zip(done, preps, strict=True):
+                    if prep is not None:  # while its PDF is still there
+                        figures(doc, prep, self.services)
                 for folder in trash:
                     shutil.rmtree(folder, ignore_errors=True)
                 for doc in done:
@@ -467,6 +474,7 @@ class PageScheduler:
         result.engine = "+".join(sorted({p.engine for p in result.pages if p.engine}))
         result.seconds = time.monotonic() - doc.prep.started
         self._trash.append(Path(doc.prep.work_dir))
+        self._preps[id(result)] = doc.prep
         if doc in self._docs:
             self._docs.remove(doc)
         self._finished.append(result)
@@ -488,6 +496,22 @@ class PageScheduler:
             self.services.page_done(doc.prep.result, result)
         except Exception:  # only a head start: the document's load does it anyway
             log.exception("per-page work for %s failed", doc.source)
+
+
+def figures(doc: DocumentResult, prep: PreparedDocument, services: Services) -> None:
+    """The document's figure crops written beside its outputs and its links resolved
+    (:mod:`folio.figures.store`); never raises: figures are not worth a document."""
+    from folio.figures.store import store_figures
+    from folio.outputs import document_folder
+
+    config = services.config
+    try:
+        with services.clock.span("figures"):
+            store_figures(doc, prep.text_pdf or prep.pdf,
+                          None if doc.repaired else config.password, services.sink, config,
+                          document_folder(doc))
+    except Exception:
+        log.exception("figures of %s failed", doc.source)
 
 
 def _image_size(page: PagePrep) -> int:

@@ -15,7 +15,7 @@ import pyarrow as pa
 from folio.models import Chunk
 from folio.stores.base import box_records
 
-__all__ = ["BOXES_TYPE", "VERSION_COLUMNS", "chunk_schema"]
+__all__ = ["BOXES_TYPE", "IMAGE_URI", "VERSION_COLUMNS", "chunk_schema"]
 
 #: the version a row belongs to (docs/index-sync.md), after the columns older tables
 #: have: :meth:`LanceDBStore._check_schema` adds them to such a table (NULL in old rows)
@@ -34,6 +34,7 @@ _RESULT_COLUMNS = [
     "boxes",
     "sha256",
     "config_hash",
+    "image_uri",
 ]
 
 
@@ -46,6 +47,10 @@ BOXES_TYPE = pa.list_(pa.struct([
     pa.field("x1", pa.float64()),
     pa.field("y1", pa.float64()),
 ]))
+
+
+#: a figure chunk's crop (local path or s3:// URI; null for other chunks: folio.figures)
+IMAGE_URI = pa.field("image_uri", pa.string())
 
 
 def chunk_schema(dim: int) -> pa.Schema:
@@ -64,6 +69,8 @@ def chunk_schema(dim: int) -> pa.Schema:
             pa.field("boxes", BOXES_TYPE),  # folio.stores.base.box_records
             pa.field("vector", pa.list_(pa.float32(), dim)),
             *(pa.field(name, pa.string()) for name in VERSION_COLUMNS),
+            # last: tables written before it get it added (LanceDBStore._check_schema)
+            IMAGE_URI,
         ]
     )
 
@@ -84,6 +91,7 @@ def _rows(chunks: list[Chunk], vectors: npt.NDArray[np.float32], schema: pa.Sche
         "boxes": [box_records(c) for c in chunks],
         "sha256": [c.sha256 for c in chunks],
         "config_hash": [c.config_hash for c in chunks],
+        "image_uri": [c.image_uri for c in chunks],
     }
     arrays = [pa.FixedSizeListArray.from_arrays(flat, dim) if f.name == "vector"
               else pa.array(columns[f.name], type=f.type) for f in schema]

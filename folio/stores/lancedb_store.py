@@ -46,7 +46,13 @@ from folio.stores.base import (
     legacy_hit,
 )
 from folio.stores.lance_import import import_lancedb
-from folio.stores.lance_schema import _RESULT_COLUMNS, VERSION_COLUMNS, _rows, chunk_schema
+from folio.stores.lance_schema import (
+    _RESULT_COLUMNS,
+    IMAGE_URI,
+    VERSION_COLUMNS,
+    _rows,
+    chunk_schema,
+)
 from folio.stores.lance_tuning import LanceTuning
 from folio.stores.upkeep import Upkeep
 
@@ -93,6 +99,7 @@ class LanceDBStore:
         self._search_table: Any = None  # see _searcher
         self._search_stale = False
         self._legacy = False  # see _check_schema
+        self._no_image_uri = False  # see _check_schema
         self._prewarm_thread: threading.Thread | None = None
         self._writer_prewarm: threading.Thread | None = None  # see _prewarm_writer
         self.tuning = tuning or LanceTuning()
@@ -212,6 +219,8 @@ class LanceDBStore:
         #: written by folio before pages counted from 1: readable (search converts its
         #: rows), not writable (new rows would mix two page conventions in one table)
         self._legacy = schema.field("boxes").type == pa.string() if "boxes" in schema.names else False
+        #: written before figure chunks: the column is added on the first write
+        self._no_image_uri = IMAGE_URI.name not in schema.names
 
     def replace_document(
         self, doc_id: str, chunks: list[Chunk], vectors: npt.NDArray[np.float32]
@@ -245,6 +254,9 @@ class LanceDBStore:
             )
         self._add_version_columns(table)
         try:
+            if self._no_image_uri:  # a table from before figure chunks: null in old rows
+                table.add_columns(IMAGE_URI)
+                self._no_image_uri = False
             if chunks:
                 vectors = np.concatenate([entry.vectors for entry in batch], axis=0)
                 self._upsert(table, _rows(chunks, vectors, self._schema))
@@ -499,8 +511,8 @@ class LanceDBStore:
             )
             if self.tuning.ann_refine_factor:
                 builder = builder.refine_factor(self.tuning.ann_refine_factor)
-            names = set(table.schema.names)  # a table from before the version columns
-            columns = [c for c in _RESULT_COLUMNS if c in names]
+            present = set(table.schema.names)  # a table opened read-only may predate a column
+            columns = [c for c in _RESULT_COLUMNS if c in present]
             rows = builder.select([*columns, "_distance"]).limit(k).to_list()
         except Exception as exc:
             raise StorageError(f"lancedb search {self.uri}: {self._describe(exc)}") from None

@@ -23,6 +23,7 @@ _HNSW_MAX_DIM = 2000  # pgvector 0.6-0.8's limit for an HNSW index on vector(n)
 _COLUMNS = (
     "id", "doc_id", "source", "chunk_index", "kind", "text",
     "page_start", "page_end", "headings", "boxes", "vector", "sha256", "config_hash",
+    "image_uri",
 )  # fmt: skip
 #: the version a row belongs to (docs/index-sync.md), last: tables made before them get
 #: them added (:func:`add_version_columns`), NULL in their old rows
@@ -61,7 +62,8 @@ def create_tables(conn: psycopg.Connection[Any], table: str, delta_table: str, d
         " boxes jsonb NOT NULL DEFAULT '[]',"  # folio.stores.base.box_records
         " vector vector({dim}) NOT NULL,"
         " sha256 text,"
-        " config_hash text"
+        " config_hash text,"
+        " image_uri text"  # last: a figure chunk crop (add_image_uri for older tables)
     ).format(dim=sql.Literal(dim))
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK_KEY,))
@@ -113,3 +115,21 @@ def add_version_columns(conn: psycopg.Connection[Any], table: str, delta_table: 
                 "ALTER TABLE {t} ADD COLUMN IF NOT EXISTS sha256 text,"
                 " ADD COLUMN IF NOT EXISTS config_hash text").format(t=sql.Identifier(name)))
         _source_indexes(conn, (table, delta_table))
+def has_image_uri(conn: psycopg.Connection[Any], table: str) -> bool:
+    """Whether ``table`` has the ``image_uri`` column (tables made before figure chunks
+    have none)."""
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s)"
+        " AND attname = 'image_uri' AND NOT attisdropped)",
+        (sql.Identifier(table).as_string(conn),)).fetchone()
+    return bool(row and row[0])
+
+
+def add_image_uri(conn: psycopg.Connection[Any], tables: tuple[str, ...]) -> None:
+    """Give tables made before figure chunks the ``image_uri`` column (null in their
+    rows), under the schema lock (:data:`_DDL_LOCK_KEY`)."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK_KEY,))
+        for name in tables:
+            conn.execute(sql.SQL("ALTER TABLE IF EXISTS {t} ADD COLUMN IF NOT EXISTS image_uri text")
+                         .format(t=sql.Identifier(name)))

@@ -54,8 +54,10 @@ from folio.stores.pg_dsn import _parse_dsn, _secret_forms, _shown
 from folio.stores.pg_schema import (
     _COLUMNS,
     _vector_text,
+    add_image_uri,
     add_version_columns,
     create_tables,
+    has_image_uri,
     has_version_columns,
 )
 from folio.stores.upkeep import Upkeep
@@ -133,6 +135,7 @@ class PgVectorStore:
         self._ready = False  # the table was seen to exist with our dimension
         self._has_delta = False  # ... and its side table (tables made before it had none)
         self._has_version = False  # ... and its version columns (docs/index-sync.md)
+        self._has_image_uri = True  # ... and its image_uri column (see _prepare)
         self.maintain_every_writes = maintain_every_writes
         self.maintain_every_rows = maintain_every_rows
         self._maintain_retry_s = maintain_retry_s
@@ -268,6 +271,10 @@ class PgVectorStore:
         if create and not self._has_version:  # a table from before rows had versions
             add_version_columns(conn, self._table_name, self.delta_table)
             self._has_version = True
+        self._has_image_uri = has_image_uri(conn, self._table_name)
+        if create and not self._has_image_uri:  # made before figure chunks: add it
+            add_image_uri(conn, (self._table_name, self.delta_table))
+            self._has_image_uri = True
         self._ready, self._has_delta = True, has_delta
         return True
 
@@ -330,7 +337,7 @@ class PgVectorStore:
             (
                 c.id, c.doc_id, c.source, c.index, c.kind, c.text, c.page_start, c.page_end,
                 Jsonb(c.headings), Jsonb(box_records(c)), _vector_text(v),
-                c.sha256 or None, c.config_hash or None,
+                c.sha256 or None, c.config_hash or None, c.image_uri,
             )
             for entry in batch
             for c, v in zip(
@@ -339,8 +346,8 @@ class PgVectorStore:
         ]  # fmt: skip
 
         def work(conn: psycopg.Connection[Any]) -> bool:
-            if not (self._has_delta and self._has_version):  # a table from before the
-                self._prepare(conn, create=True)  # side table or the version columns
+            if not (self._has_delta and self._has_version and self._has_image_uri):
+                self._prepare(conn, create=True)  # an older table: bring it up to date
             with conn.transaction(), conn.cursor() as cur:
                 cur.execute(lock, (keys,))
                 for delete in deletes:
@@ -387,20 +394,24 @@ class PgVectorStore:
         query = _vector_text(flat)
         part = sql.SQL(
             "(SELECT id, doc_id, source, chunk_index, kind, text, page_start, page_end,"
-            " headings, boxes, {version} vector <=> %(q)s::vector AS distance"
+            " headings, boxes, {version} {image} AS image_uri,"
+            " vector <=> %(q)s::vector AS distance"
             " FROM {t} ORDER BY vector <=> %(q)s::vector LIMIT %(k)s)"
         )
 
         def work(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
+            # a table made before figure chunks, not yet written to, has no image_uri
+            image = sql.SQL("image_uri" if self._has_image_uri else "NULL::text")
             # one statement: one snapshot of both tables, so a row being moved between
             # them is seen exactly once
             version = sql.SQL("sha256, config_hash,") if self._has_version else sql.SQL("")
-            main = part.format(t=sql.Identifier(self._table_name), version=version)
-            delta = part.format(t=sql.Identifier(self.delta_table), version=version)
+            main = part.format(t=sql.Identifier(self._table_name), version=version, image=image)
+            delta = part.format(t=sql.Identifier(self.delta_table), version=version, image=image)
             parts = [main, delta] if self._has_delta else [main]
             statement = sql.SQL(
                 "SELECT id, doc_id, source, chunk_index, kind, text, page_start, page_end,"
-                " headings, boxes, {version} 1 - distance AS score FROM ({parts}) AS hits"
+                " headings, boxes, {version} image_uri, 1 - distance AS score"
+                " FROM ({parts}) AS hits"
                 " ORDER BY distance LIMIT %(k)s"
             ).format(parts=sql.SQL(" UNION ALL ").join(parts), version=version)
             with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
