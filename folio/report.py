@@ -57,44 +57,100 @@ def build_report(docs: list[DocumentResult], *, seconds: float, out: str) -> dic
     return {"documents": documents, "totals": totals}
 
 
+#: the final state's message of a run in which every document it processed was
+#: quarantined opens with this (folio_prefect.flows.ingest fails such a run; a trigger's
+#: ``--wait`` reads it to exit 3, as for quarantined documents, rather than 1)
+ALL_QUARANTINED = "every document quarantined"
+
+
+def nothing_processed(report: dict[str, Any]) -> str | None:
+    """Why a run produced nothing, or None when it did: every document it processed (not
+    those an earlier run finished) was quarantined. The message opens with
+    :data:`ALL_QUARANTINED` and gives the first reasons (one line)."""
+    fresh = [d for d in report["documents"] if not d["cached"]]
+    if not fresh or any(d["outcome"] != "quarantined" for d in fresh):
+        return None
+    reasons = list(dict.fromkeys(" ".join(str(d["reason"]).split()) for d in fresh))
+    shown = "; ".join(reasons[:3]) + (f"; and {len(reasons) - 3} more" if len(reasons) > 3 else "")
+    return f"{ALL_QUARANTINED} ({len(fresh)}): {shown}"
+
+
 def markdown_summary(report: dict[str, Any], *, links: bool = False,
                      data_docs: str | None = None) -> str:
     """The report as a markdown table (a Prefect artifact, and the CLI's printout).
 
-    ``links`` adds a column linking each document's outputs (for the Prefect UI; a
-    terminal shows the raw URIs badly) and ``data_docs`` a link to the Data Docs site.
+    Six columns, narrow ones, so the table fits a normal window (the Prefect UI at 1400
+    px): the document's file name, its outcome, its pages by outcome in one cell, seconds,
+    the reason (the one column that wraps); the engine and the rate are in the line over
+    the table. ``links`` adds a column naming each document's outputs (for the Prefect
+    UI) in a form a person can open from anywhere: an ``s3://`` URI, or a path relative to
+    the output folder (the worker's absolute path, as a ``file://`` link, opens nothing in
+    a browser on another machine); ``data_docs`` links the Data Docs site.
     """
     t = report["totals"]
-    out = _link(t["out"], t["out"]) if links else f"`{t['out']}`"
+    engines = sorted({str(d["engine"]) for d in report["documents"] if d.get("engine")})
     lines = [
         (f"**{t['documents']} documents, {t['pages']} pages** in {t['seconds']:.1f} s "
-         f"({t['pages_per_s']:.2f} pages/s): {t['ok']} ok, {t['partial']} partial, "
-         f"{t['quarantined']} quarantined, {t['cached']} already done. Outputs: {out}"),
+         f"({t['pages_per_s']:.2f} pages/s{', ' + ', '.join(engines) if engines else ''}): "
+         f"{t['ok']} ok, {t['partial']} partial, {t['quarantined']} quarantined, "
+         f"{t['cached']} already done. Outputs: `{t['out']}`"),
     ]
     if data_docs:
         lines.append(f"Validation results: {_link('Great Expectations Data Docs', data_docs)}")
-    extra = " outputs |" if links else ""
-    lines += [
-        "",
-        ("| document | outcome | pages | ok | fallback | quarantined | engine | s | pages/s | "
-         f"reason |{extra}"),
-        "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if links else ""),
-    ]
+    lines += ["", "| document | outcome | pages | s | reason |" + (" outputs |" if links else ""),
+              "|---|---|---|---|---|" + ("---|" if links else "")]
     for d in report["documents"]:
         outcome = d["outcome"] + (" (cached)" if d["cached"] else "")
         # whole, never cut mid-word: the UI wraps the cell, a terminal wraps the line
-        reason = " ".join(str(d["reason"]).split()).replace("|", "\\|")
-        rate = d["pages"] / d["seconds"] if d["seconds"] > 0 and not d["cached"] else 0.0
-        row = (
-            f"| {d['source']} | {outcome} | {d['pages']} | {d['pages_ok']} | "
-            f"{d['pages_fallback']} | {d['pages_quarantined']} | {d['engine']} | "
-            f"{d['seconds']:.1f} | {rate:.2f} | {reason} |"
-        )
+        reason = _cell(" ".join(str(d["reason"]).split()))
+        row = (f"| {_cell(_file_name(d['source']))} | {outcome} | {_pages_cell(d)} | "
+               f"{d['seconds']:.1f} | {reason} |")
         if links:
-            outputs = d.get("outputs") or {}
-            row += " " + " ".join(_link(name, uri) for name, uri in outputs.items()) + " |"
+            row += f" {_outputs_cell(d.get('outputs') or {}, str(t['out']))} |"
         lines.append(row)
     return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _file_name(source: str) -> str:
+    """A source's last part (``s3://b/in/a.pdf`` -> ``a.pdf``): the full URI is one long
+    word no table cell can wrap; the outputs' folder and the quarantine table name it."""
+    return source.rstrip("/").rsplit("/", 1)[-1] or source
+
+
+def _pages_cell(d: dict[str, Any]) -> str:
+    """``12: 10 ok, 1 fallback, 1 quarantined`` (outcomes with no page left out)."""
+    parts = [f"{d[key]} {name}" for key, name in (
+        ("pages_ok", "ok"), ("pages_fallback", "fallback"),
+        ("pages_quarantined", "quarantined")) if d.get(key)]
+    return f"{d['pages']}: {', '.join(parts)}" if parts else str(d["pages"])
+
+
+def output_ref(uri: str, out: str) -> str:
+    """Where an output is, for a person: an ``s3://`` (or other scheme's) URI as it is; a
+    local path relative to the output folder ``out`` when it lies under it, else as it is."""
+    if "://" in uri or "://" in out:
+        return uri
+    try:
+        return Path(uri).absolute().relative_to(Path(out).absolute()).as_posix()
+    except ValueError:
+        return uri
+
+
+def _outputs_cell(outputs: dict[str, str], out: str) -> str:
+    """The outputs' common folder once, then their file names: ``ab12/`` ``document.md``
+    ``document.json`` ``pages.jsonl`` (each in a code span, so a person can copy it)."""
+    refs = [output_ref(uri, out) for uri in outputs.values()]
+    if not refs:
+        return ""
+    folders = {ref.rsplit("/", 1)[0] for ref in refs if "/" in ref}
+    if len(folders) == 1 and all("/" in ref for ref in refs):
+        folder = folders.pop()
+        return f"`{folder}/` " + " ".join(f"`{ref.rsplit('/', 1)[1]}`" for ref in refs)
+    return " ".join(f"`{ref}`" for ref in refs)
 
 
 def link_target(uri: str) -> str:

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from folio.report import document_summary
+from pathlib import Path
+from typing import Any
+
+from folio.report import (
+    ALL_QUARANTINED,
+    build_report,
+    document_summary,
+    markdown_summary,
+    nothing_processed,
+)
 from tests.doc_factory import report_document
 
 
@@ -10,3 +19,54 @@ def test_quarantined_pages_are_numbered_from_1_as_in_document_md() -> None:
     doc = report_document()  # its third page (index 2) is quarantined
     summary = document_summary(doc)
     assert [p["page"] for p in summary["quarantined_pages"]] == [3]
+
+
+def _line(source: str, outcome: str, cached: bool = False, reason: str = "") -> dict[str, Any]:
+    return {"source": source, "outcome": outcome, "cached": cached, "reason": reason}
+
+
+def test_a_run_that_quarantined_every_document_it_processed_says_so() -> None:
+    bad = _line("a.pdf", "quarantined", reason="encrypted: a password is needed")
+    worse = _line("b.pdf", "quarantined", reason="not-a-pdf: no %PDF header")
+    why = nothing_processed({"documents": [bad, worse]})
+    assert why is not None and why.startswith(ALL_QUARANTINED) and "(2)" in why
+    assert "encrypted" in why and "not-a-pdf" in why
+    # one document done, or nothing new to do (cached), is no failure
+    assert nothing_processed({"documents": [bad, _line("c.pdf", "ok")]}) is None
+    assert nothing_processed({"documents": [bad, _line("c.pdf", "partial")]}) is None
+    assert nothing_processed({"documents": [_line("a.pdf", "quarantined", cached=True)]}) is None
+    assert nothing_processed({"documents": []}) is None
+    # ... but a document quarantined for good before does not save this run's
+    assert nothing_processed({"documents": [_line("a.pdf", "ok", cached=True), bad]})
+
+
+def _summary(out: str, outputs: dict[str, str]) -> str:
+    doc = report_document()
+    line = document_summary(doc)
+    line["outputs"] = outputs
+    report = build_report([doc], seconds=2.0, out=out)
+    report["documents"] = [line]
+    return markdown_summary(report, links=True)
+
+
+def test_the_summary_links_outputs_a_person_can_open_anywhere(tmp_path: Path) -> None:
+    """Local outputs as paths relative to the output folder (the worker's file:// paths
+    open nothing in a browser elsewhere), S3 outputs as their s3:// URIs."""
+    out = tmp_path / "out"
+    local = {name: str(out / "annual-report-ab12" / f"document.{ext}")
+             for name, ext in (("markdown", "md"), ("json", "json"))}
+    text = _summary(str(out), local)
+    assert "file://" not in text and str(tmp_path) not in text.split("Outputs:")[1].split("\n", 1)[1]
+    assert "`annual-report-ab12/` `document.md` `document.json`" in text
+    s3 = {"markdown": "s3://docs/out/annual-report-ab12/document.md"}
+    assert "`s3://docs/out/annual-report-ab12/` `document.md`" in _summary("s3://docs/out", s3)
+
+
+def test_the_summary_table_is_narrow() -> None:
+    """Six columns, the document by its file name and its pages in one cell: the table
+    fits the Prefect UI at 1400 px (eleven columns and whole URIs were cut off)."""
+    text = _summary("out", {"markdown": "out/x/document.md"})
+    header, _, row = text.splitlines()[2:5]
+    assert header.count("|") == 7 and row.count("|") == 7, header
+    assert "| Annual Report.pdf |" in row and "s3://bucket" not in row
+    assert "4: 3 ok, 1 quarantined" in row and "tesseract" in text.splitlines()[0]
