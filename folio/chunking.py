@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 from folio import running_heads
 from folio.config import ChunkSettings
+from folio.hierarchy.levels import HeadingLeveler
+from folio.hierarchy.numbering import is_bare_number, section_number
 from folio.models import BBox, Block, Chunk, DocumentResult, Label, PageOutcome, PageResult
 
 __all__ = ["ChunkStream", "chunk_document", "chunk_id", "embedding_text"]
@@ -47,7 +49,8 @@ def embedding_text(chunk: Chunk) -> str:
 
 
 def _heading(block: Block) -> tuple[int, str]:
-    """(level, text): '#' count when the content is markdown, else Title 1 / section 2."""
+    """(level, text): the block's level in the document (:mod:`folio.hierarchy`) where it
+    is known, else the '#' count when the content is markdown, else Title 1 / section 2."""
     content = block.content.strip()
     match = _MD_HEADING.match(content)
     if match:
@@ -55,17 +58,45 @@ def _heading(block: Block) -> tuple[int, str]:
     else:
         level = 1 if block.label.lower() == Label.TITLE.lower() else _DEFAULT_SECTION_LEVEL
         text = content
+    if block.level is not None:
+        level = block.level
     return level, " ".join(text.split()).strip("#*_ ")
 
 
 @dataclass
 class _HeadingPath:
+    """The headings over the current text, one a level: a new heading pops the path to
+    its level (``1.2`` after ``1.1.3`` leaves ``1`` > ``1.2``)."""
+
     levels: list[tuple[int, str]] = field(default_factory=list)
 
-    def enter(self, level: int, text: str) -> None:
+    def enter(self, level: int, text: str, *, after_text: bool = True) -> None:
+        """Enter a heading; ``after_text``: some text came since the last heading. A
+        chapter's number set on a line of its own over its title (``1``, then ``Securing
+        the data``, nothing between) makes one entry, ``1 Securing the data``, at the
+        number's level: the title alone would lose the number, the number alone names
+        nothing."""
+        if (not after_text and self.levels and is_bare_number(self.levels[-1][1])
+                and not is_bare_number(text)):
+            number_level, number = self.levels.pop()
+            level = min(level, number_level)
+            if section_number(text) is None:  # "Chapter 1. Securing ..." names itself
+                text = f"{number} {text}"
         while self.levels and self.levels[-1][0] >= level:
             self.levels.pop()
+        self.leave_other_numbers(text)
         self.levels.append((level, text))
+
+    def leave_other_numbers(self, text: str) -> None:
+        """A numbered heading is not inside a numbered heading whose number does not
+        open its own: ``2.1.6`` leaves ``1.2`` and ``Chapter 1`` though no ``2`` or
+        ``2.1`` heading came between (a page that was not read, a heading not found)."""
+        number = section_number(text)
+        while number is not None and self.levels:
+            above = section_number(self.levels[-1][1])
+            if above is None or number[:len(above)] == above:
+                return
+            self.levels.pop()
 
     def names(self) -> list[str]:
         return [text for _, text in self.levels]
@@ -165,6 +196,8 @@ class _Chunker:
     headings: _HeadingPath = field(default_factory=_HeadingPath)
     chunks: list[Chunk] = field(default_factory=list)
     draft: _Draft | None = None
+    #: some text or table came since the last heading (see :meth:`_HeadingPath.enter`)
+    after_text: bool = True
 
     def flush(self) -> None:
         draft, self.draft = self.draft, None
@@ -195,15 +228,18 @@ class _Chunker:
         self.flush()
         level, text = _heading(block)
         if text:
-            self.headings.enter(level, text)
+            self.headings.enter(level, text, after_text=self.after_text)
+            self.after_text = False
 
     def table(self, block: Block, page: int) -> None:
+        self.after_text = True
         self.flush()
         self.draft = _Draft(headings=self.headings.names(), kind="table")
         self.draft.add(block.content.strip(), page, block.bbox)
         self.flush()
 
     def text(self, content: str, page: int, bbox: BBox | None) -> None:
+        self.after_text = True
         limit = max(1, self.settings.max_chars)
         if len(content) > limit:
             self.flush()
@@ -262,6 +298,8 @@ class ChunkStream:
 
     def __init__(self, doc: DocumentResult, settings: ChunkSettings) -> None:
         self._chunker = _Chunker(doc=doc, settings=settings)
+        #: heading levels, page by page as the outputs set them (folio.hierarchy)
+        self._leveler = HeadingLeveler(doc.outline)
         self._pages: list[PageResult] = []
         self._candidates: list[list[running_heads.Candidate]] = []  # one list a page
         self._fed = 0
@@ -281,6 +319,7 @@ class ChunkStream:
         self._fed = k + 1
         if page.outcome == PageOutcome.QUARANTINED:
             return
+        self._leveler.page(page)
         keep = self._chunker.settings.keep_headers_footers
         heads = running_heads.heads(self._candidates, k) if page.blocks and not keep else {}
         heads = running_heads.spare_only_text(page.blocks, heads)

@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, SerializationInfo, field_serializer
 
 from folio.config import LayoutSettings, RenderSettings, RouteSettings
-from folio.models import PagePrep
+from folio.models import OutlineEntry, PagePrep
 
 __all__ = ["REVEAL", "Fatal", "PdfInfo", "WorkerJob", "WorkerMessage", "WorkerRequest"]
 
@@ -71,6 +71,7 @@ class PdfInfo(BaseModel):
     pdf_version: str | None = None  # "1.7"
     producer: str | None = None
     max_page_pt: float = 0.0  # longest page side in the document
+    outline: list[OutlineEntry] = Field(default_factory=list)  # bookmarks (folio.pdf.pdfium_doc)
 
 
 class Fatal(BaseModel):
