@@ -177,16 +177,31 @@ class _Draft:
     def size(self) -> int:
         return self.chars + 2 * max(0, len(self.parts) - 1)
 
+    #: per part, its box when that part added it to ``boxes`` (for :meth:`take_last`)
+    added: list[BBox | None] = field(default_factory=list)
+
     def add(self, text: str, page: int, bbox: BBox | None) -> None:
         self.parts.append(text)
         self.pages.append(page)
         self.chars += len(text)
+        self.added.append(None)
         if bbox is None:
             return
         key = (page, bbox.x0, bbox.y0, bbox.x1, bbox.y1)
         if key not in self.seen:
             self.seen.add(key)
             self.boxes.append((page, bbox))
+            self.added[-1] = bbox
+
+    def take_last(self) -> tuple[str, int, BBox | None]:
+        """Remove the last part added (and the box it added) and return it as ``add``
+        took it."""
+        text, page, bbox = self.parts.pop(), self.pages.pop(), self.added.pop()
+        self.chars -= len(text)
+        if bbox is not None:
+            self.boxes.pop()
+            self.seen.discard((page, bbox.x0, bbox.y0, bbox.x1, bbox.y1))
+        return text, page, bbox
 
 
 @dataclass
@@ -198,8 +213,14 @@ class _Chunker:
     draft: _Draft | None = None
     #: some text or table came since the last heading (see :meth:`_HeadingPath.enter`)
     after_text: bool = True
+    #: the draft's last part is a table's caption (:func:`is_table_caption`): a table
+    #: right after it takes it into its own chunk
+    caption_last: bool = False
+    #: the draft is a table's, kept open for one more block: a caption under the table
+    table_open: bool = False
 
     def flush(self) -> None:
+        self.caption_last = self.table_open = False
         draft, self.draft = self.draft, None
         if draft is None or not draft.parts:
             return
@@ -232,11 +253,25 @@ class _Chunker:
             self.after_text = False
 
     def table(self, block: Block, page: int) -> None:
+        """A table is one chunk, with its caption: the one right before it (taken back
+        from the text's chunk) or the one right after it (:meth:`after_table`)."""
         self.after_text = True
+        caption = self.draft.take_last() if self.draft is not None and self.caption_last else None
         self.flush()
         self.draft = _Draft(headings=self.headings.names(), kind="table")
+        if caption is not None:
+            self.draft.add(*caption)
         self.draft.add(block.content.strip(), page, block.bbox)
+        self.table_open = True
+
+    def after_table(self, block: Block, page: int) -> bool:
+        """Close the open table's chunk at ``block``: with it, when it is the table's
+        caption set under it (True: the block is taken)."""
+        taken = self.draft is not None and self.draft.parts and is_table_caption(block)
+        if taken and self.draft is not None:
+            self.draft.add(block.content.strip(), page, block.bbox)
         self.flush()
+        return bool(taken)
 
     def text(self, content: str, page: int, bbox: BBox | None) -> None:
         self.after_text = True
@@ -260,12 +295,57 @@ class _Chunker:
         skip = label in _SKIP_LABELS and not self.settings.keep_headers_footers
         if skip or not block.content.strip():
             return
+        if self.table_open and self.after_table(block, page):
+            return
         if label in _HEADING_LABELS:
             self.heading(block)
-        elif label == _TABLE_LABEL:
+        elif label == _TABLE_LABEL and is_table_markup(block.content):
             self.table(block, page)
         else:
             self.text(block.content.strip(), page, block.bbox)
+            self.caption_last = is_table_caption(block) and self.draft is not None \
+                and self.draft.parts[-1:] == [block.content.strip()]
+
+
+# --- tables and their captions ----------------------------------------------------------
+
+_HTML_TABLE = re.compile(r"<table\b", re.IGNORECASE)
+_PIPE_ROW = re.compile(r"^\s*\|.*\|\s*$")
+#: a caption that names a figure (or a chart, a photo): not a table's
+_FIGURE_CAPTION = re.compile(
+    r"^(?:fig(?:ure)?|chart|graph|image|photo|plate|scheme|diagram|abb(?:ildung)?|illustration)"
+    r"\b\.?", re.IGNORECASE)
+#: "Table 2: ...", "Table 2-2 Comparison", "Tab. IV. Results", "Tabelle 3 Werte": a table's
+#: name and number, then a separator or a capitalised word (not "Table 2 shows that ...")
+_TABLE_CAPTION = re.compile(
+    r"^(?i:table|tab|tabelle|tabla|tableau|tabella)\.?\s*(?:\d+|[IVXL]+|[A-Z])(?:[-.]\d+)*"
+    r"\.?\s*(?:[:.\-\u2013\u2014|]|$|[A-Z(\d])")
+#: a caption is short: a paragraph after "Table 3" is the text discussing it
+_CAPTION_MAX_CHARS = 400
+
+
+def is_table_markup(content: str) -> bool:
+    """Whether a Table block's content is a table (an HTML table, or markdown pipe rows):
+    a block labelled Table over text a grid could not be made of is chunked as text, as
+    ``kind: table`` promises a whole table."""
+    content = content.strip()
+    if _HTML_TABLE.search(content):
+        return True
+    lines = [line for line in content.splitlines() if line.strip()]
+    return len(lines) >= 2 and all(_PIPE_ROW.match(line) for line in lines)
+
+
+def is_table_caption(block: Block) -> bool:
+    """Whether ``block`` can be the caption of a table beside it: a short Caption block
+    that names no figure, or a short text block that opens as a table's caption. Where a
+    caption sits was settled before (folio.caption_order moves it beside its table)."""
+    text = " ".join(block.content.split())
+    if not text or len(text) > _CAPTION_MAX_CHARS:
+        return False
+    label = block.label.lower()
+    if label == Label.CAPTION.lower():
+        return not _FIGURE_CAPTION.match(text)
+    return label == Label.TEXT.lower() and bool(_TABLE_CAPTION.match(text))
 
 
 def _blocks_from_markdown(markdown: str) -> list[Block]:
