@@ -77,15 +77,16 @@ def nothing_processed(report: dict[str, Any]) -> str | None:
 
 def markdown_summary(report: dict[str, Any], *, links: bool = False,
                      data_docs: str | None = None) -> str:
-    """The report as a markdown table (a Prefect artifact, and the CLI's printout).
+    """The report as a markdown table (a Prefect artifact, and the CLI's printout), then
+    the reasons of the documents that have one, as a list.
 
-    Six columns, narrow ones, so the table fits a normal window (the Prefect UI at 1400
-    px): the document's file name, its outcome, its pages by outcome in one cell, seconds,
-    the reason (the one column that wraps); the engine and the rate are in the line over
-    the table. ``links`` adds a column naming each document's outputs (for the Prefect
-    UI) in a form a person can open from anywhere: an ``s3://`` URI, or a path relative to
-    the output folder (the worker's absolute path, as a ``file://`` link, opens nothing in
-    a browser on another machine); ``data_docs`` links the Data Docs site.
+    The table fits a normal window (the Prefect UI at 1400 px, whose table cells do not
+    wrap): four short columns, the engine and the rate in the line over it, and the
+    reasons (the long text) in the list under it, where lines wrap. ``links`` (the
+    Prefect UI) names each document by its output folder, relative to the output folder
+    the line over the table gives (an ``s3://`` URI or a path as given): the worker's
+    absolute path, as a ``file://`` link, opened nothing in a browser on another
+    machine. ``data_docs`` links the Data Docs site.
     """
     t = report["totals"]
     engines = sorted({str(d["engine"]) for d in report["documents"] if d.get("engine")})
@@ -93,64 +94,75 @@ def markdown_summary(report: dict[str, Any], *, links: bool = False,
         (f"**{t['documents']} documents, {t['pages']} pages** in {t['seconds']:.1f} s "
          f"({t['pages_per_s']:.2f} pages/s{', ' + ', '.join(engines) if engines else ''}): "
          f"{t['ok']} ok, {t['partial']} partial, {t['quarantined']} quarantined, "
-         f"{t['cached']} already done. Outputs: `{t['out']}`"),
+         f"{t['cached']} already done. Outputs: `{t['out']}`"
+         + (f"{OUTPUT_FILES}" if links else "")),
     ]
     if data_docs:
         lines.append(f"Validation results: {_link('Great Expectations Data Docs', data_docs)}")
-    lines += ["", "| document | outcome | pages | s | reason |" + (" outputs |" if links else ""),
-              "|---|---|---|---|---|" + ("---|" if links else "")]
+    lines += ["", "| document | outcome | pages ok | s |", "|---|---|---|---|"]
+    reasons = []
     for d in report["documents"]:
         outcome = d["outcome"] + (" (cached)" if d["cached"] else "")
-        # whole, never cut mid-word: the UI wraps the cell, a terminal wraps the line
-        reason = _cell(" ".join(str(d["reason"]).split()))
-        row = (f"| {_cell(_file_name(d['source']))} | {outcome} | {_pages_cell(d)} | "
-               f"{d['seconds']:.1f} | {reason} |")
-        if links:
-            row += f" {_outputs_cell(d.get('outputs') or {}, str(t['out']))} |"
-        lines.append(row)
+        folder = _folder(d.get("outputs") or {}, str(t["out"])) if links else None
+        name = f"`{folder}/`" if folder else _cell(_short(_file_name(d["source"])))
+        lines.append(f"| {name} | {outcome} | {d['pages_ok']}/{d['pages']} | "
+                     f"{d['seconds']:.1f} |")
+        reason = " ".join(str(d["reason"]).split())
+        if reason:
+            reasons.append(f"- {_file_name(d['source'])} ({outcome}{_page_counts(d)}): {reason}")
+    if reasons:
+        lines += ["", "Reasons:", "", *reasons]
     return "\n".join(lines)
+
+
+#: what each document's output folder holds (folio.outputs), said once over the table
+OUTPUT_FILES = "; each document's folder there holds document.md, document.json, pages.jsonl"
+#: a file name longer than this is shortened in the table (cells do not wrap in the UI)
+NAME_CHARS = 48
 
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def _short(name: str) -> str:
+    if len(name) <= NAME_CHARS:
+        return name
+    half = (NAME_CHARS - 1) // 2
+    return f"{name[:half]}…{name[-half:]}"
+
+
 def _file_name(source: str) -> str:
     """A source's last part (``s3://b/in/a.pdf`` -> ``a.pdf``): the full URI is one long
-    word no table cell can wrap; the outputs' folder and the quarantine table name it."""
+    word; the quarantine table names it whole."""
     return source.rstrip("/").rsplit("/", 1)[-1] or source
 
 
-def _pages_cell(d: dict[str, Any]) -> str:
-    """``12: 10 ok, 1 fallback, 1 quarantined`` (outcomes with no page left out)."""
+def _page_counts(d: dict[str, Any]) -> str:
+    """``; 1 fallback, 1 quarantined of 4 pages`` (none: empty)."""
     parts = [f"{d[key]} {name}" for key, name in (
-        ("pages_ok", "ok"), ("pages_fallback", "fallback"),
-        ("pages_quarantined", "quarantined")) if d.get(key)]
-    return f"{d['pages']}: {', '.join(parts)}" if parts else str(d["pages"])
+        ("pages_fallback", "fallback"), ("pages_quarantined", "quarantined")) if d.get(key)]
+    return f"; {', '.join(parts)} of {d['pages']} pages" if parts else ""
 
 
 def output_ref(uri: str, out: str) -> str:
-    """Where an output is, for a person: an ``s3://`` (or other scheme's) URI as it is; a
-    local path relative to the output folder ``out`` when it lies under it, else as it is."""
-    if "://" in uri or "://" in out:
-        return uri
+    """Where an output is, for a person: relative to the output folder ``out`` when it
+    lies under it (``s3://b/out/x/document.md`` under ``s3://b/out`` -> ``x/document.md``,
+    a local path likewise), else the URI or path as it is."""
+    if "://" in out or "://" in uri:
+        prefix = out.rstrip("/") + "/"
+        return uri[len(prefix):] if uri.startswith(prefix) else uri
     try:
         return Path(uri).absolute().relative_to(Path(out).absolute()).as_posix()
     except ValueError:
         return uri
 
 
-def _outputs_cell(outputs: dict[str, str], out: str) -> str:
-    """The outputs' common folder once, then their file names: ``ab12/`` ``document.md``
-    ``document.json`` ``pages.jsonl`` (each in a code span, so a person can copy it)."""
-    refs = [output_ref(uri, out) for uri in outputs.values()]
-    if not refs:
-        return ""
-    folders = {ref.rsplit("/", 1)[0] for ref in refs if "/" in ref}
-    if len(folders) == 1 and all("/" in ref for ref in refs):
-        folder = folders.pop()
-        return f"`{folder}/` " + " ".join(f"`{ref.rsplit('/', 1)[1]}`" for ref in refs)
-    return " ".join(f"`{ref}`" for ref in refs)
+def _folder(outputs: dict[str, str], out: str) -> str | None:
+    """The one folder (relative to ``out``) a document's outputs share, or None."""
+    folders = {output_ref(uri, out).rsplit("/", 1)[0] for name, uri in outputs.items()
+               if name != "quarantine" and "/" in output_ref(uri, out)}
+    return folders.pop() if len(folders) == 1 else None
 
 
 def link_target(uri: str) -> str:

@@ -49,24 +49,33 @@ def _summary(out: str, outputs: dict[str, str]) -> str:
     return markdown_summary(report, links=True)
 
 
-def test_the_summary_links_outputs_a_person_can_open_anywhere(tmp_path: Path) -> None:
-    """Local outputs as paths relative to the output folder (the worker's file:// paths
-    open nothing in a browser elsewhere), S3 outputs as their s3:// URIs."""
+def test_the_summary_names_outputs_a_person_can_open_anywhere(tmp_path: Path) -> None:
+    """Each document by its output folder relative to the output folder (the worker's
+    file:// paths opened nothing in a browser elsewhere), for local and S3 outputs."""
     out = tmp_path / "out"
-    local = {name: str(out / "annual-report-ab12" / f"document.{ext}")
+    local = {name: str(out / "Annual_Report-ab12" / f"document.{ext}")
              for name, ext in (("markdown", "md"), ("json", "json"))}
     text = _summary(str(out), local)
-    assert "file://" not in text and str(tmp_path) not in text.split("Outputs:")[1].split("\n", 1)[1]
-    assert "`annual-report-ab12/` `document.md` `document.json`" in text
-    s3 = {"markdown": "s3://docs/out/annual-report-ab12/document.md"}
-    assert "`s3://docs/out/annual-report-ab12/` `document.md`" in _summary("s3://docs/out", s3)
+    assert "file://" not in text and "| `Annual_Report-ab12/` | partial | 3/4 |" in text
+    assert f"Outputs: `{out}`" in text and "document.md, document.json" in text
+    s3 = {"markdown": "s3://docs/out/Annual_Report-ab12/document.md"}
+    text = _summary("s3://docs/out", s3)
+    assert "| `Annual_Report-ab12/` |" in text and "Outputs: `s3://docs/out`" in text
 
 
-def test_the_summary_table_is_narrow() -> None:
-    """Six columns, the document by its file name and its pages in one cell: the table
-    fits the Prefect UI at 1400 px (eleven columns and whole URIs were cut off)."""
-    text = _summary("out", {"markdown": "out/x/document.md"})
+def test_the_summary_table_is_narrow_and_reasons_go_under_it() -> None:
+    """Four short columns (the Prefect UI does not wrap table cells: eleven columns,
+    whole URIs and reasons were cut off at 1400 px); the reasons, long text, in a list
+    under the table, with the page counts."""
+    doc = report_document()
+    line = document_summary(doc)
+    line["reason"] = "page 3: " + "a long reason " * 20
+    report = build_report([doc], seconds=2.0, out="out")
+    report["documents"] = [line]
+    text = markdown_summary(report)
     header, _, row = text.splitlines()[2:5]
-    assert header.count("|") == 7 and row.count("|") == 7, header
-    assert "| Annual Report.pdf |" in row and "s3://bucket" not in row
-    assert "4: 3 ok, 1 quarantined" in row and "tesseract" in text.splitlines()[0]
+    assert header.count("|") == 5 and row.count("|") == 5, header
+    assert row == "| Annual Report.pdf | partial | 3/4 | 0.0 |"
+    assert "tesseract" in text.splitlines()[0]
+    reasons = text.split("Reasons:")[1]
+    assert "- Annual Report.pdf (partial; 1 quarantined of 4 pages): page 3: a long" in reasons
