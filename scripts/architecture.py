@@ -41,7 +41,7 @@ LAYERS: list[tuple[str, str, list[str]]] = [
                                  "layout_labels", "headings", "onnx_session"]),
     ("engines", "engines", ["engines", "parsers"]),
     ("document", "document assembly", ["table_grid", "table_columns", "table_rows",
-                                       "running_heads", "caption_order",
+                                       "running_heads", "caption_order", "hierarchy",
                                        "chunking", "embeddings"]),
     ("validation", "validation", ["validation", "text_agreement"]),
     ("stores", "vector stores", ["stores"]),
