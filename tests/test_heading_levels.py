@@ -130,3 +130,25 @@ def test_the_outline_is_read_from_the_pdf(corpus: Path) -> None:
     assert [(e.level, e.title, e.page) for e in entries] == [
         (1, "Chapter II", 0), (1, "Huge Page", 1), (1, "Wikipedia image", 2),
         (2, "Indented image", 3)]
+
+
+def test_the_gpu_models_own_levels_reach_the_chunk_paths() -> None:
+    """olmOCR's markdown ``#``/``##``/``###`` and Chandra's ``<h1>``-``<h3>`` keep their
+    levels through the parsers to the chunks' heading paths."""
+    from folio.parsers import chandra, markdown
+
+    olmocr = "# Report\n\nIntro.\n\n## Methods\n\nHow.\n\n### Sampling\n\nDraws.\n\n## Results\n\nWins."
+    html = ('<div data-bbox="0 0 900 50" data-label="Title"><h1>Report</h1></div>'
+            '<div data-bbox="0 60 900 80" data-label="Text"><p>Intro.</p></div>'
+            '<div data-bbox="0 90 900 110" data-label="Section-Header"><h2>Methods</h2></div>'
+            '<div data-bbox="0 120 900 140" data-label="Text"><p>How.</p></div>'
+            '<div data-bbox="0 150 900 170" data-label="Section-Header"><h3>Sampling</h3></div>'
+            '<div data-bbox="0 180 900 200" data-label="Text"><p>Draws.</p></div>'
+            '<div data-bbox="0 210 900 230" data-label="Section-Header"><h2>Results</h2></div>'
+            '<div data-bbox="0 240 900 260" data-label="Text"><p>Wins.</p></div>')
+    for blocks, _ in (markdown.parse(olmocr, width_pt=612, height_pt=792),
+                      chandra.parse(html, width_pt=612, height_pt=792)):
+        doc = document([page(0, blocks)])
+        paths = {c.text: c.headings for c in chunk_document(doc, ChunkSettings(max_chars=8))}
+        assert paths["Draws."] == ["Report", "Methods", "Sampling"], paths
+        assert paths["Wins."] == ["Report", "Results"]
