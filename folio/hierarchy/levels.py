@@ -70,6 +70,8 @@ class HeadingLeveler:
     #: type size (over the body's, rounded) -> levels the numbered headings of it had
     sizes: dict[float, Counter[int]] = field(default_factory=dict)
     _used: set[int] = field(default_factory=set)  # outline entries already matched
+    #: the outline's titles normalized once (an outline may have thousands of entries)
+    _titles: list[str] | None = None
 
     def page(self, page: PageResult) -> None:
         """Set the level of each heading block of ``page`` (left alone: quarantined)."""
@@ -100,15 +102,19 @@ class HeadingLeveler:
         return DEFAULT_LEVEL
 
     def _outline_level(self, text: str, page: int) -> int | None:
+        if not self.outline:
+            return None
         name = normalized(text)
         if not name:
             return None
+        if self._titles is None:
+            self._titles = [normalized(entry.title) for entry in self.outline]
         for i, entry in enumerate(self.outline):
             if i in self._used:
                 continue
             if entry.page is not None and not 0 <= page - entry.page <= OUTLINE_PAGES:
                 continue
-            if _same_title(name, normalized(entry.title)):
+            if _same_title(name, self._titles[i]):
                 self._used.add(i)
                 return min(entry.level, 6)
         return None
