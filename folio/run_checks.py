@@ -74,7 +74,10 @@ def check_ocr_languages(config: PipelineConfig) -> None:
 def check_embedding_model(config: PipelineConfig) -> None:
     """The embedding model and tokenizer files (``embedding.model_path`` and
     ``embedding.tokenizer_path``, or the packaged ones) must exist: every document's
-    chunks are embedded, and a missing file would fail each one at its load stage."""
+    chunks are embedded, and a missing file would fail each one at its load stage. A run
+    without a vector store (``store.kind=none``) embeds nothing."""
+    if config.store.kind == "none":
+        return
     from folio.embeddings import model_files
 
     model_files(config.embedding)

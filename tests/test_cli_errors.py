@@ -275,3 +275,15 @@ def test_a_missing_embedding_model_stops_before_any_work(tmp_path: Path, pdf: Pa
     assert proc.returncode == 2
     assert "embedding model not found" in one_line(proc)
     assert not (tmp_path / "o").exists()
+
+
+def test_without_a_vector_store_the_embedding_model_is_not_needed(tmp_path: Path) -> None:
+    from folio.config import PipelineConfig
+    from folio.errors import ConfigError
+    from folio.run_checks import check_embedding_model
+
+    missing = {"model_path": str(tmp_path / "none.onnx")}
+    check_embedding_model(PipelineConfig.model_validate(
+        {"embedding": missing, "store": {"kind": "none"}}))
+    with pytest.raises(ConfigError, match="embedding model not found"):
+        check_embedding_model(PipelineConfig.model_validate({"embedding": missing}))
