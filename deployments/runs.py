@@ -244,14 +244,19 @@ def crash_run(run: FlowRun, why: str) -> None:
 
 
 def run_report(run: FlowRun) -> dict[str, Any] | None:
-    """The ingest report a completed run returned (None: not completed, or its result
-    was not persisted: the deployment needs ``PREFECT_RESULTS_PERSIST_BY_DEFAULT=true``
-    and result storage the sweep can read)."""
+    """The ingest report a completed run returned, or the one a run failed for having
+    quarantined every document carries (folio_prefect.flows.ingest.final_state). None:
+    the run did not complete otherwise, or its result was not persisted: the deployment
+    needs ``PREFECT_RESULTS_PERSIST_BY_DEFAULT=true`` and result storage the sweep can
+    read."""
     # Prefect finds the S3 block's class by its slug
     import folio_prefect.deployments.result_storage  # noqa: F401
+    from folio.report import ALL_QUARANTINED
 
     state = run.state
-    if state is None or not state.is_completed():
+    quarantined = (state is not None and state.is_failed()
+                   and (state.message or "").startswith(ALL_QUARANTINED))
+    if state is None or not (state.is_completed() or quarantined):
         return None
     try:
         value = state.result(raise_on_failure=False)

@@ -26,7 +26,7 @@ from folio import cli
 def cmd_ingest(args: argparse.Namespace) -> int:
     settings = cli.prepare_ingest(args)
     _use_local_prefect_server(quiet=args.quiet)
-    from folio_prefect.flows.ingest import ingest
+    from folio_prefect.flows.ingest import ingest, run_report_of
 
     run = ingest
     if args.engine == "vllm":
@@ -34,11 +34,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     tty = sys.stderr.isatty()
     with cli.progress_bar(not args.quiet and tty), \
             cli.progress_lines(not args.quiet and not tty), _no_heartbeats():
-        report = run(
+        report = run_report_of(run(
             sources=args.sources, out=args.out, engine=args.engine, route=args.route,
             reprocess=args.reprocess, report=args.report, settings=settings,
             sync=args.sync, dry_run=args.dry_run,
-        )
+            return_state=True,  # a run of quarantined documents fails with its report
+        ))
     return cli.report_ingest(args, report)
 
 
@@ -123,7 +124,7 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     refuse(cli.parse_set(args.set))  # a trigger's settings are stored by Prefect, shown in its UI
     request = IngestRequest(source=args.source, out=args.out, engine=args.engine,
                             route=args.route, reprocess=args.reprocess,
-                            settings=cli.parse_set(args.set), revision=args.revision,
+                            settings=cli.trigger_settings(args), revision=args.revision,
                             sync=args.sync)
     if args.event:
         event_id = trig.request_ingest(request)

@@ -25,6 +25,7 @@ from prefect.artifacts import (
 )
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
+from prefect.states import Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 
 # the S3 result block's class, which Prefect looks up by its slug
@@ -35,7 +36,7 @@ from folio.io.sources import SourceRef
 from folio.models import DocumentResult
 from folio.pipeline import PageScheduler, PreparedDocument, Services
 from folio.pipeline.stage_clock import StageClock
-from folio.report import build_report, markdown_summary
+from folio.report import build_report, markdown_summary, nothing_processed
 from folio.run_checks import check_host
 from folio.run_config import IngestRequest, resolve_config
 from folio.stores.base import NullStore, VectorStore
@@ -71,7 +72,8 @@ def ingest(
     sync: bool = False,
     dry_run: bool = False,
 ) -> dict[str, Any]:
-    """Ingest every PDF under ``sources`` into ``out``.
+    """Ingest every PDF under ``sources`` into ``out``. Returns the run report, or (every
+    document quarantined) a Failed state carrying it (:func:`final_state`).
 
     Args:
         sources: local files or folders, or s3://bucket/prefix URIs.
@@ -89,7 +91,7 @@ def ingest(
     """
     request = IngestRequest(sources=sources, out=out, engine=engine, route=route,
                             reprocess=reprocess, settings=settings or {}, sync=sync)
-    return run_request(request, report=report, dry_run=dry_run)
+    return final_state(run_request(request, report=report, dry_run=dry_run))
 
 
 @flow(name="folio-ingest-document", description="Ingest one PDF (UI runs and triggers).",
@@ -103,7 +105,8 @@ def ingest_document(
     settings: dict[str, Any] | None = None,
     sync: bool = False,
 ) -> dict[str, Any]:
-    """Ingest one PDF (a local path or an s3:// URI) and return the run report.
+    """Ingest one PDF (a local path or an s3:// URI) and return the run report (or a
+    Failed state carrying it, as :func:`ingest`).
 
     Args:
         source: one PDF (a local path the worker can read, or s3://bucket/key); a
@@ -119,7 +122,44 @@ def ingest_document(
     """
     request = IngestRequest(sources=[source], out=out, engine=engine, route=route,
                             reprocess=reprocess, settings=settings or {}, sync=sync)
-    return run_request(request, report=None)
+    return final_state(run_request(request, report=None))
+
+
+def final_state(summary: dict[str, Any]) -> dict[str, Any]:
+    """The run's report, or a Failed state that carries it when every document the run
+    processed was quarantined (:func:`folio.report.nothing_processed`).
+
+    Failed, not a Completed state with a name of its own: the UI colours a state by its
+    type (a "Completed" type named otherwise is still green), and Prefect's automations
+    and notifications match the Failed event and state type that operators already watch
+    for; a custom name would emit an event nobody's automation expects. The report stays
+    the state's result (``state.result(raise_on_failure=False)``: the CLI, a sweep and a
+    trigger still read every document's line), and the message opens with
+    :data:`folio.report.ALL_QUARANTINED`, so ``folio trigger --wait`` exits 3 as for
+    quarantined documents. A run with some documents done stays Completed (its summary
+    says which were quarantined), as does one with nothing new to do (all cached)."""
+    why = nothing_processed(summary)
+    if why is None:
+        return summary
+    # a flow may return the State of its result (Prefect makes it the run's final state;
+    # a caller gets the report from ``return_state=True`` or the run's error): typed as
+    # the result, as Prefect's Flow[P, T] types both ``flow()`` and its State[T]
+    return cast(dict[str, Any], Failed(message=why, data=summary))
+
+
+def run_report_of(state: State[Any]) -> dict[str, Any]:
+    """The report of a run of these flows called with ``return_state=True``: a Completed
+    run's result, or the one a run whose documents were all quarantined carries.
+
+    Raises:
+        BaseException: the exception a run that failed otherwise (or crashed) ended with.
+    """
+    value = state.result(raise_on_failure=False)
+    if isinstance(value, BaseException):
+        raise value
+    if not isinstance(value, dict):
+        raise TypeError(f"the run's result is not a report: {type(value).__name__}")
+    return value
 
 
 def run_request(request: IngestRequest, *, report: str | None,

@@ -20,6 +20,8 @@ from folio import running_heads
 from folio.config import ChunkSettings
 from folio.figures.links import is_written
 from folio.figures.text import picture_text
+from folio.hierarchy.levels import HeadingLeveler
+from folio.hierarchy.numbering import is_bare_number, section_number
 from folio.models import BBox, Block, Chunk, DocumentResult, Label, PageOutcome, PageResult
 
 __all__ = ["ChunkStream", "chunk_document", "chunk_id", "embedding_text"]
@@ -52,7 +54,8 @@ def embedding_text(chunk: Chunk) -> str:
 
 
 def _heading(block: Block) -> tuple[int, str]:
-    """(level, text): '#' count when the content is markdown, else Title 1 / section 2."""
+    """(level, text): the block's level in the document (:mod:`folio.hierarchy`) where it
+    is known, else the '#' count when the content is markdown, else Title 1 / section 2."""
     content = block.content.strip()
     match = _MD_HEADING.match(content)
     if match:
@@ -60,17 +63,45 @@ def _heading(block: Block) -> tuple[int, str]:
     else:
         level = 1 if block.label.lower() == Label.TITLE.lower() else _DEFAULT_SECTION_LEVEL
         text = content
+    if block.level is not None:
+        level = block.level
     return level, " ".join(text.split()).strip("#*_ ")
 
 
 @dataclass
 class _HeadingPath:
+    """The headings over the current text, one a level: a new heading pops the path to
+    its level (``1.2`` after ``1.1.3`` leaves ``1`` > ``1.2``)."""
+
     levels: list[tuple[int, str]] = field(default_factory=list)
 
-    def enter(self, level: int, text: str) -> None:
+    def enter(self, level: int, text: str, *, after_text: bool = True) -> None:
+        """Enter a heading; ``after_text``: some text came since the last heading. A
+        chapter's number set on a line of its own over its title (``1``, then ``Securing
+        the data``, nothing between) makes one entry, ``1 Securing the data``, at the
+        number's level: the title alone would lose the number, the number alone names
+        nothing."""
+        if (not after_text and self.levels and is_bare_number(self.levels[-1][1])
+                and not is_bare_number(text)):
+            number_level, number = self.levels.pop()
+            level = min(level, number_level)
+            if section_number(text) is None:  # "Chapter 1. Securing ..." names itself
+                text = f"{number} {text}"
         while self.levels and self.levels[-1][0] >= level:
             self.levels.pop()
+        self.leave_other_numbers(text)
         self.levels.append((level, text))
+
+    def leave_other_numbers(self, text: str) -> None:
+        """A numbered heading is not inside a numbered heading whose number does not
+        open its own: ``2.1.6`` leaves ``1.2`` and ``Chapter 1`` though no ``2`` or
+        ``2.1`` heading came between (a page that was not read, a heading not found)."""
+        number = section_number(text)
+        while number is not None and self.levels:
+            above = section_number(self.levels[-1][1])
+            if above is None or number[:len(above)] == above:
+                return
+            self.levels.pop()
 
     def names(self) -> list[str]:
         return [text for _, text in self.levels]
@@ -152,16 +183,31 @@ class _Draft:
     def size(self) -> int:
         return self.chars + 2 * max(0, len(self.parts) - 1)
 
+    #: per part, its box when that part added it to ``boxes`` (for :meth:`take_last`)
+    added: list[BBox | None] = field(default_factory=list)
+
     def add(self, text: str, page: int, bbox: BBox | None) -> None:
         self.parts.append(text)
         self.pages.append(page)
         self.chars += len(text)
+        self.added.append(None)
         if bbox is None:
             return
         key = (page, bbox.x0, bbox.y0, bbox.x1, bbox.y1)
         if key not in self.seen:
             self.seen.add(key)
             self.boxes.append((page, bbox))
+            self.added[-1] = bbox
+
+    def take_last(self) -> tuple[str, int, BBox | None]:
+        """Remove the last part added (and the box it added) and return it as ``add``
+        took it."""
+        text, page, bbox = self.parts.pop(), self.pages.pop(), self.added.pop()
+        self.chars -= len(text)
+        if bbox is not None:
+            self.boxes.pop()
+            self.seen.discard((page, bbox.x0, bbox.y0, bbox.x1, bbox.y1))
+        return text, page, bbox
 
 
 @dataclass
@@ -171,8 +217,16 @@ class _Chunker:
     headings: _HeadingPath = field(default_factory=_HeadingPath)
     chunks: list[Chunk] = field(default_factory=list)
     draft: _Draft | None = None
+    #: some text or table came since the last heading (see :meth:`_HeadingPath.enter`)
+    after_text: bool = True
+    #: the draft's last part is a table's caption (:func:`is_table_caption`): a table
+    #: right after it takes it into its own chunk
+    caption_last: bool = False
+    #: the draft is a table's, kept open for one more block: a caption under the table
+    table_open: bool = False
 
     def flush(self) -> None:
+        self.caption_last = self.table_open = False
         draft, self.draft = self.draft, None
         if draft is None or not draft.parts:
             return
@@ -205,13 +259,29 @@ class _Chunker:
         self.flush()
         level, text = _heading(block)
         if text:
-            self.headings.enter(level, text)
+            self.headings.enter(level, text, after_text=self.after_text)
+            self.after_text = False
 
     def table(self, block: Block, page: int) -> None:
+        """A table is one chunk, with its caption: the one right before it (taken back
+        from the text's chunk) or the one right after it (:meth:`after_table`)."""
+        self.after_text = True
+        caption = self.draft.take_last() if self.draft is not None and self.caption_last else None
         self.flush()
         self.draft = _Draft(headings=self.headings.names(), kind="table")
+        if caption is not None:
+            self.draft.add(*caption)
         self.draft.add(block.content.strip(), page, block.bbox)
+        self.table_open = True
+
+    def after_table(self, block: Block, page: int) -> bool:
+        """Close the open table's chunk at ``block``: with it, when it is the table's
+        caption set under it (True: the block is taken)."""
+        taken = self.draft is not None and self.draft.parts and is_table_caption(block)
+        if taken and self.draft is not None:
+            self.draft.add(block.content.strip(), page, block.bbox)
         self.flush()
+        return bool(taken)
 
     def figure(self, block: Block, page: int) -> None:
         """A figure is a chunk of its own: its caption, description and inner words, and
@@ -228,6 +298,7 @@ class _Chunker:
         self.flush()
 
     def text(self, content: str, page: int, bbox: BBox | None) -> None:
+        self.after_text = True
         limit = max(1, self.settings.max_chars)
         if len(content) > limit:
             self.flush()
@@ -251,12 +322,57 @@ class _Chunker:
         skip = label in _SKIP_LABELS and not self.settings.keep_headers_footers
         if skip or not block.content.strip():
             return
+        if self.table_open and self.after_table(block, page):
+            return
         if label in _HEADING_LABELS:
             self.heading(block)
-        elif label == _TABLE_LABEL:
+        elif label == _TABLE_LABEL and is_table_markup(block.content):
             self.table(block, page)
         else:
             self.text(block.content.strip(), page, block.bbox)
+            self.caption_last = is_table_caption(block) and self.draft is not None \
+                and self.draft.parts[-1:] == [block.content.strip()]
+
+
+# --- tables and their captions ----------------------------------------------------------
+
+_HTML_TABLE = re.compile(r"<table\b", re.IGNORECASE)
+_PIPE_ROW = re.compile(r"^\s*\|.*\|\s*$")
+#: a caption that names a figure (or a chart, a photo): not a table's
+_FIGURE_CAPTION = re.compile(
+    r"^(?:fig(?:ure)?|chart|graph|image|photo|plate|scheme|diagram|abb(?:ildung)?|illustration)"
+    r"\b\.?", re.IGNORECASE)
+#: "Table 2: ...", "Table 2-2 Comparison", "Tab. IV. Results", "Tabelle 3 Werte": a table's
+#: name and number, then a separator or a capitalised word (not "Table 2 shows that ...")
+_TABLE_CAPTION = re.compile(
+    r"^(?i:table|tab|tabelle|tabla|tableau|tabella)\.?\s*(?:\d+|[IVXL]+|[A-Z])(?:[-.]\d+)*"
+    r"\.?\s*(?:[:.\-\u2013\u2014|]|$|[A-Z(\d])")
+#: a caption is short: a paragraph after "Table 3" is the text discussing it
+_CAPTION_MAX_CHARS = 400
+
+
+def is_table_markup(content: str) -> bool:
+    """Whether a Table block's content is a table (an HTML table, or markdown pipe rows):
+    a block labelled Table over text a grid could not be made of is chunked as text, as
+    ``kind: table`` promises a whole table."""
+    content = content.strip()
+    if _HTML_TABLE.search(content):
+        return True
+    lines = [line for line in content.splitlines() if line.strip()]
+    return len(lines) >= 2 and all(_PIPE_ROW.match(line) for line in lines)
+
+
+def is_table_caption(block: Block) -> bool:
+    """Whether ``block`` can be the caption of a table beside it: a short Caption block
+    that names no figure, or a short text block that opens as a table's caption. Where a
+    caption sits was settled before (folio.caption_order moves it beside its table)."""
+    text = " ".join(block.content.split())
+    if not text or len(text) > _CAPTION_MAX_CHARS:
+        return False
+    label = block.label.lower()
+    if label == Label.CAPTION.lower():
+        return not _FIGURE_CAPTION.match(text)
+    return label == Label.TEXT.lower() and bool(_TABLE_CAPTION.match(text))
 
 
 def _blocks_from_markdown(markdown: str) -> list[Block]:
@@ -289,6 +405,8 @@ class ChunkStream:
 
     def __init__(self, doc: DocumentResult, settings: ChunkSettings) -> None:
         self._chunker = _Chunker(doc=doc, settings=settings)
+        #: heading levels, page by page as the outputs set them (folio.hierarchy)
+        self._leveler = HeadingLeveler(doc.outline)
         self._pages: list[PageResult] = []
         self._candidates: list[list[running_heads.Candidate]] = []  # one list a page
         self._fed = 0
@@ -308,6 +426,7 @@ class ChunkStream:
         self._fed = k + 1
         if page.outcome == PageOutcome.QUARANTINED:
             return
+        self._leveler.page(page)
         keep = self._chunker.settings.keep_headers_footers
         heads = running_heads.heads(self._candidates, k) if page.blocks and not keep else {}
         heads = running_heads.spare_only_text(page.blocks, heads)

@@ -103,6 +103,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="any setting, e.g. --set render.max_dpi=200 (value parsed as JSON)")
     tr.add_argument("--sync", action="store_true", help="also remove what is indexed under "
                     "SOURCE (a folder or prefix) and gone from it")
+    tr.add_argument("--s3-endpoint-url", help="S3 endpoint the worker reads SOURCE and writes "
+                    "--out through (MinIO, R2, a local server); passed to the run as the "
+                    "setting s3.endpoint_url, so a worker without AWS_ENDPOINT_URL reaches it")
+    tr.add_argument("--s3-region", help="S3 region, passed to the run as s3.region")
     tr.add_argument("--revision", help="your version of the source (ETag, job id): a new "
                     "revision is a new request, the same one a retry")
     tr.add_argument("--deployment", default="folio-ingest-document/document",
@@ -160,6 +164,16 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
                        ("s3.region", args.s3_region)]:
         if value:
             settings[key] = value
+    settings.update(parse_set(args.set))
+    return settings
+
+
+def trigger_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """A trigger's settings: the S3 options as the settings they stand for (the endpoint
+    is where the worker's run reads and writes, not a secret: credentials stay in the
+    worker's environment), then ``--set``, which wins."""
+    settings: dict[str, Any] = {key: value for key, value in [
+        ("s3.endpoint_url", args.s3_endpoint_url), ("s3.region", args.s3_region)] if value}
     settings.update(parse_set(args.set))
     return settings
 

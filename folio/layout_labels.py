@@ -166,6 +166,14 @@ def label_blocks(blocks: Sequence[Block], regions: Sequence[Region], min_cover: 
             groups[key] = members = [b for b in members if id(b) not in swap]
             if not members:
                 continue
+        if words_make_no_grid(members, words, rulings, frames.get(key)):
+            # prose (or a code listing) the model took for a table: its blocks keep the
+            # labels the other regions or the engine give them, not "Table", which
+            # promises a table's rows and cells (a chunk of kind table, an HTML table)
+            rest = [r for r in regions if id(r) != key]
+            swap = {id(b): _outside(originals.get(id(b), b), rest, min_cover) for b in members}
+            out = [swap.get(id(b), b) for b in out]
+            continue
         merged = merge_blocks(members) if len(members) > 1 else members[0]
         gridded = with_grid(merged, members, words, rulings, frames.get(key))
         if gridded is merged and len(members) < 2:
@@ -391,6 +399,22 @@ def with_grid(table: Block, members: Sequence[Block], words: Sequence[WordBox],
     if grid is None or _lost_share(table.content, grid.cells) > MAX_LOST_SHARE:
         return table
     return table.model_copy(update={"cells": grid.cells, "content": grid_html(grid)})
+
+
+def words_make_no_grid(members: Sequence[Block], words: Sequence[WordBox],
+                       rulings: Sequence[BBox], frame: BBox | None = None) -> bool:
+    """Whether the words inside a table region's blocks are there but line up in no grid
+    (:func:`folio.table_grid.build_grid` finds no rows of cells side by side): a
+    paragraph, a code listing or a list a layout model boxed as a table. False without
+    words (an engine that gave none: nothing says it is no table)."""
+    boxes = [m.bbox for m in members if m.bbox is not None]
+    inside = words_inside(words, boxes) if boxes else []
+    if not inside:
+        return False
+    around = joined_box(members)
+    if around is not None and frame is not None:
+        around = around.union(frame)
+    return build_grid(inside, _within(rulings, around) if around else []) is None
 
 
 #: a grid missing more than this share of its block's words is refused: the words came

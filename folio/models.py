@@ -111,6 +111,14 @@ class Block(BaseModel):
     caption: str | None = None
     #: a Picture's description by the engine (Chandra's alt text, olmOCR's ``![alt]``)
     alt: str | None = None
+    #: a heading's level, 1 (a title, a chapter) to 6, from its numbering, its type, the
+    #: PDF's outline or the model's own ``#`` marks (folio.hierarchy); None for every other
+    #: block (and in documents written before)
+    level: int | None = Field(None, ge=1, le=6)
+    #: a heading's type size over the body text's on its page (1.0: the body's size, set
+    #: apart by weight or face), as the engine measured it (text layer: glyph sizes;
+    #: tesseract: line heights); None where not measured
+    type_size: float | None = None
 
 
 def joined_box(blocks: Sequence[Block]) -> BBox | None:
@@ -252,6 +260,14 @@ class CompressionInfo(BaseModel):
     note: str = ""
 
 
+class OutlineEntry(BaseModel):
+    """One bookmark of the PDF's outline: the author's own table of contents."""
+
+    level: int = Field(ge=1)  # 1: a top-level entry, 2: under one, ...
+    title: str
+    page: int | None = None  # 0-based page index it points to; None: no page destination
+
+
 class DocumentResult(BaseModel):
     source: str
     doc_id: str = ""  # sha256 of the bytes, first 32 hex
@@ -275,6 +291,9 @@ class DocumentResult(BaseModel):
     chunks: int = 0
     outputs: dict[str, str] = Field(default_factory=dict)
     vector_table: str = ""
+    #: the PDF's outline (bookmarks), read when the document was opened: heading levels
+    #: (folio.hierarchy) follow it where it names a heading
+    outline: list[OutlineEntry] = Field(default_factory=list)
 
     def count(self, *outcomes: PageOutcome) -> int:
         return sum(1 for p in self.pages if p.outcome in outcomes)

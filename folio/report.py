@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from folio.models import DocumentOutcome, DocumentResult
-from folio.security.display import table_cell
+from folio.security.display import printable, table_cell
 
 
 def document_summary(doc: DocumentResult) -> dict[str, Any]:
@@ -62,47 +62,116 @@ def build_report(docs: list[DocumentResult], *, seconds: float, out: str) -> dic
     return {"documents": documents, "totals": totals}
 
 
+#: the final state's message of a run in which every document it processed was
+#: quarantined opens with this (folio_prefect.flows.ingest fails such a run; a trigger's
+#: ``--wait`` reads it to exit 3, as for quarantined documents, rather than 1)
+ALL_QUARANTINED = "every document quarantined"
+
+
+def nothing_processed(report: dict[str, Any]) -> str | None:
+    """Why a run produced nothing, or None when it did: every document it processed (not
+    those an earlier run finished) was quarantined. The message opens with
+    :data:`ALL_QUARANTINED` and gives the first reasons (one line)."""
+    fresh = [d for d in report["documents"] if not d["cached"]]
+    if not fresh or any(d["outcome"] != "quarantined" for d in fresh):
+        return None
+    reasons = list(dict.fromkeys(" ".join(str(d["reason"]).split()) for d in fresh))
+    shown = "; ".join(reasons[:3]) + (f"; and {len(reasons) - 3} more" if len(reasons) > 3 else "")
+    return f"{ALL_QUARANTINED} ({len(fresh)}): {shown}"
+
+
 def markdown_summary(report: dict[str, Any], *, links: bool = False,
                      data_docs: str | None = None) -> str:
-    """The report as a markdown table (a Prefect artifact, and the CLI's printout).
+    """The report as a markdown table (a Prefect artifact, and the CLI's printout), then
+    the reasons of the documents that have one, as a list.
 
-    ``links`` adds a column linking each document's outputs (for the Prefect UI; a
-    terminal shows the raw URIs badly) and ``data_docs`` a link to the Data Docs site.
+    The table fits a normal window (the Prefect UI at 1400 px, whose table cells do not
+    wrap): four short columns, the engine and the rate in the line over it, and the
+    reasons (the long text) in the list under it, where lines wrap. ``links`` (the
+    Prefect UI) names each document by its output folder, relative to the output folder
+    the line over the table gives (an ``s3://`` URI or a path as given): the worker's
+    absolute path, as a ``file://`` link, opened nothing in a browser on another
+    machine. ``data_docs`` links the Data Docs site.
     """
     t = report["totals"]
-    out = _link(t["out"], t["out"]) if links else f"`{t['out']}`"
+    engines = sorted({str(d["engine"]) for d in report["documents"] if d.get("engine")})
     lines = [
         (f"**{t['documents']} documents, {t['pages']} pages** in {t['seconds']:.1f} s "
-         f"({t['pages_per_s']:.2f} pages/s): {t['ok']} ok, {t['partial']} partial, "
-         f"{t['quarantined']} quarantined, {t['cached']} already done. Outputs: {out}"),
+         f"({t['pages_per_s']:.2f} pages/s{', ' + ', '.join(engines) if engines else ''}): "
+         f"{t['ok']} ok, {t['partial']} partial, {t['quarantined']} quarantined, "
+         f"{t['cached']} already done. Outputs: `{t['out']}`"
+         + (f"{OUTPUT_FILES}" if links else "")),
     ]
     lines += _sync_lines(report.get("sync"))
     if data_docs:
         lines.append(f"Validation results: {_link('Great Expectations Data Docs', data_docs)}")
-    extra = " outputs |" if links else ""
-    lines += [
-        "",
-        ("| document | outcome | pages | ok | fallback | quarantined | engine | s | pages/s | "
-         f"reason |{extra}"),
-        "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if links else ""),
-    ]
+    lines += ["", "| document | outcome | pages ok | s |", "|---|---|---|---|"]
+    reasons = []
     for d in report["documents"]:
         outcome = d["outcome"] + (" (cached)" if d["cached"] else "")
-        # whole, never cut mid-word: the UI wraps the cell, a terminal wraps the line; a
-        # name or reason from the input is shown with its control characters escaped
-        # (an escape sequence must not reach the terminal, a newline or "|" the table)
-        reason = table_cell(" ".join(str(d["reason"]).split()))
-        rate = d["pages"] / d["seconds"] if d["seconds"] > 0 and not d["cached"] else 0.0
-        row = (
-            f"| {table_cell(d['source'])} | {outcome} | {d['pages']} | {d['pages_ok']} | "
-            f"{d['pages_fallback']} | {d['pages_quarantined']} | {d['engine']} | "
-            f"{d['seconds']:.1f} | {rate:.2f} | {reason} |"
-        )
-        if links:
-            outputs = d.get("outputs") or {}
-            row += " " + " ".join(_link(name, uri) for name, uri in outputs.items()) + " |"
-        lines.append(row)
+        folder = _folder(d.get("outputs") or {}, str(t["out"])) if links else None
+        name = f"`{table_cell(folder)}/`" if folder else _cell(_short(_file_name(d["source"])))
+        lines.append(f"| {name} | {outcome} | {d['pages_ok']}/{d['pages']} | "
+                     f"{d['seconds']:.1f} |")
+        # a name or reason from the input is shown with its control characters escaped
+        # (an escape sequence must not reach the terminal, a newline the list)
+        reason = printable(" ".join(str(d["reason"]).split()))
+        if reason:
+            reasons.append(f"- {printable(_file_name(d['source']))} "
+                           f"({outcome}{_page_counts(d)}): {reason}")
+    if reasons:
+        lines += ["", "Reasons:", "", *reasons]
     return "\n".join(lines)
+
+
+#: what each document's output folder holds (folio.outputs), said once over the table
+OUTPUT_FILES = "; each document's folder there holds document.md, document.json, pages.jsonl"
+#: a file name longer than this is shortened in the table (cells do not wrap in the UI)
+NAME_CHARS = 48
+
+
+def _cell(text: str) -> str:
+    return table_cell(text)
+
+
+def _short(name: str) -> str:
+    if len(name) <= NAME_CHARS:
+        return name
+    half = (NAME_CHARS - 1) // 2
+    return f"{name[:half]}…{name[-half:]}"
+
+
+def _file_name(source: str) -> str:
+    """A source's last part (``s3://b/in/a.pdf`` -> ``a.pdf``): the full URI is one long
+    word; the quarantine table names it whole."""
+    return source.rstrip("/").rsplit("/", 1)[-1] or source
+
+
+def _page_counts(d: dict[str, Any]) -> str:
+    """``; 1 fallback, 1 quarantined of 4 pages`` (none: empty)."""
+    parts = [f"{d[key]} {name}" for key, name in (
+        ("pages_fallback", "fallback"), ("pages_quarantined", "quarantined")) if d.get(key)]
+    return f"; {', '.join(parts)} of {d['pages']} pages" if parts else ""
+
+
+def output_ref(uri: str, out: str) -> str:
+    """Where an output is, for a person: relative to the output folder ``out`` when it
+    lies under it (``s3://b/out/x/document.md`` under ``s3://b/out`` -> ``x/document.md``,
+    a local path likewise), else the URI or path as it is."""
+    if "://" in out or "://" in uri:
+        prefix = out.rstrip("/") + "/"
+        return uri[len(prefix):] if uri.startswith(prefix) else uri
+    try:
+        return Path(uri).absolute().relative_to(Path(out).absolute()).as_posix()
+    except ValueError:
+        return uri
+
+
+def _folder(outputs: dict[str, str], out: str) -> str | None:
+    """The one folder (relative to ``out``) a document's outputs share, or None."""
+    folders = {output_ref(uri, out).rsplit("/", 1)[0] for name, uri in outputs.items()
+               if name != "quarantine" and "/" in output_ref(uri, out)}
+    return folders.pop() if len(folders) == 1 else None
 
 
 def link_target(uri: str) -> str:

@@ -1,13 +1,15 @@
 """Checks made before any document is touched: the sources list, the destination takes a
-write, the vector store opens. A run that cannot finish says so in one line at once,
-instead of quarantining every document with the same infrastructure reason."""
+write, the vector store opens, and every host resource a setting names is there (the OCR
+language packs, the layout and embedding model files, Ghostscript). A run that cannot
+finish says so in one line at once (exit 2, with how to install what is missing),
+instead of quarantining every document (or every page) with the same reason."""
 
 from __future__ import annotations
 
 import uuid
 
 from folio.config import PipelineConfig
-from folio.errors import ConfigError, NothingToDoError, StorageError
+from folio.errors import ConfigError, EngineUnavailableError, NothingToDoError, StorageError
 from folio.io.layout import CHECKS, VECTORS
 from folio.io.sinks import LocalSink, open_sink
 from folio.io.sources import has_documents
@@ -22,8 +24,8 @@ def check_run(sources: list[str], out: str, config: PipelineConfig) -> None:
 
     Raises:
         ConfigError: a source is missing, the destination or store is not usable as
-            configured (permissions, credentials, bucket), the layout model or (with
-            compression on) Ghostscript is missing.
+            configured (permissions, credentials, bucket), or a host resource a setting
+            names is missing (:func:`check_host`).
         NothingToDoError: no PDF under the sources.
         StorageError: S3 or the store could not be reached (retry later).
     """
@@ -35,9 +37,50 @@ def check_run(sources: list[str], out: str, config: PipelineConfig) -> None:
 
 def check_host(config: PipelineConfig) -> None:
     """What the host running the pages must have for this configuration (the CLI's host,
-    or a deployment's worker): the layout model and Ghostscript when they are used."""
-    check_layout_model(config)
+    or a deployment's worker): each resource a setting names, when the run uses it."""
     check_ghostscript(config)
+    check_layout_model(config)
+    check_embedding_model(config)
+    check_ocr_languages(config)
+    # LibreOffice (office formats) is checked here once the run converts them: its check
+    # is folio.formats.office.require_libreoffice, written with that conversion
+
+
+def uses_tesseract(config: PipelineConfig) -> bool:
+    """Whether a page of this run may go to tesseract: it is the engine or a fallback,
+    and the route OCRs some pages (``text-layer`` never does)."""
+    engines = [config.ocr.engine, *config.ocr.fallback]
+    return "tesseract" in engines and config.route.mode != "text-layer"
+
+
+def check_ocr_languages(config: PipelineConfig) -> None:
+    """The language packs ``ocr.languages`` names (and ``osd``, which tesseract's page
+    segmentation reads) must be installed when tesseract reads pages: otherwise every
+    page sent to it is quarantined with the same error, found one page at a time."""
+    if not uses_tesseract(config):
+        return
+    from folio.engines.tesseract import check_languages
+
+    try:
+        check_languages(config.ocr.languages)
+        check_languages("osd")
+    except EngineUnavailableError as err:  # no tesseract at all
+        raise ConfigError(f"{err} (Debian/Ubuntu: apt-get install tesseract-ocr), or choose "
+                          "another --engine") from None
+    except ConfigError as err:
+        raise ConfigError(f"ocr.languages={config.ocr.languages}: {err}") from None
+
+
+def check_embedding_model(config: PipelineConfig) -> None:
+    """The embedding model and tokenizer files (``embedding.model_path`` and
+    ``embedding.tokenizer_path``, or the packaged ones) must exist: every document's
+    chunks are embedded, and a missing file would fail each one at its load stage. A run
+    without a vector store (``store.kind=none``) embeds nothing."""
+    if config.store.kind == "none":
+        return
+    from folio.embeddings import model_files
+
+    model_files(config.embedding)
 
 
 def check_ghostscript(config: PipelineConfig) -> None:

@@ -140,17 +140,26 @@ def _same_band(rules: Sequence[float], row: _Row, line: _Line) -> bool:
 
 
 def _own_row(row: _Row, cells: dict[int, _Cell]) -> bool:
-    """Whether a line is a data row of its own though no rule sits above it: it fills
-    the key column (as the row above does) and holds a figure that sits under an empty
-    slot or another figure of the row above. A table that rules groups of rows ("Easy |
+    """Whether a line is a data row of its own though no rule sits above it: it holds a
+    figure under another figure of the row above (:func:`_under_figure`), or it fills
+    the key column (as the row above does) and holds a figure under an empty slot. A table that rules groups of rows ("Easy |
     0.87" then "Normal | 0.88" under one topic) keeps them apart, while a cell's second
     line leaves the key empty or holds only wrapped words (figures do not wrap), and a
     heading's second line may end in a figure under its words ("mAP" over "(0.75)")."""
-    if 0 not in cells or 0 not in row.cells:
-        return False
+    keyed = 0 in cells and 0 in row.cells
     return any(_NUMBER.fullmatch(cell.pieces[0]) and (
-        col not in row.cells or _NUMBER.fullmatch(row.cells[col].pieces[-1]))
+        _under_figure(row, col) or keyed and col not in row.cells)
         for col, cell in cells.items())
+
+
+def _under_figure(row: _Row, col: int) -> bool:
+    """Whether the row above holds a figure in ``col``: a figure under it is a row of its
+    own whether or not the line fills the key column, as figures do not wrap. Sub-rows
+    under a key written once for them ("6 | 6" centred beside an "OTSL" row and an
+    "HTML" row in one ruled group) leave the key empty; joined, each cell would hold both
+    figures ("0.965 0.969")."""
+    above = row.cells.get(col)
+    return above is not None and bool(_NUMBER.fullmatch(above.pieces[-1]))
 
 
 def _under_group_heading(row: _Row, cells: dict[int, _Cell], height: float) -> int | None:

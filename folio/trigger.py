@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 # the one request model (the flows', the CLI's, the triggers'), and how sources are named
+from folio.report import ALL_QUARANTINED
 from folio.run_config import IngestRequest, normalize_source
 
 if TYPE_CHECKING:
@@ -94,10 +95,13 @@ class RunResult(BaseModel):
 
     @property
     def exit_code(self) -> int:
-        """0 all indexed and ok; 3 some partial/quarantined; 1 the run did not complete;
+        """0 all indexed and ok; 3 some partial/quarantined (or all quarantined: the run is
+        Failed with :data:`folio.report.ALL_QUARANTINED`); 1 the run failed otherwise;
         4 still running at the timeout (the CLI's contract)."""
         if self.state == "TIMEOUT":
             return 4
+        if self.state == "FAILED" and self.message.startswith(ALL_QUARANTINED):
+            return 3  # it ran, and quarantined every document (its events say why)
         if self.state != "COMPLETED":
             return 1
         return 0 if all(d.outcome == "ok" for d in self.documents) else 3

@@ -42,6 +42,7 @@ LAYERS: list[tuple[str, str, list[str]]] = [
     ("engines", "engines", ["engines", "parsers"]),
     ("document", "document assembly", ["table_grid", "table_columns", "table_rows",
                                        "running_heads", "caption_order", "figures",
+                                       "hierarchy",
                                        "chunking", "embeddings"]),
     ("validation", "validation", ["validation", "text_agreement"]),
     ("stores", "vector stores", ["stores"]),

@@ -76,11 +76,12 @@ def send_batch(
     """
     with slot(concurrency_limit):
         if inline:
-            from folio_prefect.flows.ingest import ingest
+            from folio_prefect.flows.ingest import ingest, run_report_of
 
-            try:
+            try:  # a batch whose documents were all quarantined fails, with its report
                 return riding_out(f"running batch {batch_id} in process",
-                                  lambda: ingest(**parameters)), None
+                                  lambda: run_report_of(ingest(**parameters,
+                                                               return_state=True))), None
             except OrchestratorUnavailableError:
                 raise
             except Exception:  # its documents are resent, then failed

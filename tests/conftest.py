@@ -114,7 +114,7 @@ def _prefect_events_sent_while_their_server_is_up() -> Iterator[None]:
 
 # tests.prefect_db_template before the plugins that import it (tests.folio_server), so that
 # pytest imports it first and rewrites its asserts
-pytest_plugins = ["tests.s3_server", "tests.pg_server", "tests.pg_cluster", "tests.prefect_stack",
+pytest_plugins = ["tests.process_guard", "tests.s3_server", "tests.pg_server", "tests.pg_cluster", "tests.prefect_stack",
                   "tests.prefect_db_template", "tests.folio_server", "tests.xdist_groups"]
 
 

@@ -39,6 +39,7 @@ import pytest
 from folio.process_files import flocked, pid_alive
 from folio_prefect.deployments import local_server
 from tests.prefect_db_template import copy_migrated_db
+from tests.process_guard import guard_folio_home
 
 __all__ = ["folio_prefect_server", "session_home"]
 
@@ -60,6 +61,9 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     os.environ[local_server.HOME_ENV] = tempfile.mkdtemp(prefix="folio-test-prefect-")
     os.environ[local_server.IDLE_ENV] = str(IDLE_S)
+    # a session stopped before its end (SIGTERM, a timeout's SIGKILL) stops it at once,
+    # not IDLE_S later (tests/process_guard.py)
+    guard_folio_home(session_home())
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.process_guard import guard_postgres, release_postgres
+
 __all__ = ["PgCluster", "pg_cluster", "prefect_pg_url"]
 
 
@@ -87,11 +89,13 @@ def pg_cluster() -> Iterator[PgCluster | None]:
         shutil.rmtree(root, ignore_errors=True)
         yield None
         return
+    guard_postgres(data)  # stopped if this test process goes first (tests/process_guard.py)
     try:
         yield PgCluster(bindir, sock)
     finally:
         subprocess.run(_as_owner([*ctl, "-m", "fast", "-w", "stop"]), capture_output=True,
                        check=False)
+        release_postgres(data)
         shutil.rmtree(root, ignore_errors=True)
 
 

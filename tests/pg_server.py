@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.process_guard import guard_postgres, release_postgres
+
 __all__ = ["pg_dsn", "pg_table"]
 
 ENV_DSN = "FOLIO_TEST_PG_DSN"
@@ -55,10 +57,12 @@ def pg_dsn() -> Iterator[str]:
         tail = log.read_text(errors="replace")[-500:] if log.is_file() else ""
         shutil.rmtree(root, ignore_errors=True)
         pytest.skip(f"pgserver cannot start PostgreSQL here: {type(exc).__name__}: {exc} {tail}")
+    guard_postgres(root / "data")  # stopped if this test process goes first
     try:
         yield server.get_uri()
     finally:
         server.cleanup()
+        release_postgres(root / "data")
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -30,6 +30,7 @@ import pytest
 
 from folio_prefect.deployments.work_pools import CONTROL_POOL
 from tests.pg_cluster import PgCluster
+from tests.process_guard import child_preexec, guard_group, release_group
 
 __all__ = ["PrefectStack", "prefect_stack", "prefect_stack_server"]
 
@@ -77,6 +78,8 @@ class PrefectStack:
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait(timeout=10)
+            for proc in group:
+                release_group(proc.pid)
 
 
 def _free_port() -> int:
@@ -105,8 +108,9 @@ def _spawn(stack: PrefectStack, name: str, *args: str, env: dict[str, str] | Non
     with log.open("wb") as fh:  # the child keeps its own descriptor
         proc = subprocess.Popen(list(args), cwd=cwd, env=env or stack.env, stdout=fh,
                                 stderr=subprocess.STDOUT, start_new_session=True,
-                                preexec_fn=_default_sigint)
+                                preexec_fn=child_preexec(_default_sigint))
     stack.processes.append(proc)
+    guard_group(proc.pid)  # stopped if this test process goes first (tests/process_guard.py)
     return proc
 
 
@@ -170,8 +174,9 @@ def start_prefect_stack(home: Path, deployments: tuple[str, ...] = ("document",)
             server = subprocess.Popen(
                 [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
                  "--port", str(port)], cwd=home, env=server_only, stdout=fh,
-                stderr=subprocess.STDOUT, start_new_session=True)
+                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=child_preexec())
         stack.processes.append(server)
+        guard_group(server.pid)
         _wait_healthy(stack, server)
         _create_process_pools(api, (POOL, CONTROL_POOL))
         if deployments:  # one `prefect deploy` for them all: a CLI process each cost seconds

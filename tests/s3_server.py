@@ -30,6 +30,7 @@ from pydantic import SecretStr
 
 from folio.config import S3Settings
 from folio.io.s3 import make_client
+from tests.process_guard import guard_pid, release_pid
 
 __all__ = ["S3Server", "s3_bucket", "s3_server", "start_s3_server"]
 
@@ -65,6 +66,7 @@ class S3Server:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=10)
+        release_pid(self.process.pid)
 
 
 def _free_port() -> int:
@@ -107,6 +109,7 @@ def start_s3_server(command: Callable[[int], list[str]] = _moto, *, probe: str =
         url = f"http://127.0.0.1:{port}"
         process = subprocess.Popen(command(port), stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL, env=env, cwd=REPO)
+        guard_pid(process.pid)  # stopped if this test process goes first (tests/process_guard.py)
         if _wait_ready(url, process, probe):
             settings = S3Settings(
                 endpoint_url=url,
@@ -117,6 +120,7 @@ def start_s3_server(command: Callable[[int], list[str]] = _moto, *, probe: str =
             return S3Server(url, settings, make_client(settings), process)
         process.kill()
         process.wait(timeout=10)
+        release_pid(process.pid)
     raise RuntimeError(f"{what} did not start")
 
 

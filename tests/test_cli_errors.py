@@ -238,3 +238,53 @@ def test_a_stopped_run_cleans_up_and_says_so_in_one_line(
     assert proc.returncode == code, err
     assert marker.read_text() == "closed"
     assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_missing_ocr_language_stops_before_any_work(tmp_path: Path, pdf: Path) -> None:
+    """``ocr.languages`` naming a pack tesseract lacks: one line, exit 2, the package to
+    install, and no output folder (it used to quarantine every OCR page one by one)."""
+    proc = folio("ingest", str(pdf), "--out", str(tmp_path / "o"),
+                 "--set", "ocr.languages=eng+qqq")
+    assert proc.returncode == 2
+    line = one_line(proc)
+    assert "ocr.languages=eng+qqq" in line and "apt-get install tesseract-ocr-qqq" in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_ocr_languages_are_checked_only_where_tesseract_reads(tmp_path: Path) -> None:
+    """A run that never sends a page to tesseract (a vision model without it as fallback,
+    or the text-layer route) does not need its language packs."""
+    from folio.config import PipelineConfig
+    from folio.errors import ConfigError
+    from folio.run_checks import check_ocr_languages
+
+    wrong = {"languages": "qqq"}
+    check_ocr_languages(PipelineConfig.model_validate(
+        {"ocr": {**wrong, "engine": "openai", "endpoint": "http://h:1/v1"}}))
+    check_ocr_languages(PipelineConfig.model_validate(
+        {"ocr": wrong, "route": {"mode": "text-layer"}}))
+    with pytest.raises(ConfigError, match="tesseract-ocr-qqq"):
+        check_ocr_languages(PipelineConfig.model_validate({"ocr": wrong}))
+    with pytest.raises(ConfigError, match="tesseract-ocr-qqq"):  # a fallback reads pages too
+        check_ocr_languages(PipelineConfig.model_validate(
+            {"ocr": {**wrong, "engine": "rapidocr", "fallback": ["tesseract"]}}))
+
+
+def test_a_missing_embedding_model_stops_before_any_work(tmp_path: Path, pdf: Path) -> None:
+    proc = folio("ingest", str(pdf), "--out", str(tmp_path / "o"),
+                 "--set", f"embedding.model_path={json.dumps(str(tmp_path / 'none.onnx'))}")
+    assert proc.returncode == 2
+    assert "embedding model not found" in one_line(proc)
+    assert not (tmp_path / "o").exists()
+
+
+def test_without_a_vector_store_the_embedding_model_is_not_needed(tmp_path: Path) -> None:
+    from folio.config import PipelineConfig
+    from folio.errors import ConfigError
+    from folio.run_checks import check_embedding_model
+
+    missing = {"model_path": str(tmp_path / "none.onnx")}
+    check_embedding_model(PipelineConfig.model_validate(
+        {"embedding": missing, "store": {"kind": "none"}}))
+    with pytest.raises(ConfigError, match="embedding model not found"):
+        check_embedding_model(PipelineConfig.model_validate({"embedding": missing}))

@@ -206,7 +206,7 @@ def test_a_full_working_folder_is_retried_not_lost(tmp_path: Path) -> None:
 
     import lancedb
 
-    from folio_prefect.flows.ingest import ingest
+    from folio_prefect.flows.ingest import ingest, run_report_of
 
     small = tmp_path / "small"
     small.mkdir()
@@ -219,7 +219,9 @@ def test_a_full_working_folder_is_retried_not_lost(tmp_path: Path) -> None:
         src.mkdir()
         write_text_pdf(src / "long.pdf", report_pages(seed=77, n=3))
         out, settings = tmp_path / "out", {"work_dir": str(small / "work")}
-        full = ingest(sources=[str(src)], out=str(out), settings=settings, route="ocr")
+        # a run of quarantined documents fails, with its report (flows.ingest.final_state)
+        full = run_report_of(ingest(sources=[str(src)], out=str(out), settings=settings,
+                                    route="ocr", return_state=True))
         doc = full["documents"][0]
         assert doc["outcome"] != "ok" and doc["retryable"], doc
         assert "storage" in doc["reason"] or doc["pages_quarantined"], doc

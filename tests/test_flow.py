@@ -158,6 +158,30 @@ def test_reprocess_replaces_vectors_instead_of_duplicating(first_run: dict[str, 
     assert table.count_rows() == before
 
 
+def test_a_run_that_quarantines_every_document_fails_with_its_report(
+        tmp_path: Path) -> None:
+    """Not a green Completed: the run is Failed (what Prefect's UI and automations watch
+    for), its message says why, and its result is still the report; the trigger's exit
+    code for it is 3, as for quarantined documents."""
+    from folio.report import ALL_QUARANTINED
+    from folio.trigger import RunResult
+    from folio_prefect.flows.ingest import ingest, run_report_of
+
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "bad.pdf").write_bytes(b"not a PDF at all\n" * 20)
+    state = ingest(sources=[str(src)], out=str(tmp_path / "out"), return_state=True)
+    assert state.is_failed(), state
+    assert (state.message or "").startswith(ALL_QUARANTINED), state.message
+    report = run_report_of(state)
+    assert [d["outcome"] for d in report["documents"]] == ["quarantined"]
+    result = RunResult(flow_run_id=state.state_details.flow_run_id,
+                       state=state.type.value, message=state.message or "")
+    assert result.exit_code == 3
+    assert RunResult(flow_run_id=result.flow_run_id, state="FAILED",
+                     message="ConfigError: input not found").exit_code == 1
+
+
 def test_password_opens_encrypted_pdf(samples: dict[str, Path], tmp_path: Path,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from folio_prefect.flows.ingest import ingest

@@ -174,3 +174,17 @@ def test_a_vision_model_reads_every_page_unless_told(monkeypatch: pytest.MonkeyP
     assert resolve_config(engine="openai", route="auto").route.mode == "auto"
     monkeypatch.setenv("FOLIO_ROUTE__MODE", "text-layer")
     assert resolve_config(engine="openai").route.mode == "text-layer"
+
+
+def test_trigger_passes_the_s3_endpoint_to_the_worker_as_a_setting() -> None:
+    """``folio trigger --s3-endpoint-url`` reaches the worker's run as ``s3.endpoint_url``
+    (a worker without AWS_ENDPOINT_URL would otherwise try AWS); ``--set`` still wins."""
+    args = cli._parser().parse_args([
+        "trigger", "s3://docs/in/a.pdf", "--out", "s3://docs/out",
+        "--s3-endpoint-url", "http://127.0.0.1:9000", "--s3-region", "eu-west-1",
+        "--set", "s3.region=us-east-1"])
+    settings = cli.trigger_settings(args)
+    assert settings == {"s3.endpoint_url": "http://127.0.0.1:9000", "s3.region": "us-east-1"}
+    config = resolve_config(engine="tesseract", route="auto", settings=settings)
+    assert config.s3.endpoint_url == "http://127.0.0.1:9000"
+    assert cli.trigger_settings(cli._parser().parse_args(["trigger", "a.pdf"])) == {}

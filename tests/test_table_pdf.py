@@ -316,19 +316,32 @@ def test_prose_taken_for_a_figure_is_text_not_a_table(tmp_path: Path) -> None:
     assert any(b.label == Label.TEXT.value for b in output.blocks)
 
 
-#: a table that rules every row, as a reader sees it: each body row's key is on one line
-#: and its figures on two, "Score" heads the three columns under it, and "Wall time" is
-#: one heading on two lines
+#: a table that rules every group of rows, as a reader sees it: each group's key is on
+#: one line and its figures on two sub-rows, each sub-row's figures in cells of their own
+#: (figures do not wrap: "0.91" over "0.93" are two values, not one cell's two lines;
+#: issue 49), "Score" heads the three columns under it, and "Wall time" is one heading on
+#: two lines
 RULED_ROWS = [["Model", "Score", "", "", "Wall time"],
               ["", "easy", "hard", "all", ""],
-              ["Base", "0.91 0.93", "0.85 0.81", "0.88 0.87", "2.7 5.4"],
-              ["Large", "0.90 0.94", "0.84 0.80", "0.86 0.85", "1.9 3.8"],
-              ["Small", "0.95 0.92", "0.82 0.79", "0.89 0.84", "1.2 2.0"]]
+              ["Base", "0.91", "0.85", "0.88", "2.7"],
+              ["", "0.93", "0.81", "0.87", "5.4"],
+              ["Large", "0.90", "0.84", "0.86", "1.9"],
+              ["", "0.94", "0.80", "0.85", "3.8"],
+              ["Small", "0.95", "0.82", "0.89", "1.2"],
+              ["", "0.92", "0.79", "0.84", "2.0"]]
 RULED_X = (72.0, 200.0, 260.0, 320.0, 400.0)
 
 
 def _rule(x0: float, x1: float, y: float) -> str:
     return f"newpath {x0:.1f} {y:.1f} moveto {x1:.1f} {y:.1f} lineto 0.5 setlinewidth stroke"
+
+
+def _ruled_groups() -> list[list[str]]:
+    """The body's groups as the PDF sets them: a group's key and its two sub-rows'
+    figures, one cell each, two lines."""
+    body = RULED_ROWS[2:]
+    return [[f"{a} {b}".strip() for a, b in zip(first, second, strict=True)]
+            for first, second in zip(body[::2], body[1::2], strict=True)]
 
 
 def ruled_rows_pdf(out: Path) -> Path:
@@ -345,7 +358,7 @@ def ruled_rows_pdf(out: Path) -> Path:
     y -= 13
     for x, text in zip(RULED_X[1:], ["easy", "hard", "all", "time"], strict=True):
         ps.append(_show(text, x, y, "Helvetica-Bold"))
-    for row in RULED_ROWS[2:]:
+    for row in _ruled_groups():
         ps.append(_rule(left, right, y - 5))
         y -= 17
         for line in range(2):
@@ -366,3 +379,17 @@ def test_lines_between_two_row_rules_are_one_row(tmp_path: Path) -> None:
     assert _grid(table) == RULED_ROWS
     score = next(c for c in table.cells or [] if c.text == "Score")
     assert (score.row, score.col, score.col_span) == (0, 1, 3)
+
+
+def test_sub_rows_under_a_key_written_once_stay_in_their_own_cells(corpus: Path) -> None:
+    """The corpus's TableFormer page: each ruled group of rows has its "# enc-layers"
+    and "# dec-layers" centred beside two sub-rows ("OTSL", "HTML"), whose figures were
+    joined into one cell ("0.965 0.969"). Each sub-row keeps its figures; the key spans
+    the two."""
+    pdf = corpus / "docling" / "2305.03393v1-pg9.pdf"
+    table = _table(_read(pdf, _table_box(pdf, "enc-layers", "1.22")))
+    grid = _grid(table)
+    assert ["6", "6", "OTSL", "0.965", "0.934", "0.955", "0.88", "2.73"] in grid
+    assert ["", "", "HTML", "0.969", "0.927", "0.955", "0.857", "5.39"] in grid
+    six = next(c for c in table.cells or [] if c.text == "6")
+    assert six.row_span == 2

@@ -110,6 +110,40 @@ def _artifacts(flow_run_id: uuid.UUID) -> list[Any]:
             flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
 
 
+#: the width of a normal window: the run summary's table fits it, nothing cut off
+NORMAL_WIDTH = 1400
+
+
+def _assert_fits(browser: Any, url: str) -> None:
+    """The page at ``url`` (an artifact) shows its table whole in a window
+    :data:`NORMAL_WIDTH` wide: the table ends inside the window and no box around it
+    scrolls sideways (the summary had eleven columns and whole URIs, cut off on the
+    right; issue 49)."""
+    from selenium.webdriver.common.by import By
+
+    size = browser.get_window_size()
+    browser.set_window_size(NORMAL_WIDTH, 1000)
+    try:
+        browser.get(url)
+        table = browser.find_element(By.CSS_SELECTOR, "table")
+        time.sleep(0.5)  # layout settles after the markdown renders
+        overflow = browser.execute_script(
+            "const t = arguments[0]; const out = [];"
+            "if (t.getBoundingClientRect().right > document.documentElement.clientWidth)"
+            "  out.push('table ends at ' + t.getBoundingClientRect().right);"
+            "for (let e = t; e; e = e.parentElement)"
+            "  if (e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'visible')"
+            "    out.push(e.tagName + '.' + e.className + ' scrolls ' + e.scrollWidth + '>' + e.clientWidth);"
+            "return out;", table)
+        cells = browser.execute_script(
+            "return Array.from(arguments[0].querySelectorAll('th,td')).slice(0, 14).map("
+            "c => c.tagName + ' ' + Math.round(c.getBoundingClientRect().width) + ' ' +"
+            " getComputedStyle(c).whiteSpace + ' ' + c.textContent.slice(0, 40));", table)
+        assert not overflow, (overflow, cells)
+    finally:
+        browser.set_window_size(size["width"], size["height"])
+
+
 def _save_small_png(png: bytes, path: Path) -> None:
     """A palette PNG: the dark UI has few colours, so it stays a few dozen KB."""
     import io
@@ -241,6 +275,9 @@ def test_run_started_from_the_ui_form_completes_with_artifacts(
     docs_link = str(by_key["folio-data-docs"].data)
     index = Path(docs_link[docs_link.index("file://") + 7:docs_link.rindex(")")])
     assert index.name == "index.html" and index.is_file() and out in index.parents
+
+    _assert_fits(browser, f"{prefect_stack.ui_url}/artifacts/artifact/"
+                          f"{by_key['folio-run-summary'].id}")
 
     browser.get(f"{prefect_stack.ui_url}/runs/flow-run/{run.id}")
     browser.find_element(By.CSS_SELECTOR, "li.p-tab#artifacts").click()

@@ -13,7 +13,8 @@ _PREFIX = {Label.TITLE.value: "# ", Label.SECTION_HEADER.value: "## "}
 
 
 def blocks_to_markdown(blocks: list[Block]) -> str:
-    """Blocks in reading order, separated by blank lines; titles and headers get ``#``.
+    """Blocks in reading order, separated by blank lines; titles and headers get ``#``
+    marks: as many as their level where it is known, else ``#`` a title, ``##`` a header.
 
     Content that already starts with ``#`` is left alone, so blocks that carry their own
     markdown are not prefixed twice.
@@ -26,6 +27,8 @@ def blocks_to_markdown(blocks: list[Block]) -> str:
         if not content:
             continue
         prefix = _PREFIX.get(block.label, "")
+        if prefix and block.level is not None:  # its level in the document (folio.hierarchy)
+            prefix = "#" * block.level + " "
         if prefix and not content.startswith("#"):
             content = prefix + content
         parts.append(content)

@@ -282,10 +282,15 @@ def paragraphs_to_blocks(
         words = para.words
         content = " ".join(" ".join(w.text for w in line.words) for line in para.lines)
         box = _bbox(words, scale)
-        label = Label.SECTION_HEADER if _is_header(para, median) else Label.TEXT
+        header = _is_header(para, median)
+        label = Label.SECTION_HEADER if header else Label.TEXT
         confidence = round(statistics.fmean(w.conf for w in words) / 100.0, 4)
+        # a header's line height over the page's median: its type size, for its level
+        size = (round(min(line.height for line in para.lines) / median, 2)
+                if header and median else None)
         blocks.append(
-            Block(label=label.value, bbox=box, content=content, order=order, confidence=confidence)
+            Block(label=label.value, bbox=box, content=content, order=order,
+                  confidence=confidence, type_size=size)
         )
     return blocks
 

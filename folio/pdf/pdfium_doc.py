@@ -23,7 +23,7 @@ import pypdfium2.raw as pdfium_c
 from PIL import Image
 
 from folio.errors import EncryptedPdfError, MalformedPdfError, NotAPdfError
-from folio.models import BBox
+from folio.models import BBox, OutlineEntry
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +108,34 @@ def _typed_error(exc: pdfium.PdfiumError, password: str | None) -> Exception:
     if code in (pdfium_c.FPDF_ERR_SUCCESS, pdfium_c.FPDF_ERR_PAGE):
         return MalformedPdfError("the document has no readable pages")
     return MalformedPdfError(f"pdfium cannot read it: {exc}")
+
+
+#: an outline is read to this depth and this many entries at most: a hostile file's
+#: bookmarks may nest deep or loop (pypdfium2 stops a loop; these bound the rest)
+OUTLINE_MAX_DEPTH = 8
+OUTLINE_MAX_ENTRIES = 5000
+OUTLINE_MAX_TITLE = 300
+
+
+def outline(doc: pdfium.PdfDocument) -> list[OutlineEntry]:
+    """The document's bookmarks in order, each with its level (1 at the top) and the page
+    it points to; empty when it has none, or when pdfium cannot read them (a broken
+    outline costs the headings their outline levels, never the document)."""
+    entries: list[OutlineEntry] = []
+    try:
+        for item in doc.get_toc(max_depth=OUTLINE_MAX_DEPTH):
+            title = " ".join((item.get_title() or "").split())[:OUTLINE_MAX_TITLE]
+            dest = item.get_dest()
+            page = dest.get_index() if dest is not None else None
+            if title:
+                entries.append(OutlineEntry(level=item.level + 1, title=title,
+                                            page=page if page is not None and page >= 0 else None))
+            if len(entries) >= OUTLINE_MAX_ENTRIES:
+                break
+    except (pdfium.PdfiumError, ValueError, RuntimeError) as exc:
+        log.info("outline not read: %s", exc)
+        return []
+    return entries
 
 
 def page_geometry(page: pdfium.PdfPage) -> PageGeometry:

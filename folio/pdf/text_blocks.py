@@ -198,10 +198,25 @@ def _similar_size(a: float | None, b: float | None) -> bool:
 
 def _blocks(paras: list[_Para], body: headings.Body) -> list[Block]:
     ordered = _xy_order(paras)
-    return [
-        Block(label=_label(p, body), bbox=p.bbox, content=_join(p.lines), order=i)
-        for i, p in enumerate(ordered)
-    ]
+    blocks = []
+    for i, p in enumerate(ordered):
+        label = _label(p, body)
+        blocks.append(Block(label=label, bbox=p.bbox, content=_join(p.lines), order=i,
+                            type_size=_type_size(p, body, label)))
+    return blocks
+
+
+def _type_size(para: _Para, body: headings.Body, label: str) -> float | None:
+    """A heading's (or a short line's the layout model may call one) type size over the
+    body's, for its level (folio.hierarchy); None for body text and where sizes are
+    unknown."""
+    sizes = [line.size for line in para.lines if line.size]
+    if not body.size or not sizes or len(para.lines) > headings.MAX_LINES_LARGE:
+        return None
+    if label != Label.SECTION_HEADER.value and not any(
+            headings.set_apart(line.style, body, line.text) for line in para.lines):
+        return None
+    return round(max(sizes) / body.size, 2)
 
 
 def _label(para: _Para, body: headings.Body) -> str:

@@ -35,6 +35,7 @@ from folio.pdf.pdfium_doc import (
     is_blank,
     native_image_dpi,
     open_pdf,
+    outline,
     page_geometry,
     render,
 )
@@ -155,6 +156,7 @@ def _document_info(doc: pdfium.PdfDocument) -> PdfInfo:
         pdf_version=f"{version // 10}.{version % 10}" if version else None,
         producer=doc.get_metadata_value("Producer") or None,
         max_page_pt=longest,
+        outline=outline(doc),
     )
 
 

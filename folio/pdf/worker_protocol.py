@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, SecretStr, SerializationInfo, field_seria
 
 from folio.config import LayoutSettings, RenderSettings, RouteSettings
 from folio.figures.crops import CropDone, CropJobSettings, CropSpec
-from folio.models import PagePrep
+from folio.models import OutlineEntry, PagePrep
 
 __all__ = ["REVEAL", "CropJob", "Fatal", "PdfInfo", "WorkerJob", "WorkerMessage",
            "WorkerRequest"]
@@ -87,6 +87,7 @@ class PdfInfo(BaseModel):
     pdf_version: str | None = None  # "1.7"
     producer: str | None = None
     max_page_pt: float = 0.0  # longest page side in the document
+    outline: list[OutlineEntry] = Field(default_factory=list)  # bookmarks (folio.pdf.pdfium_doc)
 
 
 class Fatal(BaseModel):

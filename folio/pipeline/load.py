@@ -41,6 +41,9 @@ def load_document(doc: DocumentResult, services: Services) -> DocumentResult:
             return doc
         # running heads were labelled before validation (folio.pipeline.validate)
         clock = services.clock
+        from folio.hierarchy.levels import level_document
+
+        level_document(doc)  # heading levels into the blocks and the markdown's '#' marks
         previous = publish.begin(services.sink, doc)
         if services.config.store.kind == "none":
             with clock.span("outputs"):

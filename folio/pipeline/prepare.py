@@ -204,6 +204,7 @@ def _probe_or_repair(
             f"{info.page_count} pages is over the {limits.max_pages}-page limit", code="too-many-pages"
         )
     doc.page_count = info.page_count
+    doc.outline = info.outline  # heading levels follow it (folio.hierarchy)
     progress.emit(progress.ProgressEvent(kind="pages-known", source=doc.source, pages=doc.page_count))
     return pdf, info
 

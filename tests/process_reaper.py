@@ -1,0 +1,118 @@
+"""The suite's reaper: one small process a test process starts (tests/process_guard.py),
+which stops what that test process started once the test process is gone, however it
+went (a clean end, SIGTERM, SIGINT, a timeout's SIGKILL, a crash).
+
+It reads registrations on its standard input, one JSON object a line, from a pipe only the
+test process writes; end of file means the test process has exited. It runs in a session
+of its own and ignores SIGINT, SIGTERM and SIGHUP, so the signal that stops the suite (a
+terminal's Ctrl-C, ``timeout``'s signal to its process group) does not stop it before it
+has done its work. Registrations (``op``):
+
+* ``group`` / ``ungroup``: a process group (``pgid``) the test process started in a
+  session of its own (a Prefect server, a worker): SIGTERM, then SIGKILL after
+  :data:`GRACE_S`;
+* ``pid`` / ``unpid``: one process (``pid``) in the test process's own group (it gets a
+  group's signal too, but not a SIGKILL of the test process alone);
+* ``postgres`` / ``unpostgres``: a PostgreSQL data folder (``path``): its postmaster
+  (``postmaster.pid``) gets SIGQUIT, PostgreSQL's immediate shutdown, which stops its
+  backends too;
+* ``folio_home``: a folio local Prefect server's home (``path``): that server is stopped
+  (tests/folio_server.py's ``stop_server``) and the home removed.
+
+Run as ``python -m tests.process_reaper`` from the repository.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+#: how long the stopped processes get between SIGTERM and SIGKILL
+GRACE_S = 5.0
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _postmaster(path: str) -> int | None:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int((Path(path) / "postmaster.pid").read_text().split()[0])
+    return None
+
+
+def reap(groups: set[int], pids: set[int], postgres: set[str], homes: set[str]) -> None:
+    """Stop everything registered: SIGTERM to the groups and pids, SIGQUIT to the
+    postmasters, the folio servers stopped; SIGKILL to what is left after the grace."""
+    for pgid in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGTERM)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+    for path in postgres:
+        postmaster = _postmaster(path)
+        if postmaster is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(postmaster, signal.SIGQUIT)
+    for home in homes:
+        with contextlib.suppress(Exception):  # best effort: the others still get stopped
+            from tests.folio_server import stop_server
+
+            stop_server(Path(home))
+        shutil.rmtree(home, ignore_errors=True)
+    deadline = time.monotonic() + GRACE_S
+    while time.monotonic() < deadline and any(_group_alive(g) for g in groups):
+        time.sleep(0.1)
+    for pgid in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def main() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    groups: set[int] = set()
+    pids: set[int] = set()
+    postgres: set[str] = set()
+    homes: set[str] = set()
+    for line in sys.stdin:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        op = message.get("op")
+        if op == "group":
+            groups.add(int(message["pgid"]))
+        elif op == "ungroup":
+            groups.discard(int(message["pgid"]))
+        elif op == "pid":
+            pids.add(int(message["pid"]))
+        elif op == "unpid":
+            pids.discard(int(message["pid"]))
+        elif op == "postgres":
+            postgres.add(str(message["path"]))
+        elif op == "unpostgres":
+            postgres.discard(str(message["path"]))
+        elif op == "folio_home":
+            homes.add(str(message["path"]))
+    reap(groups, pids, postgres, homes)
+
+
+if __name__ == "__main__":
+    main()
