@@ -55,7 +55,8 @@ FINISH_THREADS = max(4, os.cpu_count() or 4)
 
 @flow(
     name="folio-ingest",
-    description="Ingest PDFs from local paths or s3:// prefixes into outputs and a vector store.",
+    description="Ingest documents (PDFs, images, Office files) from local paths or s3:// "
+                "prefixes into outputs and a vector store.",
     task_runner=cast(Any, ThreadPoolTaskRunner(max_workers=FINISH_THREADS)),
 )
 def ingest(
@@ -66,8 +67,11 @@ def ingest(
     reprocess: bool = False,
     report: str | None = None,
     settings: dict[str, Any] | None = None,
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Ingest every PDF under ``sources`` into ``out``.
+    """Ingest every document (PDF, image, Office file) under ``sources`` into ``out``;
+    every other entry ends ``skipped`` with its reason.
 
     Args:
         sources: local files or folders, or s3://bucket/prefix URIs.
@@ -78,13 +82,17 @@ def ingest(
         reprocess: OCR again even when a document is already done with this configuration.
         report: also write the JSON run report to this local path.
         settings: overrides of any PipelineConfig field, as dotted keys ("render.max_dpi").
+        include: globs of the paths below a source folder or prefix to read (all when
+            empty); as the setting sources.include.
+        exclude: globs of paths to leave out (counted in the summary); sources.exclude.
     """
     request = IngestRequest(sources=sources, out=out, engine=engine, route=route,
-                            reprocess=reprocess, settings=settings or {})
+                            reprocess=reprocess,
+                            settings=with_scope(settings, include, exclude))
     return run_request(request, report=report)
 
 
-@flow(name="folio-ingest-document", description="Ingest one PDF (UI runs and triggers).",
+@flow(name="folio-ingest-document", description="Ingest one document (UI runs and triggers).",
       task_runner=cast(Any, ThreadPoolTaskRunner(max_workers=FINISH_THREADS)))
 def ingest_document(
     source: str,
@@ -93,8 +101,10 @@ def ingest_document(
     route: RouteRequest = "default",
     reprocess: bool = False,
     settings: dict[str, Any] | None = None,
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Ingest one PDF (a local path or an s3:// URI) and return the run report.
+    """Ingest one document (a local path or an s3:// URI) and return the run report.
 
     Args:
         source: one PDF (a local path the worker can read, or s3://bucket/key); a
@@ -105,10 +115,23 @@ def ingest_document(
             default: ocr for a vision model (vllm, openai), auto for the others.
         reprocess: OCR again even when the document is already done with this configuration.
         settings: overrides of any PipelineConfig field, as dotted keys ("render.max_dpi").
+        include, exclude: globs scoping a folder or prefix, as for ``folio-ingest``.
     """
     request = IngestRequest(sources=[source], out=out, engine=engine, route=route,
-                            reprocess=reprocess, settings=settings or {})
+                            reprocess=reprocess,
+                            settings=with_scope(settings, include, exclude))
     return run_request(request, report=None)
+
+
+def with_scope(settings: dict[str, Any] | None, include: list[str] | None,
+               exclude: list[str] | None) -> dict[str, Any]:
+    """``settings`` with the include/exclude parameters as sources.include/exclude."""
+    merged = dict(settings or {})
+    if include:
+        merged["sources.include"] = list(include)
+    if exclude:
+        merged["sources.exclude"] = list(exclude)
+    return merged
 
 
 def run_request(request: IngestRequest, *, report: str | None) -> dict[str, Any]:
@@ -120,15 +143,17 @@ def run_request(request: IngestRequest, *, report: str | None) -> dict[str, Any]
     check_host(config)  # a worker without the model or gs fails the run, not every page
     services = Services(config, request.out)
     try:
-        refs = discover_sources(request.sources, config.s3)
-        get_run_logger().info("%d PDF(s) to ingest into %s", len(refs), request.out)
-        docs, scheduler = ingest_documents(refs, services)
+        found = discover_sources(request.sources, config.s3, config.sources)
+        get_run_logger().info("%d entries to ingest into %s (%d excluded by the globs)",
+                              len(found.refs), request.out, found.excluded)
+        docs, scheduler = ingest_documents(found.refs, services)
         loaded = time.monotonic()
     finally:
         services.close()
     closed = time.monotonic()
     summary = finish_run(docs, started=started, out=request.out, report=None,
-                         data_docs=data_docs_dir(services), config=config.public_dump())
+                         data_docs=data_docs_dir(services), config=config.public_dump(),
+                         excluded=found.excluded)
     summary["timing"] = run_timing(started, scheduler, loaded=loaded, closed=closed,
                                    clock=services.clock)
     summary["timing"]["started_unix"] = round(started_unix, 3)  # to time runs from outside
@@ -225,12 +250,14 @@ def _in_this_context(fn: Callable[[SourceRef], T]) -> Callable[[SourceRef], T]:
 def finish_run(
     docs: list[DocumentResult], *, started: float, out: str, report: str | None,
     data_docs: Path | None = None, config: dict[str, Any] | None = None,
+    excluded: int = 0,
 ) -> dict[str, Any]:
     """Check the accounting, publish the artifacts a person reads, write the report."""
     for doc in docs:
         if doc.page_count and doc.pages:
             doc.check_accounting()
-    summary = build_report(docs, seconds=time.monotonic() - started, out=out)
+    summary = build_report(docs, seconds=time.monotonic() - started, out=out,
+                           excluded=excluded)
     if config is not None:
         summary["config"] = config
     index = data_docs_index(data_docs) if data_docs else None

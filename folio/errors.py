@@ -65,6 +65,12 @@ class PageTooLargeError(BadInputError):
     code = "page-too-large"
 
 
+class BadImageError(BadInputError):
+    """An image file Pillow cannot decode: a damaged header, truncated or corrupt data."""
+
+    code = "bad-image"
+
+
 class BadOutputError(BadInputError):
     """An engine answered, but the answer is unusable (repetition, truncation, garbage)."""
 

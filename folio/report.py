@@ -16,6 +16,7 @@ def document_summary(doc: DocumentResult) -> dict[str, Any]:
         "sha256": doc.sha256,
         "pages": doc.page_count,
         "outcome": doc.outcome.value,
+        "format": doc.format,
         "reason": doc.reason,
         "pages_ok": doc.pages_ok,
         "pages_fallback": doc.pages_fallback,
@@ -38,7 +39,10 @@ def document_summary(doc: DocumentResult) -> dict[str, Any]:
     }
 
 
-def build_report(docs: list[DocumentResult], *, seconds: float, out: str) -> dict[str, Any]:
+def build_report(docs: list[DocumentResult], *, seconds: float, out: str,
+                 excluded: int = 0) -> dict[str, Any]:
+    """The run report: a line per entry (skipped ones included) and the totals; entries
+    the run's include/exclude globs left out are counted (``excluded``), not listed."""
     documents = [document_summary(d) for d in docs]
     pages = sum(d.page_count for d in docs if not d.cached)
     totals: dict[str, Any] = {
@@ -48,6 +52,7 @@ def build_report(docs: list[DocumentResult], *, seconds: float, out: str) -> dic
         "pages_fallback": sum(d.pages_fallback for d in docs),
         "pages_quarantined": sum(d.pages_quarantined for d in docs),
         "cached": sum(1 for d in docs if d.cached),
+        "excluded": excluded,
         "seconds": round(seconds, 3),
         "pages_per_s": round(pages / seconds, 3) if seconds > 0 else 0.0,
         "out": out,
@@ -69,7 +74,10 @@ def markdown_summary(report: dict[str, Any], *, links: bool = False,
     lines = [
         (f"**{t['documents']} documents, {t['pages']} pages** in {t['seconds']:.1f} s "
          f"({t['pages_per_s']:.2f} pages/s): {t['ok']} ok, {t['partial']} partial, "
-         f"{t['quarantined']} quarantined, {t['cached']} already done. Outputs: {out}"),
+         f"{t['quarantined']} quarantined, {t.get('skipped', 0)} skipped, "
+         f"{t['cached']} already done"
+         + (f", {t['excluded']} excluded by --include/--exclude" if t.get("excluded") else "")
+         + f". Outputs: {out}"),
     ]
     if data_docs:
         lines.append(f"Validation results: {_link('Great Expectations Data Docs', data_docs)}")

@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, str, list[str]]] = [
     ("command", "command line, no Prefect", ["cli", "trigger", "run_checks", "samples"]),
     ("settings", "settings", ["run_config", "config", "vocabulary", "presets"]),
     ("pipeline", "pipeline stages", ["pipeline", "report", "progress"]),
-    ("pdf", "pdf: page worker", ["pdf"]),
+    ("pdf", "pdf and formats: page worker", ["pdf", "formats"]),
     ("reading", "page reading", ["route", "layer_or_ocr", "answer_gate", "quality", "layout",
                                  "layout_labels", "headings", "onnx_session"]),
     ("engines", "engines", ["engines", "parsers"]),
