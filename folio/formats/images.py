@@ -164,12 +164,13 @@ def resolution(width_px: int, height_px: int, tag: tuple[float, float] | None
                ) -> tuple[tuple[float, float], str]:
     """The (x, y) DPI a page is taken to be scanned at, and how it was decided.
 
-    The file's tag when both axes are between :data:`MIN_TAGGED_DPI` and
-    :data:`MAX_TAGGED_DPI` (scanners write their true resolution; a fax writes 204x196 or
-    204x98); else an estimate: the longest side is taken for 11 inches (a letter page's
+    The file's tag when its finer axis is between :data:`MIN_TAGGED_DPI` and
+    :data:`MAX_TAGGED_DPI` and the other at least half the minimum (scanners write their
+    true resolution; a fax writes 204x196 or 204x98); else an estimate: the longest side is taken for 11 inches (a letter page's
     long side), within :data:`ESTIMATE_DPI_RANGE`, the same on both axes.
     """
-    if tag is not None and all(MIN_TAGGED_DPI <= v <= MAX_TAGGED_DPI for v in tag):
+    if (tag is not None and max(tag) >= MIN_TAGGED_DPI and min(tag) >= MIN_TAGGED_DPI / 2
+            and max(tag) <= MAX_TAGGED_DPI):
         return tag, f"{tag[0]:.0f}x{tag[1]:.0f} dpi from the file's tags"
     low, high = ESTIMATE_DPI_RANGE
     dpi = min(max(max(width_px, height_px) / ESTIMATE_LONG_SIDE_IN, low), high)
