@@ -30,7 +30,7 @@ def _folio(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.usefixtures("folio_prefect_server")
 def test_a_mixed_folder_through_the_cli(tmp_path: Path) -> None:
-    texts = write_mixed_folder(tmp_path)
+    texts = write_mixed_folder(tmp_path, dpi=150)
     ignored = tmp_path / "in" / "drafts"
     ignored.mkdir()
     (ignored / "old.pdf").write_bytes((tmp_path / "in" / "report.pdf").read_bytes())
@@ -56,7 +56,7 @@ def test_a_mixed_folder_through_the_cli(tmp_path: Path) -> None:
         markdown = "\n".join(p["markdown"] for p in document["pages"])
         assert word_recall(texts[name], markdown) > 0.9, (name, markdown[:300])
     photo = json.loads(Path(lines["photo.jpg"]["outputs"]["json"]).read_text())["pages"][0]
-    # upright after its EXIF turn: a letter page of 1700x2200 px, taken for 200 dpi
+    # upright after its EXIF turn: a letter page of 1275x1650 px, taken for 150 dpi
     assert (photo["width_pt"], photo["height_pt"]) == pytest.approx((612.0, 792.0))
     assert "skipped" in run.stdout and "1 excluded" in run.stdout
     assert "unsupported format: application/zip" in run.stdout
