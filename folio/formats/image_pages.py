@@ -24,18 +24,19 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 from PIL import Image
 
 from folio.config import RenderSettings
 from folio.errors import FolioError, PageTooLargeError, storage_error_from_os
-from folio.formats.images import frame_count, load_frame, open_image, resolution
+from folio.formats.images import dpi_tag, frame_count, load_frame, open_image, resolution
 from folio.models import PagePrep, RenderPlan, TextLayer
 from folio.pdf.model_image import ModelSizing, chandra_fit, olmocr_size
 from folio.pdf.pdfium_doc import blank_render
 from folio.pdf.render_plan import MAX_SIDE_PX, plan_page
-from folio.pdf.worker_protocol import PdfInfo, WorkerJob, WorkerMessage
+from folio.pdf.worker_protocol import Fatal, PdfInfo, WorkerJob, WorkerMessage
 
 __all__ = ["image_info", "model_image_px", "prepare_image_pages", "page_plan"]
 
@@ -53,18 +54,10 @@ def image_info(path: Path, max_pixels: int) -> PdfInfo:
     with open_image(path, max_pixels) as image:
         pages = frame_count(image)
         width, height = image.size
-        (dx, dy), _ = resolution(width, height, _tag(image))
+        (dx, dy), _ = resolution(width, height, dpi_tag(image))
         longest = max(width * _POINTS_PER_INCH / dx, height * _POINTS_PER_INCH / dy)
     return PdfInfo(page_count=pages, encrypted=False, max_page_pt=longest,
                    producer=f"image/{(image.format or 'unknown').lower()}")
-
-
-def _tag(image: Image.Image) -> tuple[float, float] | None:
-    raw = image.info.get("dpi")
-    try:
-        return (float(raw[0]), float(raw[1])) if raw else None
-    except (TypeError, ValueError, IndexError):
-        return None
 
 
 def model_image_px(sizing: ModelSizing, width_px: int, height_px: int) -> tuple[int, int]:
@@ -113,22 +106,17 @@ def prepare_image_pages(job: WorkerJob, emit: Callable[[WorkerMessage], None],
                         hooks: Callable[[int], None]) -> None:
     """Answer a page batch for an image: ``ready``, then one ``page`` per index (a page
     that fails carries its error, as a PDF page does), or one ``fatal``."""
-    from folio.pdf.worker_protocol import Fatal
-
-    try:
-        opened = open_image(job.pdf, job.max_image_pixels)
-        image = opened.__enter__()
-        pages = frame_count(image)
-    except FolioError as exc:
-        emit(WorkerMessage(fatal=Fatal(code=exc.code, message=str(exc))))
-        return
-    try:
+    with ExitStack() as stack:
+        try:
+            image = stack.enter_context(open_image(job.pdf, job.max_image_pixels))
+            pages = frame_count(image)
+        except FolioError as exc:
+            emit(WorkerMessage(fatal=Fatal(code=exc.code, message=str(exc))))
+            return
         emit(WorkerMessage(ready=pages))
         for index in job.pages:
             hooks(index)
             emit(WorkerMessage(page=_one_page(image, index, pages, job, save)))
-    finally:
-        opened.__exit__(None, None, None)
 
 
 def _one_page(image: Image.Image, index: int, pages: int, job: WorkerJob,

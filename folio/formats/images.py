@@ -29,7 +29,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from folio.errors import BadImageError, PageTooLargeError
 
-__all__ = ["ESTIMATE_LONG_SIDE_IN", "MIN_TAGGED_DPI", "frame_count", "load_frame",
+__all__ = ["ESTIMATE_LONG_SIDE_IN", "MIN_TAGGED_DPI", "dpi_tag", "frame_count", "load_frame",
            "open_image", "resolution"]
 
 #: a DPI tag below this is taken for a default, not a measurement: cameras write 72,
@@ -107,7 +107,7 @@ def load_frame(image: Image.Image, index: int, max_pixels: int
         if width * height > max_pixels:
             raise PageTooLargeError(
                 f"page {index + 1}: {width}x{height} px is over the {max_pixels}-pixel limit")
-        dpi = _dpi_tag(image)
+        dpi = dpi_tag(image)
         image.load()
         upright = ImageOps.exif_transpose(image)  # a copy, turned; or the frame unchanged
     except (OSError, SyntaxError, ValueError, EOFError) as exc:
@@ -118,7 +118,8 @@ def load_frame(image: Image.Image, index: int, max_pixels: int
     return _eight_bit(upright), dpi
 
 
-def _dpi_tag(image: Image.Image) -> tuple[float, float] | None:
+def dpi_tag(image: Image.Image) -> tuple[float, float] | None:
+    """The current frame's DPI tags (x, y) as the file states them; None without."""
     raw = image.info.get("dpi")
     try:
         x, y = (float(raw[0]), float(raw[1])) if raw else (0.0, 0.0)
