@@ -116,7 +116,7 @@ def cmd_trigger(args: argparse.Namespace) -> int:
             print(f"folio: {err}", file=sys.stderr)
             return 4
         print(doc.model_dump_json(exclude={"payload"}))
-        return 0 if doc.outcome == "ok" else 3
+        return 0 if doc.outcome in ("ok", "skipped") else 3
     from prefect.exceptions import ObjectNotFound
 
     try:
