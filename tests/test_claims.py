@@ -310,3 +310,12 @@ def test_plan_skips_done_gives_up_on_bad_input_and_lists_the_rest(s3_server: Any
                                             max_attempts=1)}  # fmt: skip
     assert plan == {"in/a.pdf": "skipped", "in/b.pdf": "todo", "in/c.pdf": "given_up",
                     "in/d.pdf": "todo"}  # fmt: skip
+
+
+def test_a_skipped_line_is_done_so_the_next_sweep_does_not_send_it_again() -> None:
+    from folio.claims.outcomes import line_outcome
+
+    assert line_outcome({"outcome": "skipped", "retryable": False,
+                         "reason": "unsupported format: application/zip"})[0]
+    assert not line_outcome({"outcome": "skipped", "retryable": True})[0]
+    assert not line_outcome({"outcome": "quarantined", "retryable": False})[0]
