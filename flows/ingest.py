@@ -143,7 +143,8 @@ def run_request(request: IngestRequest, *, report: str | None) -> dict[str, Any]
     check_host(config)  # a worker without the model or gs fails the run, not every page
     services = Services(config, request.out)
     try:
-        found = discover_sources(request.sources, config.s3, config.sources)
+        found = discover_sources(request.sources, config.s3, config.sources,
+                                 own=[request.out, str(config.work_dir)])
         get_run_logger().info("%d entries to ingest into %s (%d excluded by the globs)",
                               len(found.refs), request.out, found.excluded)
         docs, scheduler = ingest_documents(found.refs, services)

@@ -117,7 +117,8 @@ class Sweep:
     def run(self) -> dict[str, Any]:
         plan = plan_sweep(self.opts.prefix, self.ledger, self.s3,
                           max_attempts=self.opts.max_attempts, scope=self.opts.scope,
-                          on_excluded=lambda _: self.tally.update(excluded=1))
+                          on_excluded=lambda _: self.tally.update(excluded=1),
+                          own=[self.opts.out])
         for obj, verdict in plan:
             self.tally["documents"] += 1
             if verdict == "todo":

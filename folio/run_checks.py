@@ -27,7 +27,7 @@ def check_run(sources: list[str], out: str, config: PipelineConfig) -> None:
         NothingToDoError: no entry under the sources (within the globs).
         StorageError: S3 or the store could not be reached (retry later).
     """
-    if not has_documents(sources, config.s3, config.sources):
+    if not has_documents(sources, config.s3, config.sources, own=[out, str(config.work_dir)]):
         what = "no entry" if not (config.sources.include or config.sources.exclude) \
             else "no entry within --include/--exclude"
         raise NothingToDoError(f"{what} under {', '.join(sources)}")

@@ -24,7 +24,8 @@ def retry_transient(task: Any, task_run: Any, state: Any) -> bool:
 @task(name="discover-sources", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=5,
       retry_condition_fn=retry_transient)
 def discover_sources(uris: list[str], s3: S3Settings,
-                     scope: SourceSettings | None = None) -> Discovery:
+                     scope: SourceSettings | None = None, own: list[str] | None = None
+                     ) -> Discovery:
     """List every entry under local paths and s3:// prefixes (within ``scope``'s globs,
-    the rest counted)."""
-    return discover_entries(uris, s3, scope)
+    the rest counted; nothing under the run's ``own`` output and work folders)."""
+    return discover_entries(uris, s3, scope, own or ())

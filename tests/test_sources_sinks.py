@@ -220,3 +220,25 @@ def test_local_outputs_get_the_permissions_of_the_umask(tmp_path: Path, umask: i
         os.umask(old)
     for rel in ("doc/document.md", "_index/a.json"):
         assert (tmp_path / rel).stat().st_mode & 0o777 == 0o666 & ~umask, rel
+
+
+def test_the_runs_own_output_and_work_folders_are_not_inputs(tmp_path: Path) -> None:
+    """``folio ingest . --out out`` from a documents folder: out/ and .folio/work hold
+    folio's own files, never entries of the source."""
+    (tmp_path / "a.pdf").write_bytes(b"%PDF")
+    for own in ("out/_index/x.json", "out/a/document.md", ".folio/work/1/compressed.pdf"):
+        (tmp_path / own).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / own).write_text("folio's own")
+    found = discover_entries([str(tmp_path)], NO_S3, None,
+                             own=[str(tmp_path / "out"), str(tmp_path / ".folio/work")])
+    assert [r.name for r in found.refs] == ["a.pdf"] and found.excluded == 0
+    assert len(discover([str(tmp_path)], NO_S3)) == 4  # without them: every file is an entry
+
+
+def test_own_outputs_under_a_swept_s3_prefix_are_not_inputs(
+        s3_server: S3Server, s3_bucket: str) -> None:
+    for key in ["in/a.pdf", "in/folio/_index/x.json", "in/folio/a/document.md"]:
+        s3io.put_bytes(s3_server.client, s3_bucket, key, b"x")
+    found = discover_entries([f"s3://{s3_bucket}/in"], s3_server.settings, None,
+                             own=[f"s3://{s3_bucket}/in/folio"])
+    assert [r.name for r in found.refs] == ["a.pdf"]

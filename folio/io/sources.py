@@ -12,7 +12,8 @@ file outside the source, a broken symlink, a symlink to a folder (never followed
 FIFO, socket or device. The team's own ``include``/``exclude`` globs
 (:class:`~folio.config.SourceSettings`) leave entries out; those are counted
 (:attr:`Discovery.excluded`), not listed. S3 keys ending in ``/`` are folder markers, not
-entries.
+entries. The run's own locations (its output folder or prefix and its work folder, when
+they lie inside a source: ``folio ingest . --out out``) are not inputs and not listed.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from folio.errors import ConfigError
 from folio.io import s3 as s3io
 from folio.io.keys import safe_key
 
-__all__ = ["Discovery", "SourceRef", "discover", "discover_entries", "fetch", "in_scope"]
+__all__ = ["Discovery", "SourceRef", "discover", "discover_entries", "fetch", "in_scope",
+           "own_locations"]
 
 
 class SourceRef(BaseModel, frozen=True):
@@ -109,12 +111,29 @@ def _why_not_readable(path: Path, real_root: Path) -> str | None:
     return None
 
 
-def _walk(root: Path, scope: SourceSettings, excluded: list[int]) -> Iterator[SourceRef]:
+def own_locations(uris: Iterable[str]) -> tuple[list[Path], list[str]]:
+    """The run's own locations (outputs, work folder) as resolved local folders and
+    ``s3://bucket/prefix/`` folders, to be left out of a listing."""
+    local: list[Path] = []
+    remote: list[str] = []
+    for uri in uris:
+        if not uri:
+            continue
+        if uri.lower().startswith("s3://"):
+            remote.append(uri.rstrip("/") + "/")
+        elif "://" not in uri or uri.startswith("file://"):
+            local.append(Path(uri.removeprefix("file://")).expanduser().absolute().resolve())
+    return local, remote
+
+
+def _walk(root: Path, scope: SourceSettings, excluded: list[int],
+          own: list[Path]) -> Iterator[SourceRef]:
     """Every entry under ``root``: regular files, and the rest with their skip reason;
     symlinked folders are listed, never entered (no escaping the tree, no loops)."""
     real_root = root.resolve()
     for folder, dirs, files in os.walk(root, followlinks=False):
-        dirs.sort()
+        dirs[:] = sorted(d for d in dirs if (Path(folder) / d).resolve() not in own
+                         or (Path(folder) / d).is_symlink())
         names = list(files) + [d for d in dirs if (Path(folder) / d).is_symlink()]
         for name in names:
             path = Path(folder) / name
@@ -124,11 +143,12 @@ def _walk(root: Path, scope: SourceSettings, excluded: list[int]) -> Iterator[So
             yield _local_ref(path, _why_not_readable(path, real_root))
 
 
-def _iter_local(uri: str, scope: SourceSettings, excluded: list[int]) -> Iterator[SourceRef]:
+def _iter_local(uri: str, scope: SourceSettings, excluded: list[int],
+                own: list[Path]) -> Iterator[SourceRef]:
     text = uri.removeprefix("file://")
     path = Path(text).expanduser().absolute()
     if path.is_dir():
-        yield from _walk(path, scope, excluded)
+        yield from _walk(path, scope, excluded, own)
     elif path.exists() or path.is_symlink():
         # named explicitly: taken whatever its name, outside any glob
         yield _local_ref(path, _why_not_readable(path, path.resolve().parent)
@@ -145,7 +165,7 @@ def _named_link(path: Path) -> str | None:
 
 
 def _iter_s3(uri: str, settings: S3Settings, scope: SourceSettings,
-             excluded: list[int]) -> Iterator[SourceRef]:
+             excluded: list[int], own: list[str]) -> Iterator[SourceRef]:
     """Every key under a prefix, read as a folder: ``s3://b/in`` lists ``in/...`` and an
     exact key ``in``, never ``inbox/...``; page by page, as S3 answers."""
     bucket, prefix = s3io.parse_s3_uri(uri)
@@ -155,6 +175,8 @@ def _iter_s3(uri: str, settings: S3Settings, scope: SourceSettings,
         exact = obj.key == prefix
         if obj.key.endswith("/") or not (exact or obj.key.startswith(folder)):
             continue  # a folder marker, or a sibling (inbox/ under in)
+        if any(obj.uri.startswith(mine) for mine in own):
+            continue  # the run's own outputs under the source prefix
         if not exact and not in_scope(obj.key[len(folder):], scope):
             excluded[0] += 1
             continue
@@ -163,16 +185,18 @@ def _iter_s3(uri: str, settings: S3Settings, scope: SourceSettings,
 
 
 def _iter_one(uri: str, settings: S3Settings, scope: SourceSettings | None = None,
-              excluded: list[int] | None = None) -> Iterator[SourceRef]:
+              excluded: list[int] | None = None, own: Iterable[str] = ()
+              ) -> Iterator[SourceRef]:
     scope = scope if scope is not None else SourceSettings()
     excluded = excluded if excluded is not None else [0]
+    own_local, own_remote = own_locations(own)
     if not uri.strip():  # Path("") is the current folder: a stray "" would ingest it
         raise ConfigError("an empty input: give a file, a folder or s3://bucket/prefix")
     scheme, sep, _ = uri.partition("://")
     if not sep or scheme.lower() == "file":
-        return _iter_local(uri, scope, excluded)
+        return _iter_local(uri, scope, excluded, own_local)
     if scheme.lower() == "s3":
-        return _iter_s3(uri, settings, scope, excluded)
+        return _iter_s3(uri, settings, scope, excluded, own_remote)
     raise ConfigError(f"unsupported input {uri!r}: use a local path or s3://bucket/prefix")
 
 
@@ -187,9 +211,11 @@ def _unique(refs: Iterable[SourceRef]) -> list[SourceRef]:
 
 
 def discover_entries(uris: list[str], s3: S3Settings,
-                     scope: SourceSettings | None = None) -> Discovery:
+                     scope: SourceSettings | None = None, own: Iterable[str] = ()
+                     ) -> Discovery:
     """Every entry named by ``uris``, in argument order, each listed once, and the count
-    the globs of ``scope`` left out.
+    the globs of ``scope`` left out; nothing under the run's ``own`` locations (its
+    output and work folders, local paths or s3:// prefixes).
 
     A local file is taken as is; a local folder yields every entry under it recursively
     (sorted); ``s3://bucket/prefix`` yields every key under it.
@@ -202,8 +228,9 @@ def discover_entries(uris: list[str], s3: S3Settings,
     if not uris:
         raise ConfigError("no inputs given")
     excluded = [0]
-    refs = _unique(ref for uri in uris
-                   for ref in sorted(_iter_one(uri, s3, scope, excluded), key=lambda r: r.uri))
+    own = list(own)
+    refs = _unique(ref for uri in uris for ref in sorted(
+        _iter_one(uri, s3, scope, excluded, own), key=lambda r: r.uri))
     return Discovery(refs=refs, excluded=excluded[0])
 
 
@@ -214,7 +241,7 @@ def discover(uris: list[str], s3: S3Settings,
 
 
 def has_documents(uris: list[str], s3: S3Settings,
-                  scope: SourceSettings | None = None) -> bool:
+                  scope: SourceSettings | None = None, own: Iterable[str] = ()) -> bool:
     """Whether any of ``uris`` holds an entry in scope, reading only as far as the first
     (a check before a run: the run lists everything itself).
 
@@ -225,7 +252,7 @@ def has_documents(uris: list[str], s3: S3Settings,
         raise ConfigError("no inputs given")
     found = False
     for uri in uris:  # every source is checked, so a missing one is reported
-        found = next(_iter_one(uri, s3, scope), None) is not None or found
+        found = next(_iter_one(uri, s3, scope, None, list(own)), None) is not None or found
     return found
 
 
