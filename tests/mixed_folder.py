@@ -52,20 +52,22 @@ def write_docx(path: Path, paragraphs: list[str]) -> Path:
     return path
 
 
-def write_mixed_folder(root: Path, *, dpi: int = 200, docx: bool = False) -> dict[str, str]:
-    """The folder under ``root / "in"``; returns each entry's name and the text of the
-    page(s) it shows (empty for entries that are not documents)."""
+def write_mixed_folder(root: Path, *, dpi: int = 200, docx: bool = False,
+                       scan_pages: int = 2) -> dict[str, str]:
+    """The folder under ``root / "in"`` (the TIFF of ``scan_pages`` pages); returns each
+    entry's name and the text of the page(s) it shows (empty for entries that are not
+    documents)."""
     src = root / "in"
     src.mkdir(parents=True, exist_ok=True)
     texts: dict[str, str] = {}
     pdf = write_text_pdf(src / "report.pdf", report_pages(seed=41, n=1))
     texts["report.pdf"] = report_pages(seed=41, n=1)[0].text()
-    scan_pages = report_pages(seed=42, n=2)
-    scan_pdf = write_text_pdf(root / "scan-source.pdf", scan_pages)
+    pages = report_pages(seed=42, n=scan_pages)
+    scan_pdf = write_text_pdf(root / "scan-source.pdf", pages)
     frames = page_images(scan_pdf, dpi)
     frames[0].save(src / "scan.tif", save_all=True, append_images=frames[1:],
                    compression="tiff_lzw", dpi=(dpi, dpi))
-    texts["scan.tif"] = "\n".join(p.text() for p in scan_pages)
+    texts["scan.tif"] = "\n".join(p.text() for p in pages)
     photo_pages = report_pages(seed=43, n=1)
     photo = page_images(write_text_pdf(root / "photo-source.pdf", photo_pages), dpi)[0]
     exif = Image.Exif()
