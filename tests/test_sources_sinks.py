@@ -242,3 +242,18 @@ def test_own_outputs_under_a_swept_s3_prefix_are_not_inputs(
     found = discover_entries([f"s3://{s3_bucket}/in"], s3_server.settings, None,
                              own=[f"s3://{s3_bucket}/in/folio"])
     assert [r.name for r in found.refs] == ["a.pdf"]
+
+
+def test_outputs_written_into_the_source_itself_are_not_inputs(
+        s3_server: S3Server, s3_bucket: str) -> None:
+    """--out equal to the source prefix (a sweep of s3://b/in into s3://b/in): folio's
+    record folders and document folders' files are left out, the documents listed."""
+    keys = ["in/a.pdf", "in/notes/x.txt", "in/_index/abc.json", "in/_claims/k.json",
+            "in/a-0123456789ab/document.md", "in/a-0123456789ab/pages.jsonl",
+            "in/a-0123456789ab/mine.pdf"]  # a file folio never writes stays an entry
+    for key in keys:
+        s3io.put_bytes(s3_server.client, s3_bucket, key, b"x")
+    found = discover_entries([f"s3://{s3_bucket}/in"], s3_server.settings, None,
+                             own=[f"s3://{s3_bucket}/in"])
+    assert [r.uri.split("/in/")[1] for r in found.refs] == [
+        "a-0123456789ab/mine.pdf", "a.pdf", "notes/x.txt"]

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from folio.config import S3Settings, SourceSettings
 from folio.io import s3 as s3io
 from folio.io.s3 import ObjectRef
-from folio.io.sources import in_scope, own_locations
+from folio.io.sources import in_scope, is_own, own_locations
 
 __all__ = ["list_entries", "list_pdfs"]
 
@@ -26,7 +26,7 @@ def list_entries(uri: str, s3: S3Settings, *, page_size: int = 1000,
     the key ``in`` itself, never ``inbox/...``), streamed page by page in key order;
     those ``scope``'s globs leave out go to ``on_excluded`` instead, and nothing under
     the sweep's ``own`` output prefix is listed (outputs under the prefix swept)."""
-    _, mine = own_locations(own)
+    mine = own_locations(own)
     bucket, prefix = s3io.parse_s3_uri(uri)
     folder = prefix if not prefix or prefix.endswith("/") else prefix + "/"
     client = s3io.client_for(s3)
@@ -34,7 +34,7 @@ def list_entries(uri: str, s3: S3Settings, *, page_size: int = 1000,
         exact = obj.key == prefix
         if obj.key.endswith("/") or not (exact or obj.key.startswith(folder)):
             continue
-        if any(obj.uri.startswith(out) for out in mine):
+        if mine and is_own(obj.uri, f"s3://{bucket}/{folder}", mine):
             continue
         if scope is not None and not exact and not in_scope(obj.key[len(folder):], scope):
             if on_excluded is not None:

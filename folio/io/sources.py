@@ -21,6 +21,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
+import re
 import stat as stat_mod
 from collections.abc import Iterable, Iterator
 from datetime import datetime
@@ -32,9 +33,20 @@ from folio.config import S3Settings, SourceSettings
 from folio.errors import ConfigError
 from folio.io import s3 as s3io
 from folio.io.keys import safe_key
+from folio.io.layout import (
+    CHECKS,
+    CLAIMS,
+    DATA_DOCS,
+    FAILED,
+    INDEX,
+    LEDGER,
+    QUARANTINE,
+    SOURCES,
+    VECTORS,
+)
 
 __all__ = ["Discovery", "SourceRef", "discover", "discover_entries", "fetch", "in_scope",
-           "own_locations"]
+           "is_own", "own_locations"]
 
 
 class SourceRef(BaseModel, frozen=True):
@@ -111,32 +123,64 @@ def _why_not_readable(path: Path, real_root: Path) -> str | None:
     return None
 
 
-def own_locations(uris: Iterable[str]) -> tuple[list[Path], list[str]]:
-    """The run's own locations (outputs, work folder) as resolved local folders and
-    ``s3://bucket/prefix/`` folders, to be left out of a listing."""
-    local: list[Path] = []
-    remote: list[str] = []
+#: folio's record folders right under an output location (folio.io.layout)
+_RECORD_FOLDERS = frozenset({INDEX, QUARANTINE, SOURCES, VECTORS, DATA_DOCS, CLAIMS, LEDGER,
+                             FAILED, CHECKS})
+#: a document's output folder, ``{stem}-{id12}`` (folio.io.keys.doc_slug), and its files
+_DOC_FOLDER = re.compile(r"[^/]+-[0-9a-f]{12}")
+_DOC_FILES = frozenset({"document.md", "document.json", "pages.jsonl"})
+
+
+def own_locations(uris: Iterable[str]) -> list[str]:
+    """The run's own locations (outputs, work folder) as folders ending in ``/``: a local
+    one resolved, an S3 one as ``s3://bucket/prefix/``."""
+    found: list[str] = []
     for uri in uris:
         if not uri:
             continue
         if uri.lower().startswith("s3://"):
-            remote.append(uri.rstrip("/") + "/")
+            found.append(uri.rstrip("/") + "/")
         elif "://" not in uri or uri.startswith("file://"):
-            local.append(Path(uri.removeprefix("file://")).expanduser().absolute().resolve())
-    return local, remote
+            path = Path(uri.removeprefix("file://")).expanduser().absolute().resolve()
+            found.append(str(path).rstrip("/") + "/")
+    return found
+
+
+def is_own(entry: str, source: str, own: Iterable[str]) -> bool:
+    """Whether ``entry`` (a path or URI under the ``source`` folder, both as strings,
+    the source ending in ``/``) is one of the run's own files: anything under an own
+    location inside the source; where the outputs *are* the source (or above it), what
+    folio writes there: its record folders (``_index/``, ``_claims/``, ...) and the
+    files of its document folders."""
+    for mine in own:
+        if not entry.startswith(mine):
+            continue
+        if mine.startswith(source) and mine != source:
+            return True
+        rel = entry[len(mine):]
+        first, _, rest = rel.partition("/")
+        if first in _RECORD_FOLDERS or (
+                rest in _DOC_FILES and _DOC_FOLDER.fullmatch(first) is not None):
+            return True
+    return False
 
 
 def _walk(root: Path, scope: SourceSettings, excluded: list[int],
-          own: list[Path]) -> Iterator[SourceRef]:
+          own: list[str]) -> Iterator[SourceRef]:
     """Every entry under ``root``: regular files, and the rest with their skip reason;
     symlinked folders are listed, never entered (no escaping the tree, no loops)."""
     real_root = root.resolve()
+    source = str(real_root).rstrip("/") + "/"
+    inside = {mine for mine in own if mine.startswith(source) and mine != source}
     for folder, dirs, files in os.walk(root, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if (Path(folder) / d).resolve() not in own
-                         or (Path(folder) / d).is_symlink())
+        real_folder = Path(folder).resolve()
+        dirs[:] = sorted(d for d in dirs if (Path(folder) / d).is_symlink()
+                         or f"{real_folder / d}/" not in inside)
         names = list(files) + [d for d in dirs if (Path(folder) / d).is_symlink()]
         for name in names:
             path = Path(folder) / name
+            if own and is_own(str(real_folder / name), source, own):
+                continue
             if not in_scope(path.relative_to(root).as_posix(), scope):
                 excluded[0] += 1
                 continue
@@ -144,7 +188,7 @@ def _walk(root: Path, scope: SourceSettings, excluded: list[int],
 
 
 def _iter_local(uri: str, scope: SourceSettings, excluded: list[int],
-                own: list[Path]) -> Iterator[SourceRef]:
+                own: list[str]) -> Iterator[SourceRef]:
     text = uri.removeprefix("file://")
     path = Path(text).expanduser().absolute()
     if path.is_dir():
@@ -175,7 +219,7 @@ def _iter_s3(uri: str, settings: S3Settings, scope: SourceSettings,
         exact = obj.key == prefix
         if obj.key.endswith("/") or not (exact or obj.key.startswith(folder)):
             continue  # a folder marker, or a sibling (inbox/ under in)
-        if any(obj.uri.startswith(mine) for mine in own):
+        if own and is_own(obj.uri, f"s3://{bucket}/{folder}", own):
             continue  # the run's own outputs under the source prefix
         if not exact and not in_scope(obj.key[len(folder):], scope):
             excluded[0] += 1
@@ -189,14 +233,14 @@ def _iter_one(uri: str, settings: S3Settings, scope: SourceSettings | None = Non
               ) -> Iterator[SourceRef]:
     scope = scope if scope is not None else SourceSettings()
     excluded = excluded if excluded is not None else [0]
-    own_local, own_remote = own_locations(own)
+    mine = own_locations(own)
     if not uri.strip():  # Path("") is the current folder: a stray "" would ingest it
         raise ConfigError("an empty input: give a file, a folder or s3://bucket/prefix")
     scheme, sep, _ = uri.partition("://")
     if not sep or scheme.lower() == "file":
-        return _iter_local(uri, scope, excluded, own_local)
+        return _iter_local(uri, scope, excluded, mine)
     if scheme.lower() == "s3":
-        return _iter_s3(uri, settings, scope, excluded, own_remote)
+        return _iter_s3(uri, settings, scope, excluded, mine)
     raise ConfigError(f"unsupported input {uri!r}: use a local path or s3://bucket/prefix")
 
 
