@@ -103,8 +103,8 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     _require_api_url()
     request = IngestRequest(source=args.source, out=args.out, engine=args.engine,
                             route=args.route, reprocess=args.reprocess,
-                            settings={**cli.scope_settings(args), **cli.parse_set(args.set)},
-                            revision=args.revision)
+                            settings=cli.parse_set(args.set), revision=args.revision,
+                            include=args.include, exclude=args.exclude)
     if args.event:
         event_id = trig.request_ingest(request)
         print(json.dumps({"event_id": str(event_id), "event": trig.REQUESTED}))

@@ -63,6 +63,12 @@ class IngestRequest(BaseModel):
     revision: str | None = Field(
         None, description="the caller's version of the source (ETag, object version, job "
         "id): a new revision is a new request; the same one is a retry")
+    include: list[str] = Field(
+        default_factory=list, description="globs scoping a folder or prefix source "
+        "(sources.include; docs/inputs.md)")
+    exclude: list[str] = Field(
+        default_factory=list, description="globs of entries to leave out, counted "
+        "(sources.exclude)")
 
     @model_validator(mode="before")
     @classmethod
@@ -97,7 +103,10 @@ class IngestRequest(BaseModel):
     @property
     def key(self) -> str:
         """Idempotency key: equal requests (after normalizing the sources) share it."""
-        blob = json.dumps(self.normalized().model_dump(), sort_keys=True, default=str)
+        # globs enter only when given: a request without them keeps the key it had
+        blob = json.dumps(self.normalized().model_dump(exclude={
+            name for name in ("include", "exclude") if not getattr(self, name)}),
+            sort_keys=True, default=str)
         return "folio-" + hashlib.sha256(blob.encode()).hexdigest()[:40]
 
     def parameters(self) -> dict[str, Any]:
@@ -106,7 +115,8 @@ class IngestRequest(BaseModel):
         request = self.normalized()
         return {"source": request.source, "out": request.out, "engine": request.engine,
                 "route": request.route, "reprocess": request.reprocess,
-                "settings": request.settings or None}
+                "settings": request.settings or None,
+                "include": request.include or None, "exclude": request.exclude or None}
 
 
 def default_route(engine: str) -> RouteMode:
