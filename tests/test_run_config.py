@@ -4,6 +4,8 @@ their settings with folio.run_config.resolve_config, in the same layers."""
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import re
 from typing import Any
 
@@ -174,3 +176,17 @@ def test_a_vision_model_reads_every_page_unless_told(monkeypatch: pytest.MonkeyP
     assert resolve_config(engine="openai", route="auto").route.mode == "auto"
     monkeypatch.setenv("FOLIO_ROUTE__MODE", "text-layer")
     assert resolve_config(engine="openai").route.mode == "text-layer"
+
+
+def test_globs_travel_with_a_request_and_leave_old_keys_alone() -> None:
+    from folio.run_config import IngestRequest
+
+    plain = IngestRequest(source="s3://b/in/", out="s3://b/out")
+    scoped = plain.model_copy(update={"include": ["scans/*"], "exclude": ["*.tmp"]})
+    assert plain.parameters()["include"] is None
+    assert scoped.parameters()["include"] == ["scans/*"]
+    assert scoped.parameters()["exclude"] == ["*.tmp"]
+    assert scoped.key != plain.key
+    legacy = json.dumps(plain.normalized().model_dump(exclude={"include", "exclude"}),
+                        sort_keys=True, default=str)
+    assert plain.key == "folio-" + hashlib.sha256(legacy.encode()).hexdigest()[:40]
