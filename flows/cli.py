@@ -125,7 +125,7 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     request = IngestRequest(source=args.source, out=args.out, engine=args.engine,
                             route=args.route, reprocess=args.reprocess,
                             settings=cli.trigger_settings(args), revision=args.revision,
-                            sync=args.sync)
+                            sync=args.sync, include=args.include, exclude=args.exclude)
     if args.event:
         event_id = trig.request_ingest(request)
         print(json.dumps({"event_id": str(event_id), "event": trig.REQUESTED}))
@@ -137,7 +137,7 @@ def cmd_trigger(args: argparse.Namespace) -> int:
             print(f"folio: {err}", file=sys.stderr)
             return 4
         print(doc.model_dump_json(exclude={"payload"}))
-        return 0 if doc.outcome == "ok" else 3
+        return 0 if doc.outcome in ("ok", "skipped") else 3
     from prefect.exceptions import ObjectNotFound
 
     try:

@@ -58,7 +58,8 @@ FINISH_THREADS = max(4, os.cpu_count() or 4)
 
 @flow(
     name="folio-ingest",
-    description="Ingest PDFs from local paths or s3:// prefixes into outputs and a vector store.",
+    description="Ingest documents (PDFs, images, Office files) from local paths or s3:// "
+                "prefixes into outputs and a vector store.",
     task_runner=cast(Any, ThreadPoolTaskRunner(max_workers=FINISH_THREADS)),
 )
 def ingest(
@@ -71,8 +72,11 @@ def ingest(
     settings: dict[str, Any] | None = None,
     sync: bool = False,
     dry_run: bool = False,
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Ingest every PDF under ``sources`` into ``out``. Returns the run report, or (every
+    """Ingest every document (PDF, image, Office file) under ``sources`` into ``out``;
+    every other entry ends ``skipped`` with its reason. Returns the run report, or (every
     document quarantined) a Failed state carrying it (:func:`final_state`).
 
     Args:
@@ -88,13 +92,17 @@ def ingest(
             that is gone from them (docs/index-sync.md); a root listing no document is
             refused.
         dry_run: with ``sync``, only list what would be removed; nothing is ingested.
+        include: globs of the paths below a source folder or prefix to read (all when
+            empty); as the setting sources.include.
+        exclude: globs of paths to leave out (counted in the summary); sources.exclude.
     """
     request = IngestRequest(sources=sources, out=out, engine=engine, route=route,
-                            reprocess=reprocess, settings=settings or {}, sync=sync)
+                            reprocess=reprocess,
+                            settings=with_scope(settings, include, exclude), sync=sync)
     return final_state(run_request(request, report=report, dry_run=dry_run))
 
 
-@flow(name="folio-ingest-document", description="Ingest one PDF (UI runs and triggers).",
+@flow(name="folio-ingest-document", description="Ingest one document (UI runs and triggers).",
       task_runner=cast(Any, ThreadPoolTaskRunner(max_workers=FINISH_THREADS)))
 def ingest_document(
     source: str,
@@ -104,8 +112,10 @@ def ingest_document(
     reprocess: bool = False,
     settings: dict[str, Any] | None = None,
     sync: bool = False,
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Ingest one PDF (a local path or an s3:// URI) and return the run report (or a
+    """Ingest one document (a local path or an s3:// URI) and return the run report (or a
     Failed state carrying it, as :func:`ingest`).
 
     Args:
@@ -119,10 +129,23 @@ def ingest_document(
         settings: overrides of any PipelineConfig field, as dotted keys ("render.max_dpi").
         sync: also remove the rows and outputs of the sources indexed under ``source``
             (a folder or prefix) that are gone from it.
+        include, exclude: globs scoping a folder or prefix, as for ``folio-ingest``.
     """
     request = IngestRequest(sources=[source], out=out, engine=engine, route=route,
-                            reprocess=reprocess, settings=settings or {}, sync=sync)
+                            reprocess=reprocess,
+                            settings=with_scope(settings, include, exclude), sync=sync)
     return final_state(run_request(request, report=None))
+
+
+def with_scope(settings: dict[str, Any] | None, include: list[str] | None,
+               exclude: list[str] | None) -> dict[str, Any]:
+    """``settings`` with the include/exclude parameters as sources.include/exclude."""
+    merged = dict(settings or {})
+    if include:
+        merged["sources.include"] = list(include)
+    if exclude:
+        merged["sources.exclude"] = list(exclude)
+    return merged
 
 
 def final_state(summary: dict[str, Any]) -> dict[str, Any]:
@@ -175,13 +198,16 @@ def run_request(request: IngestRequest, *, report: str | None,
     sync_started = index_sync.now()
     refs: list[SourceRef] = []
     try:
-        refs = discover_sources(request.sources, config.s3)
+        found = discover_sources(request.sources, config.s3, config.sources,
+                                 own=[request.out, str(config.work_dir)])
+        refs = found.refs
         present = [r.uri for r in refs]
         if request.sync:  # before any work: a root that lists nothing is refused
             index_sync.check_roots(request.sources, present)
         if dry_run:
             return sync_dry_run(request, services, present, started, sync_started, report)
-        get_run_logger().info("%d PDF(s) to ingest into %s", len(refs), request.out)
+        get_run_logger().info("%d entries to ingest into %s (%d excluded by the globs)",
+                              len(refs), request.out, found.excluded)
         docs, scheduler = ingest_documents(refs, services)
         loaded = time.monotonic()
         synced = index_sync.sync_roots(
@@ -195,7 +221,8 @@ def run_request(request: IngestRequest, *, report: str | None,
         services.close()
     closed = time.monotonic()
     summary = finish_run(docs, started=started, out=request.out, report=None,
-                         data_docs=data_docs_dir(services), config=config.public_dump())
+                         data_docs=data_docs_dir(services), config=config.public_dump(),
+                         excluded=found.excluded)
     summary["sync"] = synced.model_dump(mode="json")
     summary["timing"] = run_timing(started, scheduler, loaded=loaded, closed=closed,
                                    clock=services.clock)
@@ -323,12 +350,14 @@ def _in_this_context(fn: Callable[[SourceRef], T]) -> Callable[[SourceRef], T]:
 def finish_run(
     docs: list[DocumentResult], *, started: float, out: str, report: str | None,
     data_docs: Path | None = None, config: dict[str, Any] | None = None,
+    excluded: int = 0,
 ) -> dict[str, Any]:
     """Check the accounting, publish the artifacts a person reads, write the report."""
     for doc in docs:
         if doc.page_count and doc.pages:
             doc.check_accounting()
-    summary = build_report(docs, seconds=time.monotonic() - started, out=out)
+    summary = build_report(docs, seconds=time.monotonic() - started, out=out,
+                           excluded=excluded)
     if config is not None:
         summary["config"] = config
     index = data_docs_index(data_docs) if data_docs else None

@@ -52,7 +52,7 @@ from folio.claims import (
 )
 from folio.claims.plan import plan_sweep
 from folio.cli import run_mapped
-from folio.config import PipelineConfig, S3Settings
+from folio.config import PipelineConfig, S3Settings, SourceSettings
 from folio.index import sync as index_sync
 from folio.io.s3 import ObjectRef, parse_s3_uri
 from folio.run_config import resolve_config
@@ -63,7 +63,8 @@ log = logging.getLogger(__name__)
 
 #: tally keys, in the order the summary shows them
 COUNTS = ("documents", "processed", "cached", "skipped", "failed", "given_up",
-          "claimed_by_others", "taken_over", "adopted", "lost", "resent", "batches")
+          "claimed_by_others", "taken_over", "adopted", "lost", "resent", "batches",
+          "excluded")
 #: times a batch's documents are sent again in one sweep when its run crashed
 RESENDS = 1
 #: after a holder's lease expires, look again this much later (clock skew, renew delay)
@@ -95,6 +96,7 @@ class SweepOptions(BaseModel):
     poll_s: float
     owner: str
     parameters: dict[str, Any]  # what every batch run gets, besides its sources
+    scope: SourceSettings = SourceSettings()  # include/exclude globs over the prefix
 
 
 class Sweep:
@@ -116,7 +118,9 @@ class Sweep:
     # --- the listing pass -------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         plan = plan_sweep(self.opts.prefix, self.ledger, self.s3,
-                          max_attempts=self.opts.max_attempts)
+                          max_attempts=self.opts.max_attempts, scope=self.opts.scope,
+                          on_excluded=lambda _: self.tally.update(excluded=1),
+                          own=[self.opts.out])
         for obj, verdict in plan:
             self.tally["documents"] += 1
             self.listed.append(obj.uri)
@@ -328,7 +332,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
 
 @flow(
     name="folio-sweep",
-    description="Ingest every PDF under an S3 prefix exactly once, with leased claims.",
+    description="Ingest every object under an S3 prefix exactly once, with leased claims.",
     task_runner=ThreadPoolTaskRunner(max_workers=32),  # type: ignore[arg-type]
 )
 def sweep(
@@ -349,8 +353,11 @@ def sweep(
     poll_s: float = 5.0,
     sync: bool = False,
     reprocess: bool = False,
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Ingest every PDF under ``prefix`` not yet done with this configuration.
+    """Ingest every object under ``prefix`` not yet done with this configuration (what
+    folio does not read ends skipped, recorded as done).
 
     Args:
         prefix: s3://bucket/prefix to list (any size: listed page by page).
@@ -375,12 +382,16 @@ def sweep(
             sent; done documents stay skipped).
         zombie_after_s: a running batch run without heartbeats for this long is dead.
         poll_s: how often run states and waited-for claims are checked.
+        include, exclude: globs of keys below ``prefix`` to sweep / to leave out (the
+            excluded are counted); default: settings' sources.include / sources.exclude.
     """
     from folio.security.secret_settings import refuse
 
     refuse(settings or {})  # a parameter Prefect stores and shows: the worker's env holds keys
     started = time.monotonic()
     config = resolve_config(engine=engine, route=route, reprocess=False, settings=settings)
+    scope = SourceSettings(include=include or config.sources.include,
+                           exclude=exclude or config.sources.exclude)
     ledger = ClaimLedger.for_output(out, config.s3, config.config_hash())
     opts = SweepOptions(
         prefix=prefix, out=out, batch_size=max(1, batch_size), max_in_flight=max(1, max_in_flight),
@@ -390,6 +401,7 @@ def sweep(
         poll_s=poll_s, owner=_owner(),
         parameters={"out": out, "engine": engine, "route": route, "settings": settings,
                     **({"reprocess": True} if reprocess else {})},
+        scope=scope,
     )
     get_run_logger().info("sweep %s -> %s as %s", prefix, out, opts.owner)
     sync_started = index_sync.now()
@@ -426,6 +438,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="also remove what is indexed under PREFIX and gone from it")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a PipelineConfig override (JSON values allowed)")
+    ap.add_argument("--include", action="append", default=[], metavar="GLOB",
+                    help="sweep only keys below the prefix matching one of these")
+    ap.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                    help="leave out keys below the prefix matching one (counted)")
     ap.add_argument("--verbose", action="store_true", help="the traceback of an internal error")
     args = ap.parse_args(argv)
     settings = dict(_setting(s) for s in args.set) or None
@@ -441,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
             engine=args.engine, route=args.route, settings=settings, lease_s=args.lease_s,
             inline=args.inline, wait_for_others=not args.no_wait,
             zombie_after_s=args.zombie_after_s, poll_s=args.poll_s, sync=args.sync,
+            include=args.include or None, exclude=args.exclude or None,
         )
         sys.stdout.write(json.dumps(summary) + "\n")
         return 0

@@ -52,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
                      "(docs/index-sync.md)")
     ing.add_argument("--dry-run", action="store_true",
                      help="with --sync: list what would be removed; ingest nothing")
+    _scope_options(ing)
     ing.add_argument("--password", help="password for encrypted PDFs (or FOLIO_PASSWORD)")
     ing.add_argument("--no-compress", action="store_true", help="skip Ghostscript compression")
     ing.add_argument("--keep-headers-footers", action="store_true",
@@ -91,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
         "trigger", help="ask the Prefect server (PREFECT_API_URL) to ingest one source",
         description="Start the document deployment for SOURCE. Repeating the same request "
         "(same source, out, settings and --revision) returns the first run instead of "
-        "starting another. Exit code with --wait: 0 indexed and ok, 3 partial or "
+        "starting another. Exit code with --wait: 0 indexed and ok (or skipped), 3 partial or "
         "quarantined, 1 the run failed, 4 still running at --timeout, 2 bad arguments.")
     tr.add_argument("source", help="a PDF, folder or s3://bucket/prefix the worker can read")
     tr.add_argument("--out", default="folio-out", help="output folder or s3://bucket/prefix")
@@ -107,6 +108,7 @@ def _parser() -> argparse.ArgumentParser:
                     "--out through (MinIO, R2, a local server); passed to the run as the "
                     "setting s3.endpoint_url, so a worker without AWS_ENDPOINT_URL reaches it")
     tr.add_argument("--s3-region", help="S3 region, passed to the run as s3.region")
+    _scope_options(tr)
     tr.add_argument("--revision", help="your version of the source (ETag, job id): a new "
                     "revision is a new request, the same one a retry")
     tr.add_argument("--deployment", default="folio-ingest-document/document",
@@ -144,6 +146,26 @@ def _is_postgres_dsn(uri: str) -> bool:
     return first.partition("=")[0] in _LIBPQ_KEYWORDS and "=" in first
 
 
+def _scope_options(parser: argparse.ArgumentParser) -> None:
+    """--include / --exclude: the globs that scope a folder or prefix (docs/inputs.md)."""
+    parser.add_argument("--include", action="append", default=[], metavar="GLOB",
+                        help="read only entries whose path below the source matches (repeat "
+                        "for several; * also crosses /), e.g. --include 'scans/*'")
+    parser.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                        help="leave out entries whose path below the source matches; they "
+                        "are counted in the summary, not listed")
+
+
+def scope_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The --include/--exclude globs as settings (sources.include, sources.exclude)."""
+    settings: dict[str, Any] = {}
+    if getattr(args, "include", None):
+        settings["sources.include"] = list(args.include)
+    if getattr(args, "exclude", None):
+        settings["sources.exclude"] = list(args.exclude)
+    return settings
+
+
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
     """Flow parameters from the options; never secrets (see _secret_environment)."""
     settings: dict[str, Any] = {}
@@ -164,6 +186,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
                        ("s3.region", args.s3_region)]:
         if value:
             settings[key] = value
+    settings.update(scope_settings(args))
     settings.update(parse_set(args.set))
     return settings
 
@@ -298,6 +321,9 @@ def report_ingest(args: argparse.Namespace, report: dict[str, Any]) -> int:
     if args.report:
         print(f"\nreport: {args.report}")
     fresh = [d for d in report["documents"] if not d["cached"]]
+    # skipped entries (a format folio does not read, a symlink out of the source) are
+    # in the report and the summary but do not fail the run: nothing went wrong, and a
+    # bucket's every ZIP would otherwise fail every run over it (docs/inputs.md)
     return 3 if any(d["outcome"] in ("partial", "quarantined") for d in fresh) else 0
 
 
@@ -376,7 +402,7 @@ def cmd_samples(args: argparse.Namespace) -> int:
 #: exit codes (README, "Using it"): 0 all ok; 3 some documents partial or quarantined
 EXIT_INTERNAL = 1  # a bug: the traceback is shown with --verbose
 EXIT_USAGE = 2  # bad arguments, a missing source, settings or credentials to fix
-EXIT_NOTHING = 5  # nothing to work on: no PDF under the sources, no vectors to search
+EXIT_NOTHING = 5  # nothing to work on: no entry under the sources, no vectors to search
 EXIT_UNREACHABLE = 6  # S3, the vector store or an OCR server could not be reached: retry
 
 

@@ -371,6 +371,11 @@ class LimitSettings(BaseModel):
         "with 16 cores 10 and 0 measured alike, and on a crowded host the workers then also "
         "yield to folio's own embedding and to anything else, and the GPU waits for pages")
     max_bytes: int = Field(2 * 1024**3, description="larger inputs are rejected")
+    max_image_pixels: int = Field(
+        180_000_000, gt=0, description="an image file (or one page of a TIFF) with more "
+        "pixels is refused before it is decoded (a decompression bomb, or an absurd size); "
+        "Pillow's own guard is set to the same figure. 180 million is an A2 page at 600 dpi "
+        "and takes about 540 MB decoded, within worker_memory_mb")
     max_pages: int = Field(20000)
     page_concurrency: int = Field(
         2, ge=1, description="pages in a CPU engine at once, across all documents (GPU "
@@ -410,6 +415,16 @@ class OfficeSettings(BaseModel):
         2048, ge=512, description="address-space cap of one conversion (prlimit --as): "
         "LibreOffice starts and converts small documents under 512 MB; a document that "
         "needs more than the cap fails with a reason instead of exhausting the host")
+class SourceSettings(BaseModel):
+    """Which entries under a source folder or prefix a run looks at (docs/inputs.md)."""
+
+    include: list[str] = Field(
+        default_factory=list, description="glob patterns (fnmatch, matched against the path "
+        "below the source folder or prefix; * also crosses /): when any is given, only "
+        "entries matching one are read. A source named as one file is always read")
+    exclude: list[str] = Field(
+        default_factory=list, description="glob patterns as include: entries matching one "
+        "are left out, counted in the run summary (excluded), not listed one by one")
 
 
 class PipelineConfig(BaseSettings):
@@ -429,6 +444,7 @@ class PipelineConfig(BaseSettings):
     figures: FigureSettings = Field(default_factory=lambda: FigureSettings())
     store: StoreSettings = Field(default_factory=lambda: StoreSettings())
     s3: S3Settings = Field(default_factory=lambda: S3Settings())
+    sources: SourceSettings = Field(default_factory=lambda: SourceSettings())
     limits: LimitSettings = Field(default_factory=lambda: LimitSettings())
     server: ServerSettings = Field(default_factory=lambda: ServerSettings())
     office: OfficeSettings = Field(default_factory=lambda: OfficeSettings())

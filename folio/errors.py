@@ -93,6 +93,10 @@ class PageCrashedError(BadInputError):
     kernel's OOM killer, a person) stays a retryable ``worker-crashed``."""
 
     code = "page-crashed"
+class BadImageError(BadInputError):
+    """An image file Pillow cannot decode: a damaged header, truncated or corrupt data."""
+
+    code = "bad-image"
 
 
 class BadOutputError(BadInputError):

@@ -26,6 +26,9 @@ class DocumentOutcome(StrEnum):
     OK = "ok"  # every page ok or recovered
     PARTIAL = "partial"  # some pages fell back or were quarantined
     QUARANTINED = "quarantined"  # the document as a whole could not be processed
+    #: not read, by design: a format folio does not read, or an entry that is no file of
+    #: the source (a symlink out of it, a device); reason says which (docs/inputs.md)
+    SKIPPED = "skipped"
 
 
 class Label(StrEnum):
@@ -278,6 +281,9 @@ class DocumentResult(BaseModel):
     outcome: DocumentOutcome = DocumentOutcome.QUARANTINED
     reason: str = ""
     retryable: bool = False  # True when the failure was transient: a later run retries it
+    #: what the source is, detected from its content (folio.formats.detect): "pdf",
+    #: "jpeg", "tiff", "docx", "zip", ...; empty when it was never read
+    format: str = ""
     repaired: bool = False  # pdfium could only open it after a Ghostscript rewrite
     compression: CompressionInfo = Field(default_factory=CompressionInfo)
     engine: str = ""

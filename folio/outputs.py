@@ -195,6 +195,7 @@ def write_quarantine(sink: Sink, doc: DocumentResult) -> str:
         "reason": doc.reason,
         "retryable": doc.retryable,
         "page_count": doc.page_count,
+        "format": doc.format,
         "quarantined_at": datetime.now(UTC).isoformat(),
     }
     return sink.write_text(quarantine_path(doc), json.dumps(record, indent=1))

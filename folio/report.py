@@ -17,6 +17,7 @@ def document_summary(doc: DocumentResult) -> dict[str, Any]:
         "sha256": doc.sha256,
         "pages": doc.page_count,
         "outcome": doc.outcome.value,
+        "format": doc.format,
         "reason": doc.reason,
         "pages_ok": doc.pages_ok,
         "pages_fallback": doc.pages_fallback,
@@ -41,7 +42,10 @@ def document_summary(doc: DocumentResult) -> dict[str, Any]:
     }
 
 
-def build_report(docs: list[DocumentResult], *, seconds: float, out: str) -> dict[str, Any]:
+def build_report(docs: list[DocumentResult], *, seconds: float, out: str,
+                 excluded: int = 0) -> dict[str, Any]:
+    """The run report: a line per entry (skipped ones included) and the totals; entries
+    the run's include/exclude globs left out are counted (``excluded``), not listed."""
     documents = [document_summary(d) for d in docs]
     pages = sum(d.page_count for d in docs if not d.cached)
     totals: dict[str, Any] = {
@@ -53,6 +57,7 @@ def build_report(docs: list[DocumentResult], *, seconds: float, out: str) -> dic
         "cached": sum(1 for d in docs if d.cached),
         "figures": sum(d.figures for d in docs if not d.cached),
         "figure_bytes": sum(d.figure_bytes for d in docs if not d.cached),
+        "excluded": excluded,
         "seconds": round(seconds, 3),
         "pages_per_s": round(pages / seconds, 3) if seconds > 0 else 0.0,
         "out": out,
@@ -99,7 +104,9 @@ def markdown_summary(report: dict[str, Any], *, links: bool = False,
         (f"**{t['documents']} documents, {t['pages']} pages** in {t['seconds']:.1f} s "
          f"({t['pages_per_s']:.2f} pages/s{', ' + ', '.join(engines) if engines else ''}): "
          f"{t['ok']} ok, {t['partial']} partial, {t['quarantined']} quarantined, "
-         f"{t['cached']} already done. Outputs: `{t['out']}`"
+         f"{t.get('skipped', 0)} skipped, {t['cached']} already done"
+         + (f", {t['excluded']} excluded by --include/--exclude" if t.get("excluded") else "")
+         + f". Outputs: `{t['out']}`"
          + (f"{OUTPUT_FILES}" if links else "")),
     ]
     lines += _sync_lines(report.get("sync"))

@@ -19,18 +19,20 @@ PROBE_DIR = CHECKS
 
 
 def check_run(sources: list[str], out: str, config: PipelineConfig) -> None:
-    """Return when the run can finish: every source exists, one holds a PDF (read only
+    """Return when the run can finish: every source exists, one holds an entry (read only
     up to the first: the run lists them itself), the destination takes a write.
 
     Raises:
         ConfigError: a source is missing, the destination or store is not usable as
             configured (permissions, credentials, bucket), or a host resource a setting
             names is missing (:func:`check_host`).
-        NothingToDoError: no PDF under the sources.
+        NothingToDoError: no entry under the sources (within the globs).
         StorageError: S3 or the store could not be reached (retry later).
     """
-    if not has_documents(sources, config.s3):
-        raise NothingToDoError(f"no PDF under {', '.join(sources)}")
+    if not has_documents(sources, config.s3, config.sources, own=[out, str(config.work_dir)]):
+        what = "no entry" if not (config.sources.include or config.sources.exclude) \
+            else "no entry within --include/--exclude"
+        raise NothingToDoError(f"{what} under {', '.join(sources)}")
     check_host(config)
     check_destination(out, config)
 

@@ -65,6 +65,12 @@ class IngestRequest(BaseModel):
     revision: str | None = Field(
         None, description="the caller's version of the source (ETag, object version, job "
         "id): a new revision is a new request; the same one is a retry")
+    include: list[str] = Field(
+        default_factory=list, description="globs scoping a folder or prefix source "
+        "(sources.include; docs/inputs.md)")
+    exclude: list[str] = Field(
+        default_factory=list, description="globs of entries to leave out, counted "
+        "(sources.exclude)")
 
     @model_validator(mode="before")
     @classmethod
@@ -108,9 +114,12 @@ class IngestRequest(BaseModel):
     @property
     def key(self) -> str:
         """Idempotency key: equal requests (after normalizing the sources) share it."""
+        # sync and the globs enter only when given: a request without them keeps the key
+        # it had before they existed
         data = self.normalized().model_dump()
-        if not data["sync"]:  # keys of requests made before --sync stay what they were
-            del data["sync"]
+        for name in ("sync", "include", "exclude"):
+            if not data[name]:
+                del data[name]
         blob = json.dumps(data, sort_keys=True, default=str)
         return "folio-" + hashlib.sha256(blob.encode()).hexdigest()[:40]
 
@@ -120,7 +129,8 @@ class IngestRequest(BaseModel):
         request = self.normalized()
         return {"source": request.source, "out": request.out, "engine": request.engine,
                 "route": request.route, "reprocess": request.reprocess,
-                "settings": request.settings or None, "sync": request.sync}
+                "settings": request.settings or None, "sync": request.sync,
+                "include": request.include or None, "exclude": request.exclude or None}
 
 
 def default_route(engine: str) -> RouteMode:

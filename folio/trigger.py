@@ -38,7 +38,9 @@ if TYPE_CHECKING:
 REQUESTED = "folio.ingest.requested"
 INDEXED = "folio.document.indexed"
 QUARANTINED = "folio.document.quarantined"
-DOCUMENT_EVENTS = (INDEXED, QUARANTINED)
+#: an entry not read by design (a format folio does not read: docs/inputs.md)
+SKIPPED = "folio.document.skipped"
+DOCUMENT_EVENTS = (INDEXED, QUARANTINED, SKIPPED)
 DOCUMENT_DEPLOYMENT = "folio-ingest-document/document"
 #: namespace of the deterministic request event ids (uuid5 of the idempotency key)
 _EVENT_NAMESPACE = uuid.UUID("5b0f7c1e-3a52-4f4e-9a0e-6f6c696f0001")
@@ -95,16 +97,16 @@ class RunResult(BaseModel):
 
     @property
     def exit_code(self) -> int:
-        """0 all indexed and ok; 3 some partial/quarantined (or all quarantined: the run is
-        Failed with :data:`folio.report.ALL_QUARANTINED`); 1 the run failed otherwise;
-        4 still running at the timeout (the CLI's contract)."""
+        """0 all indexed and ok (or skipped: not read by design); 3 some partial/quarantined
+        (or all quarantined: the run is Failed with :data:`folio.report.ALL_QUARANTINED`);
+        1 the run failed otherwise; 4 still running at the timeout (the CLI contract)."""
         if self.state == "TIMEOUT":
             return 4
         if self.state == "FAILED" and self.message.startswith(ALL_QUARANTINED):
             return 3  # it ran, and quarantined every document (its events say why)
         if self.state != "COMPLETED":
             return 1
-        return 0 if all(d.outcome == "ok" for d in self.documents) else 3
+        return 0 if all(d.outcome in ("ok", "skipped") for d in self.documents) else 3
 
 
 # --- the request event -------------------------------------------------------------------
@@ -128,10 +130,11 @@ def document_event(
     doc: DocumentResult, out: str
 ) -> tuple[str, dict[str, str], list[dict[str, str]], dict[str, Any]]:
     """(name, resource, related, payload) of the event for a finished document: indexed
-    unless quarantined (a cached document is indexed already and says so)."""
+    unless quarantined or skipped (a cached document is indexed already and says so)."""
     from folio.models import DocumentOutcome
 
-    name = QUARANTINED if doc.outcome is DocumentOutcome.QUARANTINED else INDEXED
+    name = {DocumentOutcome.QUARANTINED: QUARANTINED,
+            DocumentOutcome.SKIPPED: SKIPPED}.get(doc.outcome, INDEXED)
     resource = {"prefect.resource.id": source_resource_id(doc.source),
                 "prefect.resource.name": doc.source.rsplit("/", 1)[-1] or doc.source}
     related = ([{"prefect.resource.id": document_resource_id(doc.doc_id),

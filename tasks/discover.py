@@ -5,9 +5,9 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from folio.config import S3Settings
+from folio.config import S3Settings, SourceSettings
 from folio.errors import TransientError
-from folio.io.sources import SourceRef, discover
+from folio.io.sources import Discovery, discover_entries
 
 
 def retry_transient(task: Any, task_run: Any, state: Any) -> bool:
@@ -23,6 +23,9 @@ def retry_transient(task: Any, task_run: Any, state: Any) -> bool:
 
 @task(name="discover-sources", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=5,
       retry_condition_fn=retry_transient)
-def discover_sources(uris: list[str], s3: S3Settings) -> list[SourceRef]:
-    """List the PDFs under local paths and s3:// prefixes."""
-    return discover(uris, s3)
+def discover_sources(uris: list[str], s3: S3Settings,
+                     scope: SourceSettings | None = None, own: list[str] | None = None
+                     ) -> Discovery:
+    """List every entry under local paths and s3:// prefixes (within ``scope``'s globs,
+    the rest counted; nothing under the run's ``own`` output and work folders)."""
+    return discover_entries(uris, s3, scope, own or ())

@@ -44,7 +44,7 @@ RecordProperty = Callable[[str, object], None]
 #: marked ``stack`` (below), so ``make test-fast`` leaves them out
 LONG_FILES = ("test_corpus", "test_hosts", "test_faults", "test_trigger", "test_ui",
               "test_gpu_deployments", "test_local_server", "test_flow", "test_cli_errors",
-              "test_sweep")
+              "test_sweep", "test_inputs_e2e")
 
 #: the order in which pytest-xdist hands out the files that take half a minute or more
 #: (`make test` turns off its own reordering, which puts the files with the most tests
@@ -68,7 +68,8 @@ HANDED_OUT_FIRST = ("test_corpus", "test_hosts", "test_faults", "test_trigger", 
                     "test_index_sync", "test_index_sync_flow",
                     "test_local_server", "test_conformance", "test_ocr_quality",
                     "test_vllm_runner", "test_page_worker", "test_rapidocr_engine",
-                    "test_validation", "test_reference_pipelines", "test_cli_errors")
+                    "test_validation", "test_reference_pipelines", "test_cli_errors",
+                    "test_inputs_e2e")
 
 
 #: fixtures that start a server or read the whole corpus: a test that uses one is marked

@@ -14,9 +14,11 @@ from folio.claims import (
     ClaimKeeper,
     ClaimLedger,
     key_hash,
+    list_entries,
     list_pdfs,
     record_lines,
 )
+from folio.config import SourceSettings
 from folio.io.s3 import ObjectRef, make_client
 from folio.io.sinks import LocalSink, S3Sink, Sink
 
@@ -194,14 +196,23 @@ def test_keeper_renews_in_the_background_and_reports_loss(s3_server: Any) -> Non
     assert ledger.is_done(kept) and not ledger.is_done(stolen)
 
 
-def test_list_pdfs_paginates_and_keeps_to_the_folder(s3_server: Any) -> None:
+def test_list_entries_paginates_keeps_to_the_folder_and_lists_every_object(
+        s3_server: Any) -> None:
+    """Every object (what it is is read later: a ZIP ends skipped, never unlisted), the
+    globs' leftovers counted, folder markers left out."""
     bucket = s3_server.create_bucket()
-    keys = [f"in/{i:03d}.pdf" for i in range(7)] + ["in/notes.txt", "inbox/x.pdf", "in/s/d.PDF"]
+    keys = [f"in/{i:03d}.pdf" for i in range(7)] + ["in/notes.txt", "inbox/x.pdf", "in/s/d.PDF",
+                                                     "in/s/"]
     for key in keys:
         s3_server.client.put_object(Bucket=bucket, Key=key, Body=b"%PDF")
-    found = [o.key for o in list_pdfs(f"s3://{bucket}/in", s3_server.settings, page_size=2)]
-    assert found == [f"in/{i:03d}.pdf" for i in range(7)] + ["in/s/d.PDF"]
+    found = [o.key for o in list_entries(f"s3://{bucket}/in", s3_server.settings, page_size=2)]
+    assert found == [f"in/{i:03d}.pdf" for i in range(7)] + ["in/notes.txt", "in/s/d.PDF"]
     assert all(o.etag for o in list_pdfs(f"s3://{bucket}/in/", s3_server.settings))
+    left: list[str] = []
+    scoped = [o.key for o in list_entries(f"s3://{bucket}/in", s3_server.settings,
+                                          scope=SourceSettings(exclude=["s/*", "00[0-5].pdf"]),
+                                          on_excluded=lambda o: left.append(o.key))]
+    assert scoped == ["in/006.pdf", "in/notes.txt"] and len(left) == 7
 
 
 def test_outcome_read_back_from_the_outputs_when_a_report_is_missing(
@@ -299,3 +310,12 @@ def test_plan_skips_done_gives_up_on_bad_input_and_lists_the_rest(s3_server: Any
                                             max_attempts=1)}  # fmt: skip
     assert plan == {"in/a.pdf": "skipped", "in/b.pdf": "todo", "in/c.pdf": "given_up",
                     "in/d.pdf": "todo"}  # fmt: skip
+
+
+def test_a_skipped_line_is_done_so_the_next_sweep_does_not_send_it_again() -> None:
+    from folio.claims.outcomes import line_outcome
+
+    assert line_outcome({"outcome": "skipped", "retryable": False,
+                         "reason": "unsupported format: application/zip"})[0]
+    assert not line_outcome({"outcome": "skipped", "retryable": True})[0]
+    assert not line_outcome({"outcome": "quarantined", "retryable": False})[0]

@@ -53,11 +53,11 @@ def test_an_empty_source_is_an_error_not_the_current_folder(tmp_path: Path) -> N
     assert not (tmp_path / "o").exists()
 
 
-def test_folder_without_pdfs_is_an_error_exit_5(tmp_path: Path) -> None:
+def test_empty_folder_is_an_error_exit_5(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     proc = folio("ingest", str(tmp_path / "empty"), "--out", str(tmp_path / "o"))
     assert proc.returncode == 5
-    assert "no PDF under" in one_line(proc)
+    assert "no entry under" in one_line(proc)
 
 
 def test_unwritable_destination_stops_before_any_work(tmp_path: Path, pdf: Path) -> None:

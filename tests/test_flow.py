@@ -202,13 +202,14 @@ def test_s3_source_and_destination(s3_server: Any, samples: dict[str, Path]) -> 
     s3.create_bucket(Bucket="out-bucket")
     s3.upload_file(str(samples["report"]), "in-bucket", "docs/a/report.pdf")
     s3.upload_file(str(samples["blank"]), "in-bucket", "docs/b/blank.pdf")
-    s3.put_object(Bucket="in-bucket", Key="docs/readme.txt", Body=b"not a pdf, not listed")
-    # the keys come from the environment (tests/conftest.py), as a worker's do
+    s3.put_object(Bucket="in-bucket", Key="docs/readme.txt", Body=b"not a pdf: skipped")
+    # the keys come from the environment (tests/conftest.py), as a worker does
     settings = {"s3.endpoint_url": s3_server.endpoint_url, "s3.region": "us-east-1"}
     report = ingest(sources=["s3://in-bucket/docs/"], out="s3://out-bucket/results",
                     settings=settings)
-    assert report["totals"]["documents"] == 2
-    assert {d["outcome"] for d in report["documents"]} == {"ok"}
+    assert report["totals"]["documents"] == 3  # the text file too: listed, skipped
+    outcomes = {d["source"].rsplit("/", 1)[-1]: d["outcome"] for d in report["documents"]}
+    assert outcomes == {"report.pdf": "ok", "blank.pdf": "ok", "readme.txt": "skipped"}
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket="out-bucket")["Contents"]]
     assert any(k.endswith("document.md") for k in keys)
     assert any(k.startswith("results/_vectors/") for k in keys)

@@ -79,3 +79,25 @@ def test_the_summary_table_is_narrow_and_reasons_go_under_it() -> None:
     assert "tesseract" in text.splitlines()[0]
     reasons = text.split("Reasons:")[1]
     assert "- Annual Report.pdf (partial; 1 quarantined of 4 pages): page 3: a long" in reasons
+def test_skipped_entries_are_listed_counted_and_do_not_fail_the_run() -> None:
+    import argparse
+
+    from folio.cli import report_ingest
+    from folio.models import DocumentOutcome, DocumentResult
+    from folio.report import build_report, markdown_summary
+
+    done = report_document()
+    zipped = DocumentResult(source="s3://b/in/x.zip", outcome=DocumentOutcome.SKIPPED,
+                            reason="unsupported format: application/zip", format="zip")
+    report = build_report([done.model_copy(update={"outcome": DocumentOutcome.OK}), zipped],
+                          seconds=1.0, out="out", excluded=4)
+    assert report["totals"]["skipped"] == 1 and report["totals"]["excluded"] == 4
+    line = report["documents"][1]
+    assert (line["outcome"], line["format"]) == ("skipped", "zip")
+    text = markdown_summary(report)
+    assert "1 skipped" in text and "4 excluded by --include/--exclude" in text
+    assert "| x.zip | skipped |" in text and "application/zip" in text
+    assert report_ingest(argparse.Namespace(report=None), report) == 0
+    quarantined = zipped.model_copy(update={"outcome": DocumentOutcome.QUARANTINED})
+    failing = build_report([quarantined], seconds=1.0, out="out")
+    assert report_ingest(argparse.Namespace(report=None), failing) == 3

@@ -4,6 +4,8 @@ their settings with folio.run_config.resolve_config, in the same layers."""
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import re
 from typing import Any
 
@@ -188,3 +190,15 @@ def test_trigger_passes_the_s3_endpoint_to_the_worker_as_a_setting() -> None:
     config = resolve_config(engine="tesseract", route="auto", settings=settings)
     assert config.s3.endpoint_url == "http://127.0.0.1:9000"
     assert cli.trigger_settings(cli._parser().parse_args(["trigger", "a.pdf"])) == {}
+def test_globs_travel_with_a_request_and_leave_old_keys_alone() -> None:
+    from folio.run_config import IngestRequest
+
+    plain = IngestRequest(source="s3://b/in/", out="s3://b/out")
+    scoped = plain.model_copy(update={"include": ["scans/*"], "exclude": ["*.tmp"]})
+    assert plain.parameters()["include"] is None
+    assert scoped.parameters()["include"] == ["scans/*"]
+    assert scoped.parameters()["exclude"] == ["*.tmp"]
+    assert scoped.key != plain.key
+    legacy = json.dumps(plain.normalized().model_dump(exclude={"include", "exclude", "sync"}),
+                        sort_keys=True, default=str)
+    assert plain.key == "folio-" + hashlib.sha256(legacy.encode()).hexdigest()[:40]

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from folio.config import S3Settings
+from folio.config import S3Settings, SourceSettings
 from folio.errors import ConfigError
 from folio.io import s3 as s3io
 from folio.io.sinks import LocalSink, S3Sink, Sink, open_sink
-from folio.io.sources import discover, fetch
+from folio.io.sources import discover, discover_entries, fetch
 from tests.s3_server import S3Server
 
 NO_S3 = S3Settings()
@@ -25,11 +25,25 @@ def _tree(root: Path) -> None:
 
 
 def test_discover_local_folder_recursive_sorted(tmp_path: Path) -> None:
+    """Every entry, whatever its name: what it is is read from its content later."""
     _tree(tmp_path / "in")
     refs = discover([str(tmp_path / "in")], NO_S3)
     names = [Path(r.uri).relative_to(tmp_path / "in").as_posix() for r in refs]
-    assert names == ["a.PDF", "b.pdf", "sub/c.pdf", "sub/deeper/d.Pdf"]
-    assert all(r.size > 0 and r.mtime is not None and not r.is_s3 for r in refs)
+    assert names == ["a.PDF", "b.pdf", "notes.txt", "sub/c.pdf", "sub/deeper/d.Pdf",
+                     "sub/e.pdf.txt"]
+    assert all(r.size > 0 and r.mtime is not None and not r.is_s3 and r.skip is None
+               for r in refs)
+
+
+def test_include_and_exclude_globs_scope_a_folder_and_count_what_they_leave(
+        tmp_path: Path) -> None:
+    _tree(tmp_path / "in")
+    scope = SourceSettings(include=["*.pdf", "*.PDF", "*.Pdf"], exclude=["sub/deeper/*"])
+    found = discover_entries([str(tmp_path / "in")], NO_S3, scope)
+    assert [r.name for r in found.refs] == ["a.PDF", "b.pdf", "c.pdf"]
+    assert found.excluded == 3  # notes.txt, e.pdf.txt (include), d.Pdf (exclude)
+    named = discover_entries([str(tmp_path / "in" / "notes.txt")], NO_S3, scope)
+    assert [r.name for r in named.refs] == ["notes.txt"] and named.excluded == 0
 
 
 def test_discover_local_file_and_dedup(tmp_path: Path) -> None:
@@ -48,8 +62,14 @@ def test_discover_does_not_follow_symlinks_out(tmp_path: Path) -> None:
     os.symlink(outside / "b.pdf", root / "escape.pdf")
     os.symlink(outside, root / "linked-dir")
     os.symlink(root / "own.pdf", root / "alias.pdf")
-    names = [r.name for r in discover([str(root)], NO_S3)]
-    assert names == ["alias.pdf", "own.pdf"]
+    os.symlink(root / "gone.pdf", root / "broken.pdf")
+    os.mkfifo(root / "pipe")
+    refs = discover([str(root)], NO_S3)
+    assert {r.name: r.skip for r in refs} == {
+        "alias.pdf": None, "own.pdf": None,
+        "escape.pdf": "symlink to a file outside the source",
+        "linked-dir": "symlink to a folder (folders are not followed through links)",
+        "broken.pdf": "broken symlink", "pipe": "not a regular file"}
 
 
 def test_discover_errors(tmp_path: Path) -> None:
@@ -69,17 +89,22 @@ def test_fetch_local_returns_the_path(tmp_path: Path) -> None:
 
 def test_discover_and_fetch_s3(s3_server: S3Server, s3_bucket: str, tmp_path: Path) -> None:
     client = s3_server.client
-    for key in ["in/b.pdf", "in/a.PDF", "in/sub/c.pdf", "in/notes.txt", "inbox/x.pdf", "y.pdf"]:
+    for key in ["in/b.pdf", "in/a.PDF", "in/sub/c.pdf", "in/notes.txt", "inbox/x.pdf", "y.pdf",
+                "in/sub/"]:  # the last a folder marker: no entry
         s3io.put_bytes(client, s3_bucket, key, b"%PDF " + key.encode())
     refs = discover([f"s3://{s3_bucket}/in"], s3_server.settings)
     assert [r.uri for r in refs] == [
         f"s3://{s3_bucket}/in/a.PDF",
         f"s3://{s3_bucket}/in/b.pdf",
+        f"s3://{s3_bucket}/in/notes.txt",
         f"s3://{s3_bucket}/in/sub/c.pdf",
     ]
     assert all(r.etag and r.is_s3 for r in refs)
     everything = discover([f"s3://{s3_bucket}"], s3_server.settings)
-    assert len(everything) == 5
+    assert len(everything) == 6
+    scoped = discover_entries([f"s3://{s3_bucket}/in/"], s3_server.settings,
+                              SourceSettings(exclude=["sub/*", "*.txt"]))
+    assert [r.name for r in scoped.refs] == ["a.PDF", "b.pdf"] and scoped.excluded == 2
     exact = discover([f"s3://{s3_bucket}/y.pdf"], s3_server.settings)
     assert [r.name for r in exact] == ["y.pdf"]
 
@@ -195,3 +220,40 @@ def test_local_outputs_get_the_permissions_of_the_umask(tmp_path: Path, umask: i
         os.umask(old)
     for rel in ("doc/document.md", "_index/a.json"):
         assert (tmp_path / rel).stat().st_mode & 0o777 == 0o666 & ~umask, rel
+
+
+def test_the_runs_own_output_and_work_folders_are_not_inputs(tmp_path: Path) -> None:
+    """``folio ingest . --out out`` from a documents folder: out/ and .folio/work hold
+    folio's own files, never entries of the source."""
+    (tmp_path / "a.pdf").write_bytes(b"%PDF")
+    for own in ("out/_index/x.json", "out/a/document.md", ".folio/work/1/compressed.pdf"):
+        (tmp_path / own).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / own).write_text("folio's own")
+    found = discover_entries([str(tmp_path)], NO_S3, None,
+                             own=[str(tmp_path / "out"), str(tmp_path / ".folio/work")])
+    assert [r.name for r in found.refs] == ["a.pdf"] and found.excluded == 0
+    assert len(discover([str(tmp_path)], NO_S3)) == 4  # without them: every file is an entry
+
+
+def test_own_outputs_under_a_swept_s3_prefix_are_not_inputs(
+        s3_server: S3Server, s3_bucket: str) -> None:
+    for key in ["in/a.pdf", "in/folio/_index/x.json", "in/folio/a/document.md"]:
+        s3io.put_bytes(s3_server.client, s3_bucket, key, b"x")
+    found = discover_entries([f"s3://{s3_bucket}/in"], s3_server.settings, None,
+                             own=[f"s3://{s3_bucket}/in/folio"])
+    assert [r.name for r in found.refs] == ["a.pdf"]
+
+
+def test_outputs_written_into_the_source_itself_are_not_inputs(
+        s3_server: S3Server, s3_bucket: str) -> None:
+    """--out equal to the source prefix (a sweep of s3://b/in into s3://b/in): folio's
+    record folders and document folders' files are left out, the documents listed."""
+    keys = ["in/a.pdf", "in/notes/x.txt", "in/_index/abc.json", "in/_claims/k.json",
+            "in/a-0123456789ab/document.md", "in/a-0123456789ab/pages.jsonl",
+            "in/a-0123456789ab/mine.pdf"]  # a file folio never writes stays an entry
+    for key in keys:
+        s3io.put_bytes(s3_server.client, s3_bucket, key, b"x")
+    found = discover_entries([f"s3://{s3_bucket}/in"], s3_server.settings, None,
+                             own=[f"s3://{s3_bucket}/in"])
+    assert [r.uri.split("/in/")[1] for r in found.refs] == [
+        "a-0123456789ab/mine.pdf", "a.pdf", "notes/x.txt"]

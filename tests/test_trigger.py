@@ -106,6 +106,24 @@ def test_a_run_result_keeps_the_reason() -> None:
     assert json.loads(result.model_dump_json())["message"].endswith("/x.pdf")
 
 
+def test_a_skipped_entry_has_its_own_event_and_does_not_fail_a_wait() -> None:
+    from folio.models import DocumentOutcome, DocumentResult
+
+    doc = DocumentResult(source="s3://b/in/x.zip", outcome=DocumentOutcome.SKIPPED,
+                         reason="unsupported format: application/zip")
+    name, _, _, payload = trigger.document_event(doc, "s3://b/out")
+    assert name == trigger.SKIPPED and name in trigger.DOCUMENT_EVENTS
+    assert payload["reason"] == "unsupported format: application/zip"
+    now = datetime.now(UTC)
+    skipped = trigger.DocumentEvent(event=name, occurred=now, outcome="skipped")
+    ok = trigger.DocumentEvent(event=trigger.INDEXED, occurred=now, outcome="ok")
+    result = trigger.RunResult(flow_run_id=uuid.uuid4(), state="COMPLETED",
+                               documents=[ok, skipped])
+    assert result.exit_code == 0
+    bad = trigger.DocumentEvent(event=trigger.QUARANTINED, occurred=now, outcome="quarantined")
+    assert result.model_copy(update={"documents": [skipped, bad]}).exit_code == 3
+
+
 def test_idempotency_key_is_the_request_not_its_spelling(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)

@@ -18,12 +18,13 @@ __all__ = ["line_from_outputs", "line_outcome", "record_lines", "report_lines"]
 def line_outcome(line: dict[str, Any] | None) -> tuple[bool, str, bool]:
     """``(done, reason, retryable)`` for one document line of an ``ingest`` report.
 
-    Done means what the pipeline marked done: ok or partial, and not a transient failure.
+    Done means what the pipeline marked done: ok or partial, and not a transient failure;
+    or skipped for good (a format folio does not read: the next sweep need not send it).
     """
     if line is None:
         return False, "no outcome: the document is missing from the run's report", True
     retryable = bool(line.get("retryable"))
-    if line.get("outcome") in ("ok", "partial") and not retryable:
+    if line.get("outcome") in ("ok", "partial", "skipped") and not retryable:
         return True, "", False
     return False, str(line.get("reason") or line.get("outcome") or "unknown"), retryable
 
@@ -95,5 +96,6 @@ def line_from_outputs(
     record = read_quarantine(sink, DocumentResult(source=claim.source, sha256=digest))
     if record is None:
         return None
-    return {"source": claim.source, "sha256": digest, "outcome": "quarantined",
+    outcome = "skipped" if record.get("outcome") == "skipped" else "quarantined"
+    return {"source": claim.source, "sha256": digest, "outcome": outcome,
             "reason": record.get("reason", ""), "retryable": bool(record.get("retryable"))}

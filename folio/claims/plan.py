@@ -8,13 +8,13 @@ bytes of memory (:class:`~folio.claims.done_set.DoneSet`); no request of its own
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
 
 from folio.claims.ledger import ClaimLedger
-from folio.claims.listing import list_pdfs
+from folio.claims.listing import list_entries
 from folio.claims.records import key_hash
-from folio.config import S3Settings
+from folio.config import S3Settings, SourceSettings
 from folio.io.s3 import ObjectRef
 
 __all__ = ["Verdict", "plan_sweep"]
@@ -25,13 +25,15 @@ Verdict = Literal["skipped", "given_up", "todo"]
 
 
 def plan_sweep(
-    prefix: str, ledger: ClaimLedger, s3: S3Settings, *, max_attempts: int
+    prefix: str, ledger: ClaimLedger, s3: S3Settings, *, max_attempts: int,
+    scope: SourceSettings | None = None,
+    on_excluded: Callable[[ObjectRef], None] | None = None, own: Sequence[str] = (),
 ) -> Iterator[tuple[ObjectRef, Verdict]]:
-    """Every PDF under ``prefix`` in key order with what it needs. The done and failed
-    records are listed once, before the first source; a failed source costs one read of
-    its failure record."""
+    """Every object under ``prefix`` in key order with what it needs (those ``scope``
+    leaves out go to ``on_excluded``). The done and failed records are listed once,
+    before the first source; a failed source costs one read of its failure record."""
     done, failed = ledger.done_names(), ledger.failed_names()
-    for obj in list_pdfs(prefix, s3):
+    for obj in list_entries(prefix, s3, scope=scope, on_excluded=on_excluded, own=own):
         if ledger.is_done(obj, done):
             yield obj, "skipped"
         elif key_hash(obj.uri) in failed and not ledger.should_retry(obj, max_attempts):

@@ -1,53 +1,98 @@
-"""Where PDFs come from: local files and folders, or ``s3://bucket/prefix``.
+"""Where documents come from: local files and folders, or ``s3://bucket/prefix``.
 
 Discovery is cheap and deterministic (sorted, de-duplicated), so two runs over the same
-inputs see the same documents in the same order; fetching is separate so the pipeline can
+inputs see the same entries in the same order; fetching is separate so the pipeline can
 fetch lazily, one document at a time.
+
+Every entry under a source is listed, whatever its name: what it is is decided from its
+content once fetched (:mod:`folio.formats.detect`), and what folio does not read ends as
+a ``skipped`` outcome with its reason, never dropped. Entries that are no file of the
+source are listed with the reason already set (:attr:`SourceRef.skip`): a symlink to a
+file outside the source, a broken symlink, a symlink to a folder (never followed), a
+FIFO, socket or device. The team's own ``include``/``exclude`` globs
+(:class:`~folio.config.SourceSettings`) leave entries out; those are counted
+(:attr:`Discovery.excluded`), not listed. S3 keys ending in ``/`` are folder markers, not
+entries. The run's own locations (its output folder or prefix and its work folder, when
+they lie inside a source: ``folio ingest . --out out``) are not inputs and not listed.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import os
+import re
+import stat as stat_mod
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from folio.config import S3Settings
+from folio.config import S3Settings, SourceSettings
 from folio.errors import ConfigError
 from folio.io import s3 as s3io
 from folio.io.keys import safe_key
+from folio.io.layout import (
+    CHECKS,
+    CLAIMS,
+    DATA_DOCS,
+    FAILED,
+    INDEX,
+    LEDGER,
+    QUARANTINE,
+    SOURCES,
+    VECTORS,
+)
 
-__all__ = ["SourceRef", "discover", "fetch"]
+__all__ = ["Discovery", "SourceRef", "discover", "discover_entries", "fetch", "in_scope",
+           "is_own", "own_locations"]
 
 
 class SourceRef(BaseModel, frozen=True):
-    """One input document before it is read: enough to fetch it and report on it."""
+    """One input entry before it is read: enough to fetch it and report on it."""
 
     uri: str  # absolute local path, or s3://bucket/key
     size: int
     name: str  # file name (last key segment), for display only: never used as a path
     etag: str | None = None  # S3 only
     mtime: datetime | None = None
+    #: set when the entry is listed but cannot be read as a file of the source: the
+    #: reason of its ``skipped`` outcome ("symlink to a file outside the source")
+    skip: str | None = None
 
     @property
     def is_s3(self) -> bool:
         return self.uri.startswith("s3://")
 
 
-def _is_pdf_name(name: str) -> bool:
-    return name.lower().endswith(".pdf")
+class Discovery(BaseModel):
+    """What the sources hold: every entry to report on, and how many the globs left out."""
+
+    refs: list[SourceRef]
+    excluded: int = 0
 
 
-def _local_ref(path: Path) -> SourceRef:
-    stat = path.stat()
+def in_scope(relative: str, scope: SourceSettings) -> bool:
+    """Whether an entry at ``relative`` (below its source folder or prefix, ``/``
+    separated) is looked at: it matches an include glob (when there are any) and no
+    exclude glob. fnmatch's rules, case-sensitive: ``*`` also crosses ``/``."""
+    if scope.include and not any(fnmatch.fnmatchcase(relative, g) for g in scope.include):
+        return False
+    return not any(fnmatch.fnmatchcase(relative, g) for g in scope.exclude)
+
+
+def _local_ref(path: Path, skip: str | None = None) -> SourceRef:
+    try:
+        stat = path.stat() if skip is None else path.lstat()
+    except OSError:
+        stat = path.lstat()
     return SourceRef(
         uri=str(path),
-        size=stat.st_size,
+        size=stat.st_size if skip is None else 0,
         name=path.name,
         mtime=datetime.fromtimestamp(stat.st_mtime).astimezone(),
+        skip=skip,
     )
 
 
@@ -59,57 +104,144 @@ def _inside(path: Path, root: Path) -> bool:
     return True
 
 
-def _walk_pdfs(root: Path) -> Iterator[Path]:
-    """``*.pdf`` (any case) under ``root``; symlinked folders are not entered and
-    symlinked files only count when they point inside ``root`` (no escaping the tree)."""
+def _why_not_readable(path: Path, real_root: Path) -> str | None:
+    """Why a listed entry is no file of the source to read; None for a regular file
+    (or a symlink to one inside the source)."""
+    if path.is_symlink():
+        if not path.exists():
+            return "broken symlink"
+        if path.is_dir():
+            return "symlink to a folder (folders are not followed through links)"
+        if not _inside(path, real_root):
+            return "symlink to a file outside the source"
+    try:
+        mode = path.stat().st_mode
+    except OSError as err:
+        return f"cannot be read: {err.strerror or err}"
+    if not stat_mod.S_ISREG(mode):
+        return "not a regular file"
+    return None
+
+
+#: folio's record folders right under an output location (folio.io.layout)
+_RECORD_FOLDERS = frozenset({INDEX, QUARANTINE, SOURCES, VECTORS, DATA_DOCS, CLAIMS, LEDGER,
+                             FAILED, CHECKS})
+#: a document's output folder, ``{stem}-{id12}`` (folio.io.keys.doc_slug), and its files
+_DOC_FOLDER = re.compile(r"[^/]+-[0-9a-f]{12}")
+_DOC_FILES = frozenset({"document.md", "document.json", "pages.jsonl"})
+
+
+def own_locations(uris: Iterable[str]) -> list[str]:
+    """The run's own locations (outputs, work folder) as folders ending in ``/``: a local
+    one resolved, an S3 one as ``s3://bucket/prefix/``."""
+    found: list[str] = []
+    for uri in uris:
+        if not uri:
+            continue
+        if uri.lower().startswith("s3://"):
+            found.append(uri.rstrip("/") + "/")
+        elif "://" not in uri or uri.startswith("file://"):
+            path = Path(uri.removeprefix("file://")).expanduser().absolute().resolve()
+            found.append(str(path).rstrip("/") + "/")
+    return found
+
+
+def is_own(entry: str, source: str, own: Iterable[str]) -> bool:
+    """Whether ``entry`` (a path or URI under the ``source`` folder, both as strings,
+    the source ending in ``/``) is one of the run's own files: anything under an own
+    location inside the source; where the outputs *are* the source (or above it), what
+    folio writes there: its record folders (``_index/``, ``_claims/``, ...) and the
+    files of its document folders."""
+    for mine in own:
+        if not entry.startswith(mine):
+            continue
+        if mine.startswith(source) and mine != source:
+            return True
+        rel = entry[len(mine):]
+        first, _, rest = rel.partition("/")
+        if first in _RECORD_FOLDERS or (
+                rest in _DOC_FILES and _DOC_FOLDER.fullmatch(first) is not None):
+            return True
+    return False
+
+
+def _walk(root: Path, scope: SourceSettings, excluded: list[int],
+          own: list[str]) -> Iterator[SourceRef]:
+    """Every entry under ``root``: regular files, and the rest with their skip reason;
+    symlinked folders are listed, never entered (no escaping the tree, no loops)."""
     real_root = root.resolve()
+    source = str(real_root).rstrip("/") + "/"
+    inside = {mine for mine in own if mine.startswith(source) and mine != source}
     for folder, dirs, files in os.walk(root, followlinks=False):
-        dirs.sort()
-        for name in files:
+        real_folder = Path(folder).resolve()
+        dirs[:] = sorted(d for d in dirs if (Path(folder) / d).is_symlink()
+                         or f"{real_folder / d}/" not in inside)
+        names = list(files) + [d for d in dirs if (Path(folder) / d).is_symlink()]
+        for name in names:
             path = Path(folder) / name
-            if not _is_pdf_name(name) or not path.is_file():
+            if own and is_own(str(real_folder / name), source, own):
                 continue
-            if path.is_symlink() and not _inside(path, real_root):
+            if not in_scope(path.relative_to(root).as_posix(), scope):
+                excluded[0] += 1
                 continue
-            yield path
+            yield _local_ref(path, _why_not_readable(path, real_root))
 
 
-def _iter_local(uri: str) -> Iterator[SourceRef]:
+def _iter_local(uri: str, scope: SourceSettings, excluded: list[int],
+                own: list[str]) -> Iterator[SourceRef]:
     text = uri.removeprefix("file://")
     path = Path(text).expanduser().absolute()
-    if path.is_file():
-        yield _local_ref(path)  # named explicitly: taken whatever its extension
-    elif path.is_dir():
-        yield from (_local_ref(p) for p in _walk_pdfs(path))
+    if path.is_dir():
+        yield from _walk(path, scope, excluded, own)
+    elif path.exists() or path.is_symlink():
+        # named explicitly: taken whatever its name, outside any glob
+        yield _local_ref(path, _why_not_readable(path, path.resolve().parent)
+                         if not path.is_symlink() else _named_link(path))
     else:
         raise ConfigError(f"input not found: {uri!r} (no such file or folder)")
 
 
-def _iter_s3(uri: str, settings: S3Settings) -> Iterator[SourceRef]:
-    """PDF keys under a prefix, read as a folder: ``s3://b/in`` lists ``in/...`` and an
+def _named_link(path: Path) -> str | None:
+    """A symlink named as a source is the user's own choice: followed to a file."""
+    if not path.exists():
+        return "broken symlink"
+    return None if path.is_file() else "not a regular file"
+
+
+def _iter_s3(uri: str, settings: S3Settings, scope: SourceSettings,
+             excluded: list[int], own: list[str]) -> Iterator[SourceRef]:
+    """Every key under a prefix, read as a folder: ``s3://b/in`` lists ``in/...`` and an
     exact key ``in``, never ``inbox/...``; page by page, as S3 answers."""
     bucket, prefix = s3io.parse_s3_uri(uri)
     folder = prefix if not prefix or prefix.endswith("/") else prefix + "/"
     client = s3io.client_for(settings)
     for obj in s3io.list_objects(client, bucket, prefix):
-        if _is_pdf_name(obj.key) and (obj.key == prefix or obj.key.startswith(folder)):
-            yield SourceRef(uri=obj.uri, size=obj.size, name=obj.key.rsplit("/", 1)[-1],
-                            etag=obj.etag or None, mtime=obj.last_modified)
+        exact = obj.key == prefix
+        if obj.key.endswith("/") or not (exact or obj.key.startswith(folder)):
+            continue  # a folder marker, or a sibling (inbox/ under in)
+        if own and is_own(obj.uri, f"s3://{bucket}/{folder}", own):
+            continue  # the run's own outputs under the source prefix
+        if not exact and not in_scope(obj.key[len(folder):], scope):
+            excluded[0] += 1
+            continue
+        yield SourceRef(uri=obj.uri, size=obj.size, name=obj.key.rsplit("/", 1)[-1],
+                        etag=obj.etag or None, mtime=obj.last_modified)
 
 
-def _iter_one(uri: str, settings: S3Settings) -> Iterator[SourceRef]:
+def _iter_one(uri: str, settings: S3Settings, scope: SourceSettings | None = None,
+              excluded: list[int] | None = None, own: Iterable[str] = ()
+              ) -> Iterator[SourceRef]:
+    scope = scope if scope is not None else SourceSettings()
+    excluded = excluded if excluded is not None else [0]
+    mine = own_locations(own)
     if not uri.strip():  # Path("") is the current folder: a stray "" would ingest it
-        raise ConfigError("an empty input: give a PDF, a folder or s3://bucket/prefix")
+        raise ConfigError("an empty input: give a file, a folder or s3://bucket/prefix")
     scheme, sep, _ = uri.partition("://")
     if not sep or scheme.lower() == "file":
-        return _iter_local(uri)
+        return _iter_local(uri, scope, excluded, mine)
     if scheme.lower() == "s3":
-        return _iter_s3(uri, settings)
+        return _iter_s3(uri, settings, scope, excluded, mine)
     raise ConfigError(f"unsupported input {uri!r}: use a local path or s3://bucket/prefix")
-
-
-def _discover_one(uri: str, settings: S3Settings) -> list[SourceRef]:
-    return sorted(_iter_one(uri, settings), key=lambda r: r.uri)
 
 
 def _unique(refs: Iterable[SourceRef]) -> list[SourceRef]:
@@ -122,11 +254,15 @@ def _unique(refs: Iterable[SourceRef]) -> list[SourceRef]:
     return out
 
 
-def discover(uris: list[str], s3: S3Settings) -> list[SourceRef]:
-    """All input documents named by ``uris``, in argument order, each listed once.
+def discover_entries(uris: list[str], s3: S3Settings,
+                     scope: SourceSettings | None = None, own: Iterable[str] = ()
+                     ) -> Discovery:
+    """Every entry named by ``uris``, in argument order, each listed once, and the count
+    the globs of ``scope`` left out; nothing under the run's ``own`` locations (its
+    output and work folders, local paths or s3:// prefixes).
 
-    A local file is taken as is; a local folder yields its ``*.pdf`` recursively
-    (sorted); ``s3://bucket/prefix`` yields the ``.pdf`` keys under it.
+    A local file is taken as is; a local folder yields every entry under it recursively
+    (sorted); ``s3://bucket/prefix`` yields every key under it.
 
     Raises:
         ConfigError: a local path does not exist, an unsupported scheme, or the bucket
@@ -135,12 +271,23 @@ def discover(uris: list[str], s3: S3Settings) -> list[SourceRef]:
     """
     if not uris:
         raise ConfigError("no inputs given")
-    return _unique(ref for uri in uris for ref in _discover_one(uri, s3))
+    excluded = [0]
+    own = list(own)
+    refs = _unique(ref for uri in uris for ref in sorted(
+        _iter_one(uri, s3, scope, excluded, own), key=lambda r: r.uri))
+    return Discovery(refs=refs, excluded=excluded[0])
 
 
-def has_documents(uris: list[str], s3: S3Settings) -> bool:
-    """Whether any of ``uris`` holds a document, reading only as far as the first (a check
-    before a run: the run lists everything itself).
+def discover(uris: list[str], s3: S3Settings,
+             scope: SourceSettings | None = None) -> list[SourceRef]:
+    """The entries of :func:`discover_entries`, without the excluded count."""
+    return discover_entries(uris, s3, scope).refs
+
+
+def has_documents(uris: list[str], s3: S3Settings,
+                  scope: SourceSettings | None = None, own: Iterable[str] = ()) -> bool:
+    """Whether any of ``uris`` holds an entry in scope, reading only as far as the first
+    (a check before a run: the run lists everything itself).
 
     Raises:
         ConfigError, StorageError: as :func:`discover`.
@@ -149,7 +296,7 @@ def has_documents(uris: list[str], s3: S3Settings) -> bool:
         raise ConfigError("no inputs given")
     found = False
     for uri in uris:  # every source is checked, so a missing one is reported
-        found = next(_iter_one(uri, s3), None) is not None or found
+        found = next(_iter_one(uri, s3, scope, None, list(own)), None) is not None or found
     return found
 
 

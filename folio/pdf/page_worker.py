@@ -31,11 +31,13 @@ from typing import IO, Literal, Self
 from pydantic import SecretStr
 
 from folio.errors import (
+    BadImageError,
     EncryptedPdfError,
     FolioError,
     MalformedPdfError,
     NotAPdfError,
     PageCrashedError,
+    PageTooLargeError,
     ResourceLimitError,
     TimeoutExpired,
     WorkerCrashedError,
@@ -82,7 +84,8 @@ def crash_reason(page: int, status: str, job: WorkerJob) -> str:
 _READ_CHUNK = 1 << 16
 _STDERR_TAIL = 2000
 _ERROR_CLASSES: dict[str, type[FolioError]] = {
-    cls.code: cls for cls in (NotAPdfError, EncryptedPdfError, MalformedPdfError)
+    cls.code: cls for cls in (NotAPdfError, EncryptedPdfError, MalformedPdfError,
+                              BadImageError, PageTooLargeError)
 }
 
 
@@ -151,19 +154,25 @@ def _stream(child: _Child, pending: deque[int], budget: _Budget) -> Generator[Pa
 
 
 def probe(pdf: Path, password: SecretStr | None, timeout_s: float, memory_mb: int,
-          nice: int = 0) -> PdfInfo:
+          nice: int = 0, *, kind: Literal["pdf", "image"] = "pdf",
+          max_image_pixels: int | None = None) -> PdfInfo:
     """Page count, encryption, version and largest page, read in a child process (at
     ``nice``: see :mod:`folio.pdf.zygote`).
 
     Raises:
         NotAPdfError, EncryptedPdfError, MalformedPdfError: as :func:`open_pdf` would.
+        BadImageError, PageTooLargeError: an image (``kind="image"``) Pillow cannot read,
+            or one over ``max_image_pixels``.
         TimeoutExpired: the child took longer than ``timeout_s``.
         WorkerCrashedError: the child died (a hostile file can crash pdfium).
         FileNotFoundError: ``pdf`` does not exist.
     """
     if not pdf.is_file():
         raise FileNotFoundError(pdf)
-    request = WorkerRequest(pdf=pdf, password=password, memory_mb=memory_mb, nice=nice)
+    request = WorkerRequest(pdf=pdf, password=password, memory_mb=memory_mb, nice=nice,
+                            kind=kind)
+    if max_image_pixels is not None:
+        request.max_image_pixels = max_image_pixels
     with _Child("probe", request) as child:
         try:
             for message in child.messages(_Budget(timeout_s)):
@@ -172,7 +181,7 @@ def probe(pdf: Path, password: SecretStr | None, timeout_s: float, memory_mb: in
                 if message.info is not None:
                     return message.info
         except _OutOfTime:
-            raise TimeoutExpired(f"probing the PDF took longer than {timeout_s:g}s") from None
+            raise TimeoutExpired(f"probing the {kind} took longer than {timeout_s:g}s") from None
         raise WorkerCrashedError(f"probe worker died ({child.wait()}): {child.stderr_tail()}")
 
 

@@ -239,7 +239,13 @@ def is_blank(page: pdfium.PdfPage, *, text_chars: int, image: Image.Image | None
         width, height = page.get_size()
         scale = _BLANK_PROBE_PX / max(width, height, 1.0)
         image = render(page, max(1, round(width * scale)), max(1, round(height * scale)))
-    gray = _at_most(image.convert("L"), page.get_size()[0], _INK_PROBE_DPI)
+    return blank_render(image, page.get_size()[0])
+
+
+def blank_render(image: Image.Image, width_pt: float) -> bool:
+    """True when a page's image (``width_pt`` wide) shows no ink: uniform, or paper
+    with specks only. Also how an image file's page is judged (folio.formats)."""
+    gray = _at_most(image.convert("L"), width_pt, _INK_PROBE_DPI)
     low, high = cast(tuple[int, int], gray.getextrema())
     if high - low <= _UNIFORM_TOLERANCE:
         return True

@@ -133,6 +133,13 @@ def _open(request: WorkerRequest) -> pdfium.PdfDocument | WorkerMessage:
 
 def _probe(request: WorkerRequest) -> WorkerMessage:
     _test_hooks("probe")
+    if request.kind == "image":
+        from folio.formats.image_pages import image_info
+
+        try:
+            return WorkerMessage(info=image_info(request.pdf, request.max_image_pixels))
+        except FolioError as exc:
+            return WorkerMessage(fatal=Fatal(code=exc.code, message=str(exc)))
     doc = _open(request)
     if isinstance(doc, WorkerMessage):
         return doc
@@ -161,6 +168,11 @@ def _document_info(doc: pdfium.PdfDocument) -> PdfInfo:
 
 
 def _run_pages(job: WorkerJob) -> None:
+    if job.kind == "image":  # an image file's frames: the same messages (folio.formats)
+        from folio.formats.image_pages import prepare_image_pages
+
+        prepare_image_pages(job, _emit, _save, _test_hooks)
+        return
     doc = _open(job)
     if isinstance(doc, WorkerMessage):
         _emit(doc)

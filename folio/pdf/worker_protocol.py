@@ -33,6 +33,12 @@ class WorkerRequest(BaseModel):
     memory_mb: int = Field(4096, gt=0, description="RLIMIT_AS of the child process")
     nice: int = Field(0, ge=0, le=19, description="the child's nice value: it yields the CPU "
                       "to a co-located server (folio.pdf.zygote)")
+    kind: Literal["pdf", "image"] = Field(
+        "pdf", description="what the file is: a PDF (pdfium) or an image (Pillow, "
+        "folio.formats.image_pages); the field keeps its name for both")
+    max_image_pixels: int = Field(
+        180_000_000, gt=0, description="an image (or a frame of one) with more pixels is "
+        "refused before it is decoded")
 
     @field_serializer("password", when_used="json")
     def _dump_password(self, value: SecretStr | None, info: SerializationInfo) -> str | None:

@@ -39,6 +39,13 @@ def load_document(doc: DocumentResult, services: Services) -> DocumentResult:
             if not doc.retryable:
                 publish.drop_version(services.sink, services.store(), doc)
             return doc
+        if doc.outcome is DocumentOutcome.SKIPPED:
+            # the verdict on these bytes, so a rerun need not read them again (an S3
+            # rerun goes from the listing to it: folio.pipeline.prepare.known_bad); an
+            # entry skipped before it was read (a symlink out of the source) has no hash
+            if doc.sha256:
+                outputs.write_quarantine(services.sink, doc)
+            return doc
         # running heads were labelled before validation (folio.pipeline.validate)
         clock = services.clock
         from folio.hierarchy.levels import level_document

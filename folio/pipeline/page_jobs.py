@@ -41,6 +41,8 @@ def worker_jobs(prep: PreparedDocument, config: PipelineConfig) -> list[WorkerJo
     return [
         WorkerJob(
             pdf=prep.pdf,
+            kind=prep.kind,
+            max_image_pixels=config.limits.max_image_pixels,
             text_pdf=prep.text_pdf,
             password=None if doc.repaired else config.password,
             pages=list(range(start, min(start + size, doc.page_count))),

@@ -8,13 +8,15 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from folio import progress
 from folio.config import PipelineConfig
-from folio.errors import BadInputError, FolioError, MalformedPdfError
+from folio.errors import BadInputError, ConfigError, FolioError, MalformedPdfError
+from folio.formats.detect import detect_file
+from folio.formats.handling import office_pdf, skip_reason
 from folio.io.source_index import known_sha256, record_sha256
 from folio.io.sources import SourceRef, fetch
 from folio.models import DocumentOutcome, DocumentResult
@@ -42,6 +44,8 @@ class PreparedDocument(BaseModel):
 
     result: DocumentResult
     pdf: Path  # what the page worker renders: the original, a compressed or a repaired copy
+    #: "image": ``pdf`` is the original image file, its frames the pages (folio.formats)
+    kind: Literal["pdf", "image"] = "pdf"
     #: the original when ``pdf`` is Ghostscript's compressed copy: its text layer is the one
     #: judged and kept (pdfwrite's rewrite of fonts can spoil a good one)
     text_pdf: Path | None = None
@@ -64,6 +68,8 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
     started = time.monotonic()
     doc = DocumentResult(source=ref.uri, config_hash=config.config_hash())
     progress.emit(progress.ProgressEvent(kind="document-start", source=ref.uri))
+    if ref.skip:  # listed, but no file of the source to read (folio.io.sources)
+        return skipped(doc, ref.skip, started)
     work_dir: Path | None = None
     try:
         if ref.size is not None and ref.size > config.limits.max_bytes:
@@ -92,6 +98,17 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
             if answered is not None:
                 shutil.rmtree(work_dir, ignore_errors=True)
                 return answered
+        fmt = detect_file(local, ref.name)
+        doc.format = fmt.name
+        if fmt.kind in ("text", "unsupported"):
+            shutil.rmtree(work_dir, ignore_errors=True)
+            return skipped(doc, skip_reason(fmt), started)
+        if fmt.kind == "image":
+            _probe_image(local, doc, config)
+            return PreparedDocument(result=doc, pdf=local, kind="image", work_dir=work_dir,
+                                    started=started)
+        if fmt.kind == "office":
+            local = office_pdf(local, work_dir, config)
         probed, info = _probe_or_repair(local, doc, work_dir, config)
         pdf = _maybe_compress(probed, info, doc, work_dir, config)
         return PreparedDocument(result=doc, pdf=pdf, work_dir=work_dir, started=started,
@@ -100,7 +117,38 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
         doc.seconds = time.monotonic() - started
         if work_dir is not None:  # nothing of a quarantined document stays behind
             shutil.rmtree(work_dir, ignore_errors=True)
-        return quarantine(doc, err)
+        result = quarantine(doc, err)
+        if isinstance(err, ConfigError):  # a setting or a missing tool (LibreOffice), not
+            result.retryable = True        # the document: never a verdict on its bytes
+        return result
+
+
+def skipped(doc: DocumentResult, reason: str, started: float) -> DocumentResult:
+    """The typed outcome of an entry folio does not read: not an error, not retried."""
+    doc.outcome, doc.reason, doc.retryable = DocumentOutcome.SKIPPED, reason, False
+    doc.seconds = time.monotonic() - started
+    return doc
+
+
+def _probe_image(local: Path, doc: DocumentResult, config: PipelineConfig) -> None:
+    """An image's pages (TIFF frames), read by Pillow in a page worker child under its
+    memory cap: a decompression bomb or a damaged file fails there, typed."""
+    from folio.pdf.page_worker import probe
+
+    limits = config.limits
+    info = probe(local, None, limits.ghostscript_timeout_s, limits.worker_memory_mb,
+                 nice=limits.worker_nice, kind="image",
+                 max_image_pixels=limits.max_image_pixels)
+    _count_pages(doc, info.page_count, config)
+
+
+def _count_pages(doc: DocumentResult, pages: int, config: PipelineConfig) -> None:
+    if pages > config.limits.max_pages:
+        raise BadInputError(
+            f"{pages} pages is over the {config.limits.max_pages}-page limit", code="too-many-pages"
+        )
+    doc.page_count = pages
+    progress.emit(progress.ProgressEvent(kind="pages-known", source=doc.source, pages=pages))
 
 
 def _answered_before(ref: SourceRef, doc: DocumentResult, services: Services,
@@ -164,6 +212,11 @@ def known_bad(sink: Sink, doc: DocumentResult, config: PipelineConfig) -> Docume
     if (record is None or record.get("retryable") is not False
             or record.get("config_hash") != doc.config_hash):
         return None
+    if record.get("outcome") == DocumentOutcome.SKIPPED.value:  # a format not read
+        return doc.model_copy(update={
+            "outcome": DocumentOutcome.SKIPPED, "cached": True, "retryable": False,
+            "reason": str(record.get("reason", "")),
+            "format": str(record.get("format", ""))})
     return doc.model_copy(update={
         "outcome": DocumentOutcome.QUARANTINED, "cached": True, "retryable": False,
         "reason": f"{record.get('reason', '')} (quarantined by an earlier run with these "
@@ -199,13 +252,8 @@ def _probe_or_repair(
         password = None
     if info.page_count == 0:
         raise MalformedPdfError("the PDF has no pages")
-    if info.page_count > limits.max_pages:
-        raise BadInputError(
-            f"{info.page_count} pages is over the {limits.max_pages}-page limit", code="too-many-pages"
-        )
-    doc.page_count = info.page_count
+    _count_pages(doc, info.page_count, config)
     doc.outline = info.outline  # heading levels follow it (folio.hierarchy)
-    progress.emit(progress.ProgressEvent(kind="pages-known", source=doc.source, pages=doc.page_count))
     return pdf, info
 
 

@@ -14,7 +14,8 @@ def validate_document(doc: DocumentResult, services: Services) -> DocumentResult
     Running heads are labelled first (kept in the JSON, out of the markdown and the
     chunks, as the early chunk streams judged them), so the suite checks the markdown and
     chunks the load stage writes: a page left without text by them fails here."""
-    if doc.cached or (doc.outcome is DocumentOutcome.QUARANTINED and doc.reason):
+    if doc.cached or doc.outcome is DocumentOutcome.SKIPPED or (
+            doc.outcome is DocumentOutcome.QUARANTINED and doc.reason):
         return doc
     mark_running_heads(doc.pages, keep_in_markdown=services.config.chunk.keep_headers_footers)
     if services.config.validation.enabled and doc.pages:
