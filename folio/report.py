@@ -21,6 +21,7 @@ def document_summary(doc: DocumentResult) -> dict[str, Any]:
         "pages_fallback": doc.pages_fallback,
         "pages_quarantined": doc.pages_quarantined,
         "pages_recovered": sum(1 for p in doc.pages if p.outcome == "recovered"),
+        "pages_without_text": doc.pages_without_text,
         "engine": doc.engine,
         "seconds": round(doc.seconds, 3),
         "cached": doc.cached,
@@ -47,6 +48,7 @@ def build_report(docs: list[DocumentResult], *, seconds: float, out: str) -> dic
         "pages_ok": sum(d.pages_ok for d in docs),
         "pages_fallback": sum(d.pages_fallback for d in docs),
         "pages_quarantined": sum(d.pages_quarantined for d in docs),
+        "pages_without_text": sum(d.pages_without_text for d in docs),
         "cached": sum(1 for d in docs if d.cached),
         "seconds": round(seconds, 3),
         "pages_per_s": round(pages / seconds, 3) if seconds > 0 else 0.0,
@@ -71,6 +73,8 @@ def markdown_summary(report: dict[str, Any], *, links: bool = False,
          f"({t['pages_per_s']:.2f} pages/s): {t['ok']} ok, {t['partial']} partial, "
          f"{t['quarantined']} quarantined, {t['cached']} already done. Outputs: {out}"),
     ]
+    if t.get("pages_without_text"):
+        lines[0] += f" {t['pages_without_text']} pages read without text on them."
     if data_docs:
         lines.append(f"Validation results: {_link('Great Expectations Data Docs', data_docs)}")
     extra = " outputs |" if links else ""
