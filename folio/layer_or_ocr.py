@@ -23,7 +23,7 @@ import unicodedata
 
 from folio.engines.text_layer import DEFAULT_MIN_SCORE
 from folio.models import TextLayer
-from folio.pdf.text_layer import score_text
+from folio.pdf.text_layer import HIDDEN_MARK, score_text
 from folio.quality import normalize_words
 
 __all__ = ["KEEP_SHARE", "MIN_WORD_SHARE", "layer_holds_text", "layer_is_better"]
@@ -35,6 +35,13 @@ MIN_WORD_SHARE = 0.5
 #: the OCR's languages do not cover, or symbols it misreads, are words the layer has
 #: right; an earlier OCR's misspellings (hidden under a scan) are not
 KEEP_SHARE = 0.9
+
+
+def _quality(text: str) -> float:
+    """The text judgement without its density signal: how much text a page holds says
+    whether it is a scan (the router's question), not whether the text is right; a page
+    of a few symbols ("± 4 a b") has an exact layer that scores low on density alone."""
+    return score_text(text, page_area_pt2=0.0)[0]
 
 
 def layer_holds_text(layer: TextLayer | None) -> bool:
@@ -57,7 +64,10 @@ def layer_is_better(ocr_text: str, layer: TextLayer | None, *, width_pt: float,
     ocr_words = len(normalize_words(ocr_text))
     if not ocr_words:
         return f"text layer kept: OCR read no words where the layer has {layer_words}"
-    if layer.score < min_score:
+    layer_quality = _quality(layer.text)
+    if HIDDEN_MARK in layer.why:  # an earlier OCR under a scan: as the router judged it
+        layer_quality = min(layer_quality, layer.score)
+    if layer_quality < min_score:
         return None
     if layer_words and ocr_words < MIN_WORD_SHARE * layer_words:
         return (f"text layer kept: OCR read {ocr_words} words where the layer has "
@@ -66,7 +76,7 @@ def layer_is_better(ocr_text: str, layer: TextLayer | None, *, width_pt: float,
     layer_set, ocr_set = set(normalize_words(layer.text)), set(normalize_words(ocr_text))
     shared = len(layer_set & ocr_set)
     if (shared < KEEP_SHARE * len(layer_set)
-            and not (ocr_score > layer.score and ocr_words >= layer_words)):
+            and not (_quality(ocr_text) > layer_quality and ocr_words >= layer_words)):
         return (f"text layer kept: OCR read {shared} of the layer's {len(layer_set)} "
                 f"distinct words and is no better a text")
     if ocr_score < layer.score:

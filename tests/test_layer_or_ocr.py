@@ -101,5 +101,6 @@ def test_ocr_that_misses_words_the_layer_has_right_does_not_replace_it() -> None
     assert why is not None and "distinct words and is no better a text" in why
     # OCR reading as much, better (a hidden earlier OCR's layer scores lower): it stands
     earlier = layer(english.replace("e", "c") + " " + english, score=0.6)
+    earlier.why = "hidden text layer (an earlier OCR under a scan); good"
     assert layer_is_better(english + " " + english, earlier, width_pt=612,
                            height_pt=792) is None
