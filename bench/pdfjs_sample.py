@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 import threading
@@ -51,8 +52,14 @@ SETTINGS = {
 }
 
 
+#: a word broken at a line's end by a hyphen (or pdfium's soft-hyphen marks), the next
+#: line going on in lower case: one word, as folio's text layer joins it
+_LINE_BREAK_HYPHEN = re.compile(r"(\w)[-\u00ad\u0002]\r?\n(?=[a-z\u00e0-\u00ff])")
+
+
 def layer_words(pdf: Path) -> tuple[list[set[str]], str]:
-    """Each page's distinct layer words as pdfium gives them, or an error note."""
+    """Each page's distinct layer words as pdfium gives them (words hyphenated at a line
+    break joined), or an error note."""
     import pypdfium2 as pdfium
 
     pages: list[set[str]] = []
@@ -63,7 +70,7 @@ def layer_words(pdf: Path) -> tuple[list[set[str]], str]:
     try:
         for page in doc:
             try:
-                text = page.get_textpage().get_text_range()
+                text = _LINE_BREAK_HYPHEN.sub(r"\1", page.get_textpage().get_text_range())
             except Exception:
                 text = ""
             pages.append(set(normalize_words(text)))
