@@ -228,6 +228,9 @@ def main(argv: list[str] | None = None) -> None:
     else:
         progress.unlink(missing_ok=True)
     started = time.monotonic()
+    # the code measured is the code at the start (modules and page workers load then)
+    commit = git("rev-parse", "--short", "HEAD")
+    tree_changed = bool(git("status", "--porcelain", "--", "folio"))
     with tempfile.TemporaryDirectory(prefix="folio-pdfjs-") as tmp:
         out = Path(tmp) / "out"
         config = PipelineConfig.model_validate(
@@ -248,8 +251,8 @@ def main(argv: list[str] | None = None) -> None:
     docs = [done[f.name] for f in files if f.name in done]
     result = {
         "command": command(),
-        "commit": git("rev-parse", "--short", "HEAD"),
-        "tree_changed": bool(git("status", "--porcelain", "--", "folio")),
+        "commit": commit,
+        "tree_changed": tree_changed,
         "settings": SETTINGS,
         "wall_seconds": round(time.monotonic() - started, 1),
         "summary": summarise(docs, min_words=args.min_words, target=args.target),

@@ -244,8 +244,8 @@ def _alone(blocks: Sequence[Block], n: int, band: str, body: float, height: floa
     display = body > 0 and own > DISPLAY * body  # a chapter's "12" over its title
     if block.label not in _HEADING_LABELS and not display and _folio_line(text):
         return True
-    if body <= 0 or type_size(block) > SMALL_TYPE * body:
-        return False
+    if body <= 0 or type_size(block) > SMALL_TYPE * body or _sentence(text):
+        return False  # a sentence of prose is the page's (one line measures small)
     return _gap(blocks, n, band) >= APART_GAP * own
 
 

@@ -329,3 +329,13 @@ def test_a_repeated_sentence_in_the_foot_band_is_still_a_running_footer() -> Non
     mark_running_heads(pages)
     assert all(p.blocks[-1].label == Label.PAGE_FOOTER.value for p in pages)
     assert all(notice not in p.markdown for p in pages)
+
+
+def test_a_sentence_set_apart_at_the_top_of_its_own_page_is_text() -> None:
+    """One line measures smaller than a paragraph of the same type (no leading under
+    it): a sentence of the page's prose above a table, set apart by the gap before it,
+    looked like a small line set apart. A journal line there is still a head."""
+    sentence = small("Table 3-2 lists the nine built-in global variables.", 72, 0)
+    assert head_blocks(one_page(sentence, prose(120, 1)), 0) == {}
+    journal = small("Journal of Applied Physics 112, 033512 (2012)", 72, 0)
+    assert head_blocks(one_page(journal, prose(120, 1)), 0) == {0: Label.PAGE_HEADER.value}
