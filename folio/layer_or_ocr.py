@@ -26,7 +26,7 @@ from folio.models import TextLayer
 from folio.pdf.text_layer import HIDDEN_MARK, score_text
 from folio.quality import normalize_words
 
-__all__ = ["KEEP_SHARE", "MIN_WORD_SHARE", "layer_holds_text", "layer_is_better"]
+__all__ = ["KEEP_SHARE", "MIN_SCRIPT_WORDS", "MIN_WORD_SHARE", "layer_holds_text", "layer_is_better"]
 
 #: OCR that reads fewer than this share of the layer's words lost text the layer has
 MIN_WORD_SHARE = 0.5
@@ -35,6 +35,20 @@ MIN_WORD_SHARE = 0.5
 #: the OCR's languages do not cover, or symbols it misreads, are words the layer has
 #: right; an earlier OCR's misspellings (hidden under a scan) are not
 KEEP_SHARE = 0.9
+#: the layer's words in a script the OCR read none of, from this many on, are words in a
+#: language the OCR was not given: the layer has them right
+MIN_SCRIPT_WORDS = 2
+
+
+def _scripts(words: set[str], least: int = 1) -> set[str]:
+    """The scripts (the first word of a letter's Unicode name: LATIN, HANGUL, CJK,
+    CYRILLIC ...) that at least ``least`` of ``words`` are written in."""
+    counts: dict[str, int] = {}
+    for word in words:
+        names = {unicodedata.name(c, "?").split()[0] for c in word if c.isalpha()}
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+    return {name for name, n in counts.items() if n >= least and name != "?"}
 
 
 def _quality(text: str) -> float:
@@ -75,10 +89,14 @@ def layer_is_better(ocr_text: str, layer: TextLayer | None, *, width_pt: float,
     ocr_score, _ = score_text(ocr_text, page_area_pt2=width_pt * height_pt)
     layer_set, ocr_set = set(normalize_words(layer.text)), set(normalize_words(ocr_text))
     shared = len(layer_set & ocr_set)
-    if (shared < KEEP_SHARE * len(layer_set)
-            and not (_quality(ocr_text) > layer_quality and ocr_words >= layer_words)):
-        return (f"text layer kept: OCR read {shared} of the layer's {len(layer_set)} "
-                f"distinct words and is no better a text")
+    if shared < KEEP_SHARE * len(layer_set):
+        unread = _scripts(layer_set - ocr_set, least=MIN_SCRIPT_WORDS) - _scripts(ocr_set)
+        if unread:
+            return (f"text layer kept: OCR read none of its {', '.join(sorted(unread))} "
+                    "words (a script outside the OCR's languages)")
+        if not (_quality(ocr_text) > layer_quality and ocr_words >= layer_words):
+            return (f"text layer kept: OCR read {shared} of the layer's {len(layer_set)} "
+                    f"distinct words and is no better a text")
     if ocr_score < layer.score:
         return f"text layer kept: OCR scores {ocr_score:.2f}, the layer {layer.score:.2f}"
     return None

@@ -98,7 +98,19 @@ def test_ocr_that_misses_words_the_layer_has_right_does_not_replace_it() -> None
     korean = " 안녕하세요 세계 한국어 문서 입니다 " * 2  # a script eng OCR cannot read
     both = layer(english + korean, score=0.9)
     why = layer_is_better(english, both, width_pt=612, height_pt=792)
+    assert why is not None and "none of its HANGUL words" in why
+    # symbols and short words an OCR misreads: as many words, no better a text
+    symbols = layer("Test ± 4 a b d ≤ 7 x2 y " + english, score=0.5)
+    misread = "Tcst + A o h 0 < 1 xz v " + english
+    why = layer_is_better(misread, symbols, width_pt=612, height_pt=792)
     assert why is not None and "distinct words and is no better a text" in why
+    # the same under an earlier OCR's hidden layer, which a better OCR reading more words
+    # replaces: the words in a script the OCR read none of keep the layer
+    hidden = layer(english + korean, score=0.75)
+    hidden.why = "hidden text layer (an earlier OCR under a scan); good"
+    why = layer_is_better(english + " more words read " * 3, hidden, width_pt=612,
+                          height_pt=792)
+    assert why is not None and "none of its HANGUL words" in why
     # OCR reading as much, better (a hidden earlier OCR's layer scores lower): it stands
     earlier = layer(english.replace("e", "c") + " " + english, score=0.6)
     earlier.why = "hidden text layer (an earlier OCR under a scan); good"
