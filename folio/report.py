@@ -74,7 +74,7 @@ def markdown_summary(report: dict[str, Any], *, links: bool = False,
          f"{t['quarantined']} quarantined, {t['cached']} already done. Outputs: {out}"),
     ]
     if t.get("pages_without_text"):
-        lines[0] += f" {t['pages_without_text']} pages read without text on them."
+        lines[0] += f" Pages read without text on them: {t['pages_without_text']}."
     if data_docs:
         lines.append(f"Validation results: {_link('Great Expectations Data Docs', data_docs)}")
     extra = " outputs |" if links else ""
