@@ -52,9 +52,11 @@ SETTINGS = {
 }
 
 
-#: a word broken at a line's end by a hyphen (or pdfium's soft-hyphen marks), the next
-#: line going on in lower case: one word, as folio's text layer joins it
-_LINE_BREAK_HYPHEN = re.compile(r"(\w)[-\u00ad\u0002]\r?\n(?=[a-z\u00e0-\u00ff])")
+#: a word broken at a line's end: pdfium's marks for a hyphen it believes was inserted
+#: there (U+0002, U+FFFE: folio.pdf.text_blocks joins the word across them), or a hyphen
+#: or soft hyphen before a line going on in lower case; one word, as folio reads it
+_BREAK_MARK = re.compile("[\u0002\ufffe]\r?\n?")
+_LINE_BREAK_HYPHEN = re.compile(r"(\w)[-\u00ad]\r?\n(?=[a-z\u00e0-\u00ff])")
 
 
 def layer_words(pdf: Path) -> tuple[list[set[str]], str]:
@@ -70,7 +72,8 @@ def layer_words(pdf: Path) -> tuple[list[set[str]], str]:
     try:
         for page in doc:
             try:
-                text = _LINE_BREAK_HYPHEN.sub(r"\1", page.get_textpage().get_text_range())
+                text = _BREAK_MARK.sub("", page.get_textpage().get_text_range())
+                text = _LINE_BREAK_HYPHEN.sub(r"\1", text)
             except Exception:
                 text = ""
             pages.append(set(normalize_words(text)))
