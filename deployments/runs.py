@@ -251,6 +251,7 @@ def run_report(run: FlowRun) -> dict[str, Any] | None:
     read."""
     # Prefect finds the S3 block's class by its slug
     import folio_prefect.deployments.result_storage  # noqa: F401
+    from folio.errors import AllQuarantinedError
     from folio.report import ALL_QUARANTINED
 
     state = run.state
@@ -263,4 +264,6 @@ def run_report(run: FlowRun) -> dict[str, Any] | None:
     except Exception as exc:
         log.warning("run %s: its report cannot be read (%s)", run.name, type(exc).__name__)
         return None
+    if isinstance(value, AllQuarantinedError):  # flows.ingest.final_state's Failed state
+        return value.report
     return value if isinstance(value, dict) else None

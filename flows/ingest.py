@@ -31,6 +31,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 # the S3 result block's class, which Prefect looks up by its slug
 import folio_prefect.deployments.result_storage  # noqa: F401
 from folio_prefect.flows.vllm_runner import raise_startup_failure
+from folio.errors import AllQuarantinedError
 from folio.index import sync as index_sync
 from folio.io.sources import SourceRef
 from folio.models import DocumentResult
@@ -155,9 +156,10 @@ def final_state(summary: dict[str, Any]) -> dict[str, Any]:
     Failed, not a Completed state with a name of its own: the UI colours a state by its
     type (a "Completed" type named otherwise is still green), and Prefect's automations
     and notifications match the Failed event and state type that operators already watch
-    for; a custom name would emit an event nobody's automation expects. The report stays
-    the state's result (``state.result(raise_on_failure=False)``: the CLI, a sweep and a
-    trigger still read every document's line), and the message opens with
+    for; a custom name would emit an event nobody's automation expects. The report rides
+    in the state's result as :class:`folio.errors.AllQuarantinedError` (its ``report``:
+    :func:`run_report_of` and the sweep still read every document's line, and a Python
+    caller of the flow gets that typed error, not Prefect's complaint about a dict), and the message opens with
     :data:`folio.report.ALL_QUARANTINED`, so ``folio trigger --wait`` exits 3 as for
     quarantined documents. A run with some documents done stays Completed (its summary
     says which were quarantined), as does one with nothing new to do (all cached)."""
@@ -167,7 +169,7 @@ def final_state(summary: dict[str, Any]) -> dict[str, Any]:
     # a flow may return the State of its result (Prefect makes it the run's final state;
     # a caller gets the report from ``return_state=True`` or the run's error): typed as
     # the result, as Prefect's Flow[P, T] types both ``flow()`` and its State[T]
-    return cast(dict[str, Any], Failed(message=why, data=summary))
+    return cast(dict[str, Any], Failed(message=why, data=AllQuarantinedError(why, summary)))
 
 
 def run_report_of(state: State[Any]) -> dict[str, Any]:
@@ -178,6 +180,8 @@ def run_report_of(state: State[Any]) -> dict[str, Any]:
         BaseException: the exception a run that failed otherwise (or crashed) ended with.
     """
     value = state.result(raise_on_failure=False)
+    if isinstance(value, AllQuarantinedError):
+        return cast(dict[str, Any], value.report)
     if isinstance(value, BaseException):
         raise value
     if not isinstance(value, dict):

@@ -183,3 +183,23 @@ def _subclasses(cls: type[FolioError]) -> list[type[FolioError]]:
 
 
 _TRANSIENT_CODES = frozenset(c.code for c in _subclasses(TransientError)) | {"internal"}
+
+
+# --- a run's verdict ----------------------------------------------------------------------
+
+
+class AllQuarantinedError(FolioError):
+    """A run in which every document it processed was quarantined: what the flow's Failed
+    state carries (folio_prefect.flows.ingest.final_state), with the run's report, so a
+    Python caller of the flow gets a typed error holding every document's line instead of
+    Prefect's "cannot be resolved into an exception" for a bare report."""
+
+    code = "all-quarantined"
+
+    def __init__(self, message: str, report: dict[str, object]) -> None:
+        super().__init__(message)
+        self.report = report
+
+    def __reduce__(self) -> tuple[type[AllQuarantinedError], tuple[str, dict[str, object]]]:
+        # pickled with the run's result (Prefect persists a Failed state's data)
+        return (type(self), (str(self), self.report))

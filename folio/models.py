@@ -252,6 +252,10 @@ class PageResult(BaseModel):
     #: the page failed for a reason a later run may not meet (a timeout, a crashed worker,
     #: an unreachable engine or store): its document is not recorded as done
     retryable: bool = False
+    #: what was found and fixed or only reported, never a reason to drop the page's text
+    #: (boxes clipped to the page, geometry checks validation reports): see
+    #: docs/page-outcomes.md
+    notes: list[str] = Field(default_factory=list)
 
 
 class CompressionInfo(BaseModel):
@@ -315,6 +319,12 @@ class DocumentResult(BaseModel):
     @property
     def pages_quarantined(self) -> int:
         return self.count(PageOutcome.QUARANTINED)
+
+    @property
+    def pages_without_text(self) -> int:
+        """Pages read and found to hold no text (nothing drawn, or a drawing or image in
+        which OCR found no words, with no text layer): ``blank``, outcome ok."""
+        return sum(1 for p in self.pages if p.blank and p.outcome is not PageOutcome.QUARANTINED)
 
     def check_accounting(self) -> None:
         """pages in = ok + fallback + quarantined; raises AssertionError if broken."""

@@ -112,6 +112,9 @@ def _page_record(doc: DocumentResult, page: PageResult) -> dict[str, Any]:
         "width_pt": page.width_pt,
         "height_pt": page.height_pt,
         "markdown": page.markdown,
+        # read, and no text on it (nothing drawn, or a drawing OCR found no words in)
+        "blank": page.blank,
+        "notes": page.notes,
         "blocks": [b.model_dump(mode="json") for b in page.blocks],
     }
 

@@ -23,6 +23,7 @@ def document_summary(doc: DocumentResult) -> dict[str, Any]:
         "pages_fallback": doc.pages_fallback,
         "pages_quarantined": doc.pages_quarantined,
         "pages_recovered": sum(1 for p in doc.pages if p.outcome == "recovered"),
+        "pages_without_text": doc.pages_without_text,
         "engine": doc.engine,
         "seconds": round(doc.seconds, 3),
         "cached": doc.cached,
@@ -54,6 +55,7 @@ def build_report(docs: list[DocumentResult], *, seconds: float, out: str,
         "pages_ok": sum(d.pages_ok for d in docs),
         "pages_fallback": sum(d.pages_fallback for d in docs),
         "pages_quarantined": sum(d.pages_quarantined for d in docs),
+        "pages_without_text": sum(d.pages_without_text for d in docs),
         "cached": sum(1 for d in docs if d.cached),
         "figures": sum(d.figures for d in docs if not d.cached),
         "figure_bytes": sum(d.figure_bytes for d in docs if not d.cached),
@@ -110,6 +112,8 @@ def markdown_summary(report: dict[str, Any], *, links: bool = False,
          + (f"{OUTPUT_FILES}" if links else "")),
     ]
     lines += _sync_lines(report.get("sync"))
+    if t.get("pages_without_text"):
+        lines[0] += f" Pages read without text on them: {t['pages_without_text']}."
     if data_docs:
         lines.append(f"Validation results: {_link('Great Expectations Data Docs', data_docs)}")
     lines += ["", "| document | outcome | pages ok | s |", "|---|---|---|---|"]

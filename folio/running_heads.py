@@ -68,7 +68,7 @@ from folio.models import Block, Label, PageResult, joined_box
 __all__ = ["APART_GAP", "BAND", "DISPLAY", "FOLIO_WORDS", "HEAD_LABELS", "MARGIN",
            "MARGIN_GAP", "MARGIN_PT", "MAX_CHARS", "MERGE_GAP", "NUMBER_BAND", "ONE_LINE",
            "SMALL_TYPE", "STACK_GAP", "WINDOW", "body_type", "candidates", "head_blocks",
-           "heads", "keep_page_text", "mark_running_heads", "spare_only_text", "type_size"]
+           "heads", "keep_content_lines", "keep_page_text", "mark_running_heads", "spare_only_text", "type_size"]
 
 #: the share of the page height at the top and the bottom where running heads live
 BAND = 0.12
@@ -110,6 +110,8 @@ MARGIN_GAP = 1.0
 FOLIO_WORDS = 12
 #: blocks of this many characters or more measure the page's body type
 BODY_CHARS = 100
+#: a line of this many words or more can be a sentence of the page's prose
+SENTENCE_WORDS = 5
 
 #: the labels of running heads: out of the markdown and the chunks unless kept
 HEAD_LABELS = frozenset({Label.PAGE_HEADER.value, Label.PAGE_FOOTER.value})
@@ -242,8 +244,8 @@ def _alone(blocks: Sequence[Block], n: int, band: str, body: float, height: floa
     display = body > 0 and own > DISPLAY * body  # a chapter's "12" over its title
     if block.label not in _HEADING_LABELS and not display and _folio_line(text):
         return True
-    if body <= 0 or type_size(block) > SMALL_TYPE * body:
-        return False
+    if body <= 0 or type_size(block) > SMALL_TYPE * body or _sentence(text):
+        return False  # a sentence of prose is the page's (one line measures small)
     return _gap(blocks, n, band) >= APART_GAP * own
 
 
@@ -344,6 +346,37 @@ def keep_page_text(blocks: Sequence[Block]) -> bool:
     for block in texts:
         block.label = Label.TEXT.value
     return True
+
+
+def keep_content_lines(blocks: Sequence[Block], height: float) -> bool:
+    """Lines that carry the page's content are never running heads: a block a layout
+    model labelled a header or footer is Text again when it reads as a sentence of prose
+    (:func:`_sentence`) and lies outside the page's margins (:data:`MARGIN_PT`). The
+    model's label rests on position alone, and the first line under the head band ("Table
+    3-2 lists the nine built-in global variables.") sits where a head would; if such a
+    line repeats on nearby pages, :func:`heads` still finds it. Whether any label changed
+    (in place)."""
+    margin = min(MARGIN_PT, MARGIN * height) if height > 0 else 0.0
+    changed = False
+    for block in blocks:
+        box = block.bbox
+        if (block.label in HEAD_LABELS and box is not None and _sentence(block.content)
+                and box.y0 > margin and (height <= 0 or box.y1 < height - margin)):
+            block.label = Label.TEXT.value
+            changed = True
+    return changed
+
+
+def _sentence(text: str) -> bool:
+    """Prose: :data:`SENTENCE_WORDS` words or more, opening with a capital or a digit,
+    closing with a full stop, and most words after the first in lower case (a running
+    title is in title case, a citation line mostly names and numbers)."""
+    words = text.split()
+    if len(words) < SENTENCE_WORDS or not words[0][:1].isupper() and not words[0][:1].isdigit():
+        return False
+    if not text.rstrip().endswith((".", "!", "?")):
+        return False
+    return sum(1 for w in words[1:] if w[:1].islower()) * 2 > len(words) - 1
 
 
 def spare_only_text(blocks: Sequence[Block], found: dict[int, str]) -> dict[int, str]:

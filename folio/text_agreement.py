@@ -27,7 +27,7 @@ from folio.running_heads import HEAD_LABELS
 
 __all__ = ["PageAgreement", "page_agreement", "recall", "words"]
 
-_TAG = re.compile(r"<[^>]*>")
+_TAG = re.compile(r"</?[A-Za-z][^<>\n]*>")
 _WORD = re.compile(r"\w+")
 #: blocks that leave the markdown and the chunks by design (running heads); their words
 #: are not owed to either

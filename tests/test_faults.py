@@ -20,6 +20,14 @@ from folio.samples import report_pages, write_text_pdf
 from tests.conftest import RecordProperty
 from tests.s3_fault_proxy import FaultProxy
 
+
+def _ingest(**parameters: Any) -> dict[str, Any]:
+    """The ingest flow's report, also of a run that quarantined every document (a Failed
+    run that carries its report: flows.ingest.final_state)."""
+    from folio_prefect.flows.ingest import ingest, run_report_of
+
+    return run_report_of(ingest(**parameters, return_state=True))
+
 pytestmark = [pytest.mark.usefixtures("prefect_api"), pytest.mark.timeout(900)]
 
 
@@ -112,15 +120,13 @@ def test_s3_down_longer_than_the_retries_then_a_rerun_converges(
     """Writes to the output bucket refused for the whole first run: every document ends
     retryable with a storage reason, none is marked done; once S3 is back, the rerun does
     them all, once each."""
-    from folio_prefect.flows.ingest import ingest
-
     out = f"s3://{s3_bucket}/results"
     proxy = FaultProxy(s3_server.endpoint_url, match=f"/{s3_bucket}/results/",
                        methods={"PUT", "POST"}).start()
     try:
         settings = _settings(proxy.url)
         proxy.down = True
-        first = ingest(sources=[str(_documents(tmp_path, 2))], out=out, settings=settings)
+        first = _ingest(sources=[str(_documents(tmp_path, 2))], out=out, settings=settings)
         assert proxy.injected > 0
         for doc in first["documents"]:
             assert doc["outcome"] != "ok", doc
@@ -129,7 +135,7 @@ def test_s3_down_longer_than_the_retries_then_a_rerun_converges(
         assert not [k for k in _keys(s3_server.client, s3_bucket) if "_index" in k], \
             "a document marked done while its outputs could not be written"
         proxy.down = False
-        second = ingest(sources=[str(tmp_path / "in")], out=out, settings=settings)
+        second = _ingest(sources=[str(tmp_path / "in")], out=out, settings=settings)
     finally:
         proxy.stop()
     assert [d["outcome"] for d in second["documents"]] == ["ok"] * 2, second["documents"]
@@ -150,7 +156,6 @@ def test_postgres_stopped_mid_sweep_then_back(tmp_path: Path, monkeypatch: pytes
     import psycopg
 
     from folio.stores import PG_DSN_ENV
-    from folio_prefect.flows.ingest import ingest
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -165,17 +170,17 @@ def test_postgres_stopped_mid_sweep_then_back(tmp_path: Path, monkeypatch: pytes
         early = tmp_path / "early"
         early.mkdir()
         (docs / "doc0.pdf").rename(early / "doc0.pdf")
-        first = ingest(sources=[str(early)], out=str(out), settings=settings)
+        first = _ingest(sources=[str(early)], out=str(out), settings=settings)
         assert [d["outcome"] for d in first["documents"]] == ["ok"]
         server.cleanup()  # PostgreSQL stops
-        down = ingest(sources=[str(docs)], out=str(out), settings=settings)
+        down = _ingest(sources=[str(docs)], out=str(out), settings=settings)
         for doc in down["documents"]:
             assert doc["outcome"] != "ok" and doc["retryable"] and doc["reason"], doc
         done = {p.name for p in (out / "_index").rglob("*") if p.is_file()}
         assert not any(d["doc_id"] in name for d in down["documents"] for name in done), \
             "a document marked done without its vectors"
         server = pgserver.get_server(root / "data", cleanup_mode="stop")  # back
-        again = ingest(sources=[str(early), str(docs)], out=str(out), settings=settings)
+        again = _ingest(sources=[str(early), str(docs)], out=str(out), settings=settings)
         outcomes = {Path(d["source"]).name: (d["outcome"], d["cached"]) for d in again["documents"]}
         assert outcomes == {"doc0.pdf": ("ok", True), "doc1.pdf": ("ok", False),
                             "doc2.pdf": ("ok", False)}, outcomes

@@ -15,7 +15,7 @@ from PIL import Image, ImageDraw, ImageFont
 from folio import samples
 from folio.config import PipelineConfig
 from folio.io.sources import discover
-from folio.layer_or_ocr import layer_is_better
+from folio.layer_or_ocr import layer_holds_text, layer_is_better
 from folio.models import TextLayer
 from folio.pipeline import Services, process_document
 
@@ -77,3 +77,42 @@ def test_a_poorer_ocr_does_not_replace_the_text_layer(tmp_path: Path) -> None:
     assert (page.attempts[0].error or "").startswith("text layer kept: OCR read")
     assert page.attempts[1].error is None
     assert samples.sentences(3, 12).split(". ")[1] in page.markdown
+
+
+def test_short_text_counts_and_unmapped_glyphs_do_not() -> None:
+    assert layer_holds_text(layer("éàüöïçñ", score=0.0))
+    assert not layer_holds_text(layer("\ufffd\ue000 !! ..", score=0.0))
+    assert not layer_holds_text(None)
+
+
+def test_a_reading_without_words_never_beats_a_layer_with_text() -> None:
+    letters = layer("éàüöïçñ", score=0.0)  # junk by the judge, still the page's text
+    why = layer_is_better("", letters, width_pt=612, height_pt=792)
+    assert why == "text layer kept: OCR read no words where the layer has 1"
+    assert layer_is_better("", layer("\ufffd\ufffd", score=0.0), width_pt=612,
+                           height_pt=792) is None
+
+
+def test_ocr_that_misses_words_the_layer_has_right_does_not_replace_it() -> None:
+    english = samples.sentences(2, 8)
+    korean = " 안녕하세요 세계 한국어 문서 입니다 " * 2  # a script eng OCR cannot read
+    both = layer(english + korean, score=0.9)
+    why = layer_is_better(english, both, width_pt=612, height_pt=792)
+    assert why is not None and "none of its HANGUL words" in why
+    # symbols and short words an OCR misreads: as many words, no better a text
+    symbols = layer("Test ± 4 a b d ≤ 7 x2 y " + english, score=0.5)
+    misread = "Tcst + A o h 0 < 1 xz v " + english
+    why = layer_is_better(misread, symbols, width_pt=612, height_pt=792)
+    assert why is not None and "distinct words and is no better a text" in why
+    # the same under an earlier OCR's hidden layer, which a better OCR reading more words
+    # replaces: the words in a script the OCR read none of keep the layer
+    hidden = layer(english + korean, score=0.75)
+    hidden.why = "hidden text layer (an earlier OCR under a scan); good"
+    why = layer_is_better(english + " more words read " * 3, hidden, width_pt=612,
+                          height_pt=792)
+    assert why is not None and "none of its HANGUL words" in why
+    # OCR reading as much, better (a hidden earlier OCR's layer scores lower): it stands
+    earlier = layer(english.replace("e", "c") + " " + english, score=0.6)
+    earlier.why = "hidden text layer (an earlier OCR under a scan); good"
+    assert layer_is_better(english + " " + english, earlier, width_pt=612,
+                           height_pt=792) is None

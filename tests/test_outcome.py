@@ -46,3 +46,15 @@ def test_a_full_disk_is_the_machines_fault_and_other_os_errors_are_not() -> None
         assert err.reason.startswith("storage: page 3 in /w: ")
     assert storage_error_from_os(OSError(errno.ENOENT, "gone"), "x") is None
     assert storage_error_from_os(PermissionError(errno.EACCES, "no"), "x") is None
+
+
+def test_a_fallback_after_a_transient_failure_keeps_its_document_for_a_retry() -> None:
+    """The layer's text is written (never worse than the layer), but an engine that was
+    down must read the page on a later run: the document is not recorded as done."""
+    ok = PageResult(index=0, width_pt=1, height_pt=1, outcome=PageOutcome.OK)
+    kept = PageResult(index=1, width_pt=1, height_pt=1, outcome=PageOutcome.FALLBACK,
+                      reason="text layer kept (score 0.20) after: timeout: 120 s",
+                      retryable=True)
+    doc = DocumentResult(source="s", page_count=2, pages=[ok, kept])
+    decide_outcome(doc)
+    assert doc.outcome is DocumentOutcome.OK and doc.retryable

@@ -234,13 +234,17 @@ def test_missing_rights_are_a_config_error(pg_dsn: str, table: str) -> None:
 
 @pytest.mark.usefixtures("prefect_api")
 def test_flow_ingests_into_pgvector_and_reprocess_keeps_the_count(
-    pg_dsn: str, table: str, tmp_path: Path
+    pg_dsn: str, table: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from folio.samples import report_pages, write_text_pdf
+    from folio.stores import PG_DSN_ENV
     from folio_prefect.flows.ingest import ingest
 
     pdf = write_text_pdf(tmp_path / "report.pdf", report_pages(seed=3, n=2))
-    settings = {"store.kind": "pgvector", "store.uri": pg_dsn, "store.table": table}
+    # the DSN from the worker's environment: a run's settings are stored by Prefect
+    # (docs/security.md)
+    monkeypatch.setenv(PG_DSN_ENV, pg_dsn)
+    settings = {"store.kind": "pgvector", "store.table": table}
     report = ingest(sources=[str(pdf)], out=str(tmp_path / "out"), settings=settings)
     doc = report["documents"][0]
     assert doc["outcome"] == "ok" and doc["chunks"] > 0, doc

@@ -7,7 +7,7 @@ from __future__ import annotations
 from folio.chunking import ChunkStream, chunk_document
 from folio.config import ChunkSettings
 from folio.models import BBox, Block, DocumentResult, Label, PageOutcome, PageResult
-from folio.running_heads import head_blocks, mark_running_heads
+from folio.running_heads import head_blocks, keep_content_lines, mark_running_heads
 
 W, H = 612.0, 792.0
 
@@ -298,3 +298,44 @@ def test_a_block_in_the_half_inch_margin_set_apart_is_a_running_head_in_any_type
                        0) == {}
     heading = block("Edgar, King of England", 16, 25, 0, Label.TITLE.value)
     assert head_blocks(one_page(heading, prose(60, 1)), 0) == {}
+
+
+def test_a_sentence_of_the_page_is_never_a_head_by_the_layout_models_label() -> None:
+    """A layout model labels by position: the first line under the head band ("Table
+    3-2 lists the nine built-in global variables." in redp5110) came out a Page-Header
+    and left the markdown. A sentence outside the margins is Text again; a running title,
+    a citation line and a sentence in the margin keep the model's label."""
+    head = Label.PAGE_HEADER.value
+    blocks = [
+        block("Table 3-2 lists the nine built-in global variables.", 72, 81, 0, head),
+        block("Chapter 3. Row and Column Access Control", 60, 70, 1, head),
+        block("Proceedings of the National Academy of Sciences 117, 2020.", 50, 58, 2, head),
+        block("This page is intentionally left blank for printing.", 10, 20, 3, head),
+        block(body(1), 100, 200, 4),
+    ]
+    assert keep_content_lines(blocks, H)
+    assert [b.label for b in blocks] == [Label.TEXT.value, head, head, head, Label.TEXT.value]
+    assert not keep_content_lines(blocks, H)  # nothing left to change
+
+
+def test_a_repeated_sentence_in_the_foot_band_is_still_a_running_footer() -> None:
+    notice = "All rights are reserved by the publisher of this report."
+    pages = [page(i, None, notice, body(i)) for i in range(4)]
+    for p in pages:
+        p.blocks[-1].label = Label.PAGE_FOOTER.value
+        p.blocks[-1].bbox = BBox(x0=72, y0=720, x1=540, y1=732)  # above the margin
+        keep_content_lines(p.blocks, H)
+        assert p.blocks[-1].label == Label.TEXT.value
+    mark_running_heads(pages)
+    assert all(p.blocks[-1].label == Label.PAGE_FOOTER.value for p in pages)
+    assert all(notice not in p.markdown for p in pages)
+
+
+def test_a_sentence_set_apart_at_the_top_of_its_own_page_is_text() -> None:
+    """One line measures smaller than a paragraph of the same type (no leading under
+    it): a sentence of the page's prose above a table, set apart by the gap before it,
+    looked like a small line set apart. A journal line there is still a head."""
+    sentence = small("Table 3-2 lists the nine built-in global variables.", 72, 0)
+    assert head_blocks(one_page(sentence, prose(120, 1)), 0) == {}
+    journal = small("Journal of Applied Physics 112, 033512 (2012)", 72, 0)
+    assert head_blocks(one_page(journal, prose(120, 1)), 0) == {0: Label.PAGE_HEADER.value}

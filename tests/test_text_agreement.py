@@ -69,3 +69,12 @@ def test_chunks_that_miss_markdown_text_do_not_agree() -> None:
 def test_a_page_with_markdown_only_is_its_own_text() -> None:
     page = _page([], "# Title\n\nOne paragraph of a model's answer.")
     assert _agree(page) == (1.0, 1.0)
+
+
+def test_stray_angle_brackets_are_not_tags() -> None:
+    """A comparison ("if a < b and c > d") or an OCR'd form's "Cl>opMa ... <" is text: a
+    tag pattern that spanned from one stray "<" to the next ">" once dropped the words
+    between them from the markdown's count and quarantined the page (issue 50)."""
+    text = "if a < b and c > d then swap\nCl>opMa no KHA < 1152017"
+    assert sum(words(text).values()) == 13
+    assert words("<td>cell</td> <br/> x") == words("cell x")

@@ -15,7 +15,7 @@ from folio import samples
 from folio.config import RouteSettings
 from folio.models import Label, TextLayer
 from folio.pdf.pdfium_doc import hidden_text_share, open_pdf, page_geometry
-from folio.pdf.text_layer import extract, score_text
+from folio.pdf.text_layer import extract, score_text, utf16_char
 
 LETTER_AREA = 612.0 * 792.0
 
@@ -351,3 +351,14 @@ def test_score_text_counts_as_the_per_character_reference(seed: int) -> None:
 def test_score_text_on_recorded_answers_is_the_reference(name: str) -> None:
     text = (Path(__file__).parent / "data" / "model_outputs" / name).read_text(errors="replace")
     assert score_text(text, page_area_pt2=612 * 792) == _reference_score(text, 612 * 792)
+
+
+def test_characters_outside_the_bmp_are_one_character_not_two_bad_ones() -> None:
+    """pdfium reads a page's text as UTF-16 units: a math italic p (U+1D45D) is a
+    surrogate pair; read one unit at a time it became two U+FFFD and its word was lost
+    from the layer's blocks (issue 50: a password algorithm's variables)."""
+    high, low = divmod(0x1D45D - 0x10000, 0x400)
+    assert utf16_char(0xD800 + high, 0xDC00 + low) == ("𝑝", True)
+    assert utf16_char(0xD800 + high, ord("x")) == ("\ufffd", False)  # a lone high half
+    assert utf16_char(0xDC00 + low) == ("\ufffd", False)
+    assert utf16_char(ord("é")) == ("é", False) and utf16_char(0) == ("\ufffd", False)

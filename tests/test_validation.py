@@ -303,3 +303,27 @@ def test_a_page_whose_text_did_not_reach_the_markdown_or_chunks_fails() -> None:
     assert failures == {1: ["markdown-keeps-text"], 2: ["chunks-keep-markdown"]}
     frame = pages_frame("doc", [page(0), lost, heads_only])
     assert list(frame["markdown_recall"]) == [1.0, 0.0, 1.0]
+
+
+def test_geometry_is_reported_and_content_damage_quarantines(tmp_path: Path) -> None:
+    """Boxes are data, not verdicts (issue 50): a box past the page's edge is noted on the
+    page and its text kept; a page left without text is still quarantined."""
+    from folio.config import PipelineConfig
+    from folio.models import DocumentOutcome, DocumentResult
+    from folio.pipeline import Services, validate_document
+
+    over = page(0)
+    over.blocks[1].bbox = BBox(x0=-40, y0=90, x1=700, y1=900)
+    empty = page(1, "").model_copy(update={"markdown": "", "blocks": []})
+    doc = DocumentResult(source="d.pdf", doc_id="d", page_count=2, pages=[over, empty])
+    services = Services(PipelineConfig.model_validate({"store": {"kind": "none"}}),
+                        str(tmp_path))
+    try:
+        validate_document(doc, services)
+    finally:
+        services.close()
+    assert over.outcome is PageOutcome.OK
+    assert over.notes == ["validation reported: bbox-left, bbox-right, bbox-bottom"]
+    assert empty.outcome is PageOutcome.QUARANTINED
+    assert empty.reason == "validation: text-nonempty"
+    assert doc.outcome is DocumentOutcome.PARTIAL

@@ -32,6 +32,8 @@ class EngineOutput(BaseModel):
     #: the answer is a valid one that says the page holds no text (olmOCR's front matter
     #: with an empty body): the page is read, not failed, as its reference pipeline has it
     no_text: bool = False
+    #: what fitting the boxes to the page changed beyond rounding (folio.pipeline.geometry)
+    geometry: str = ""
 
 
 @runtime_checkable

@@ -290,6 +290,8 @@ class RapidOcrEngine:
             err.attempt = self._attempt(started, error=err.reason)  # type: ignore[attr-defined]
             raise
         assert page.image_path
+        if not paragraphs:  # no text is a reading (a drawing), not a failure
+            return EngineOutput(attempt=self._attempt(started), no_text=True)
         scale = _points_per_pixel(page, page.image_path)
         blocks = paragraphs_to_blocks(paragraphs, scale)
         return EngineOutput(blocks=blocks, markdown=blocks_to_markdown(blocks),
@@ -309,10 +311,7 @@ class RapidOcrEngine:
             raise BadOutputError(
                 f"rapidocr failed on page {page.index}: {type(exc).__name__}: {exc}"
             ) from exc
-        paragraphs = group_paragraphs(lines)
-        if not paragraphs and not page.blank:
-            raise BadOutputError(f"empty: rapidocr found no text on page {page.index}")
-        return paragraphs
+        return group_paragraphs(lines)
 
     def _attempt(self, started: float, error: str | None = None) -> Attempt:
         seconds = round(time.perf_counter() - started, 3)

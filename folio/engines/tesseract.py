@@ -362,8 +362,7 @@ class TesseractEngine:
 
         Raises:
             BadInputError: the page has no rendered image.
-            BadOutputError: Tesseract failed on the image, or found no words on a page
-                that is not blank.
+            BadOutputError: Tesseract failed on the image.
             TimeoutExpired: it ran longer than ``timeout_s`` (the process group is killed).
             EngineUnavailableError: the binary is gone.
         """
@@ -377,9 +376,11 @@ class TesseractEngine:
         assert page.image_path  # _paragraphs refused a page without one
         scale = _points_per_pixel(page, page.image_path)
         blocks = paragraphs_to_blocks(paragraphs, scale)
+        # no words is a reading, not a failure: a drawing or a photo holds no text (the
+        # pipeline decides whether the page's own layer says otherwise)
         return EngineOutput(blocks=blocks, markdown=blocks_to_markdown(blocks),
                             attempt=self._attempt(started, rotated=rotated),
-                            words=word_boxes(paragraphs, scale))
+                            words=word_boxes(paragraphs, scale), no_text=not blocks)
 
     def _paragraphs(self, page: PagePrep) -> tuple[list[Paragraph], int]:
         """The page's paragraphs, and the degrees its image was turned to read it upright."""
@@ -388,8 +389,6 @@ class TesseractEngine:
                 f"page {page.index} has no rendered image ({page.error or 'no render'})"
             )
         paragraphs = self._read(page, page.image_path)
-        if not paragraphs and not page.blank:
-            raise BadOutputError(f"empty: tesseract found no words on page {page.index}")
         rotated = 0
         confidence = words_confidence(paragraphs)
         if confidence is not None and confidence < ORIENTATION_CHECK_CONFIDENCE:

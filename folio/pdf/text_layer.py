@@ -55,6 +55,8 @@ _UNSPACED_RANGES = (
 #: an earlier OCR hidden under a scan is re-OCR'd at the default min_score (0.8): even a
 #: flawless-looking one scores 0.75 (its errors are words our signals cannot see)
 _HIDDEN_LAYER_FACTOR = 0.75
+#: how a hidden layer's ``why`` opens (folio.layer_or_ocr reads it)
+HIDDEN_MARK = "hidden text layer"
 
 
 def score_text(
@@ -307,7 +309,7 @@ def extract(
     )
     if score > 0 and hidden_text_share(page) > 0.5:
         score = round(score * _HIDDEN_LAYER_FACTOR, 3)
-        why = f"hidden text layer (an earlier OCR under a scan); {why}"
+        why = f"{HIDDEN_MARK} (an earlier OCR under a scan); {why}"
     return TextLayer(
         chars=scan.glyphs,
         text=text,
@@ -328,10 +330,16 @@ def _scan_chars(textpage: pdfium.PdfTextPage, geometry: PageGeometry) -> _Scan:
     box = pdfium_c.FS_RECTF()
     matrix = pdfium_c.FS_MATRIX()
     fonts = _Fonts(textpage)
-    for index in range(textpage.count_chars()):
+    count, paired = textpage.count_chars(), -1
+    for index in range(count):
+        if index == paired:
+            continue  # the low half of a character outside the BMP, read with its high half
         code = pdfium_c.FPDFText_GetUnicode(textpage, index)
-        # lone UTF-16 surrogates (broken fonts) cannot be encoded: count them as bad glyphs
-        char = chr(code) if 0 < code < 0x110000 and not 0xD800 <= code <= 0xDFFF else "\ufffd"
+        low = (pdfium_c.FPDFText_GetUnicode(textpage, index + 1)
+               if 0xD800 <= code <= 0xDBFF and index + 1 < count else 0)
+        char, both = utf16_char(code, low)
+        if both:
+            paired = index + 1
         if char in "\r\n":
             run = _flush(run, scan, geometry)
             scan.end_word(geometry)
@@ -368,6 +376,18 @@ def _scan_chars(textpage: pdfium.PdfTextPage, geometry: PageGeometry) -> _Scan:
     _flush(run, scan, geometry)
     scan.end_word(geometry)
     return scan
+
+
+def utf16_char(code: int, low: int = 0) -> tuple[str, bool]:
+    """The character of pdfium's UTF-16 unit ``code`` (with the next unit ``low``), and
+    whether it took both: a character outside the BMP (math italic letters, CJK
+    extensions, emoji) is a surrogate pair, one character; a lone surrogate (a broken
+    font) cannot be encoded and counts as a bad glyph (U+FFFD)."""
+    if 0xD800 <= code <= 0xDBFF and 0xDC00 <= low <= 0xDFFF:
+        return chr(0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)), True
+    if 0 < code < 0x110000 and not 0xD800 <= code <= 0xDFFF:
+        return chr(code), False
+    return "\ufffd", False
 
 
 #: Arabic lam and the alefs it forms a ligature with (lam-alef, one glyph, two letters)

@@ -11,24 +11,24 @@ from folio.caption_order import captions_beside
 from folio.config import ValidationSettings
 from folio.engines.base import GENERATIVE_ENGINES, EngineOutput, OcrEngine
 from folio.engines.markdown import BLOCK_MARKDOWN_ENGINES, blocks_to_markdown
+from folio.engines.text_layer import TextLayerEngine
 from folio.errors import BadOutputError, FolioError, TransientError, is_transient_code
 from folio.figures.regions import find_pictures
-from folio.layer_or_ocr import layer_is_better
+from folio.layer_or_ocr import layer_holds_text, layer_is_better
 from folio.layout_labels import label_blocks
-from folio.models import Attempt, BBox, Block, PageOutcome, PagePrep, PageResult
+from folio.models import Attempt, Block, PageOutcome, PagePrep, PageResult
+from folio.pipeline.geometry import fit_blocks
 from folio.pipeline.outcome import page_failed
 from folio.pipeline.services import Services
 from folio.quality import mean_confidence, repeat_ratio
 from folio.route import route_page
-from folio.running_heads import keep_page_text
+from folio.running_heads import keep_content_lines, keep_page_text
 
 log = logging.getLogger(__name__)
 
 #: attempts a page gets on an engine without a sampling ladder of its own (a CPU engine
 #: is deterministic: later attempts run only after a transient failure)
 DEFAULT_ATTEMPTS = 3
-#: bboxes overshooting the page by less than this share of its size are clipped
-BBOX_CLIP_TOLERANCE = 0.02
 
 
 def discard_image(page: PagePrep) -> None:
@@ -88,15 +88,17 @@ def _process_page(page: PagePrep, services: Services) -> PageResult:
             asked = page.model_copy(update={"turn": turn}) if turn and name == primary else page
             output = _recognize(engine, asked, attempt)
             with answer_work() if generative else nullcontext():
-                output.blocks = clip_blocks(output.blocks, page.width_pt, page.height_pt)
+                output.blocks, output.geometry = fit_blocks(output.blocks, page.width_pt,
+                                                            page.height_pt)
                 apply_layout(output, name, page, config.layout.min_cover)
                 find_pictures(output, name, page, config.layout.min_cover, config.figures)
                 problem = page_problem(output, page, config.validation, generative=generative)
                 # a CPU engine's reading may lose to the layer; a vision model's answer is
-                # kept, as its reference pipeline keeps it (tables score low as text)
+                # kept, as its reference pipeline keeps it (tables score low as text),
+                # unless it found no text where the layer holds some
                 kept = (_keep_layer(output, page, services)
                         if route.kind == "ocr" and name == primary and not problem
-                        and not generative else None)
+                        and (not generative or output.no_text) else None)
             if problem:
                 output.attempt.error = problem
                 result.attempts.append(output.attempt)
@@ -120,6 +122,18 @@ def _process_page(page: PagePrep, services: Services) -> PageResult:
         return _accept(result, output, name, outcome, errors)
     if usable is not None:
         return _accept(result, usable, primary, PageOutcome.RECOVERED, errors)
+    if (last := _layer_last_resort(page, services)) is not None:
+        # never worse than the layer: its text, whatever it scored, beats a quarantined
+        # page; a transient failure still marks the page (and its document) for a retry
+        result.attempts.append(last.attempt)
+        accepted = _accept(result, last, "text-layer", PageOutcome.FALLBACK, errors)
+        layer = page.text_layer
+        assert layer is not None
+        failed = [e for e in dict.fromkeys(errors) if "no usable text layer" not in e]
+        accepted.reason = (f"text layer kept (score {layer.score:.2f}) after: "
+                           + "; ".join(failed))
+        accepted.retryable = last_transient
+        return accepted
     result.outcome = PageOutcome.QUARANTINED
     result.reason = "; ".join(dict.fromkeys(errors)) or "no engine could read the page"
     result.retryable = last_transient
@@ -131,11 +145,12 @@ def _accept(result: PageResult, output: EngineOutput, engine: str, outcome: Page
     result.engine, result.model = engine, output.attempt.model
     result.prompt_format = output.prompt_format
     result.blocks, result.markdown = output.blocks, output.markdown
+    result.notes = [output.geometry] if output.geometry else []
     result.outcome = outcome
     result.reason = "" if outcome is PageOutcome.OK else f"after: {errors[-1]}"
     if output.no_text and not output.markdown.strip():
-        result.blank = True  # the model read the page and found no text on it
-        result.reason = result.reason or "the model found no text on the page"
+        result.blank = True  # the engine read the page and found no text on it
+        result.reason = result.reason or f"no text on the page: {engine} found none"
     return result
 
 
@@ -147,16 +162,32 @@ def _keep_layer(output: EngineOutput, page: PagePrep, services: Services
                           height_pt=page.height_pt)
     if why is None:
         return None
+    layer = _layer_output(page, services)
+    if layer is None:
+        return None
+    output.attempt.error = why
+    return layer
+
+
+def _layer_output(page: PagePrep, services: Services) -> EngineOutput | None:
+    """The page's text layer as an engine's output at any score (the layer_or_ocr rules
+    decided it is wanted), boxes clipped and layout applied; None without one."""
     try:
-        layer = _recognize(services.engine("text-layer"), page, 0)
+        layer = _recognize(TextLayerEngine(min_score=0.0), page, 0)
     except FolioError:
         return None
-    layer.blocks = clip_blocks(layer.blocks, page.width_pt, page.height_pt)
+    layer.blocks, layer.geometry = fit_blocks(layer.blocks, page.width_pt, page.height_pt)
     apply_layout(layer, "text-layer", page, services.config.layout.min_cover)
     find_pictures(layer, "text-layer", page, services.config.layout.min_cover,
                   services.config.figures)
-    output.attempt.error = why
     return layer
+
+
+def _layer_last_resort(page: PagePrep, services: Services) -> EngineOutput | None:
+    """The layer's output for a page every engine failed on, when the layer holds text."""
+    if not layer_holds_text(page.text_layer):
+        return None
+    return _layer_output(page, services)
 
 
 def _recognize(engine: OcrEngine, page: PagePrep, attempt: int) -> EngineOutput:
@@ -181,24 +212,17 @@ def apply_layout(output: EngineOutput, engine: str, page: PagePrep, min_cover: f
                                    output.rulings, page.height_pt)
     blocks, moved = captions_beside(blocks)
     restored = keep_page_text(blocks)  # a page's only text is no running head
+    # nor is a sentence of its prose that the layout model placed in the head band
+    restored = keep_content_lines(blocks, page.height_pt) or restored
     if changed or moved or restored:
         output.blocks = blocks
         output.markdown = blocks_to_markdown(blocks)
 
 
 def clip_blocks(blocks: list[Block], width: float, height: float) -> list[Block]:
-    """Clip boxes that overshoot the page by a hair (rounding, glyph overhang); larger
-    overshoots are left for validation to report."""
-    tol_x, tol_y = width * BBOX_CLIP_TOLERANCE, height * BBOX_CLIP_TOLERANCE
-    for block in blocks:
-        b = block.bbox
-        if b is None:
-            continue
-        if b.x0 >= -tol_x and b.y0 >= -tol_y and b.x1 <= width + tol_x and b.y1 <= height + tol_y:
-            block.bbox = BBox(
-                x0=max(0.0, b.x0), y0=max(0.0, b.y0), x1=min(width, b.x1), y1=min(height, b.y1)
-            )
-    return blocks
+    """Clip every box to the page (:func:`folio.pipeline.geometry.fit_blocks`, its note
+    dropped): geometry never drops a page's text."""
+    return fit_blocks(blocks, width, height)[0]
 
 
 def page_problem(

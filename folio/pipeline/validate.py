@@ -7,9 +7,18 @@ from folio.pipeline.outcome import quarantine
 from folio.pipeline.services import Services
 from folio.running_heads import mark_running_heads
 
+#: checks of where blocks lie: reported on the page (``notes``), never a quarantine. The
+#: page stage already clipped every box to the page (folio.pipeline.geometry), so these
+#: fire only on results made elsewhere; the content checks (no text, repeated n-grams,
+#: low confidence, words lost on the way to the markdown or the chunks, unknown labels)
+#: still quarantine
+GEOMETRY_CHECKS = frozenset({"bbox-left", "bbox-top", "bbox-right", "bbox-bottom",
+                             "bbox-ordered"})
+
 
 def validate_document(doc: DocumentResult, services: Services) -> DocumentResult:
-    """Great Expectations over the document's pages; failing pages are quarantined.
+    """Great Expectations over the document's pages; pages failing a content check are
+    quarantined, geometry failures only noted on the page.
 
     Running heads are labelled first (kept in the JSON, out of the markdown and the
     chunks, as the early chunk streams judged them), so the suite checks the markdown and
@@ -25,10 +34,14 @@ def validate_document(doc: DocumentResult, services: Services) -> DocumentResult
         except Exception as err:
             return quarantine(doc, err)
         for page in doc.pages:
-            names = failures.get(page.index)
-            if names and page.outcome is not PageOutcome.QUARANTINED:
+            names = failures.get(page.index) or []
+            geometry = [n for n in names if n in GEOMETRY_CHECKS]
+            content = [n for n in names if n not in GEOMETRY_CHECKS]
+            if geometry:  # boxes are data: reported, the page's text kept
+                page.notes.append("validation reported: " + ", ".join(geometry))
+            if content and page.outcome is not PageOutcome.QUARANTINED:
                 page.outcome = PageOutcome.QUARANTINED
-                page.reason = "validation: " + ", ".join(names)
+                page.reason = "validation: " + ", ".join(content)
     decide_outcome(doc)
     return doc
 
@@ -45,5 +58,8 @@ def decide_outcome(doc: DocumentResult) -> None:
     else:
         doc.outcome = DocumentOutcome.PARTIAL
         doc.reason = f"{doc.pages_quarantined} of {doc.page_count} pages quarantined"
+    # a page that fell back to its text layer after a transient failure (an engine down)
+    # keeps its document from being recorded as done: a later run reads it properly
     doc.retryable = doc.retryable or any(
-        p.retryable for p in doc.pages if p.outcome is PageOutcome.QUARANTINED)
+        p.retryable for p in doc.pages
+        if p.outcome in (PageOutcome.QUARANTINED, PageOutcome.FALLBACK))
