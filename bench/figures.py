@@ -104,9 +104,9 @@ def score(expected: dict[int, list[tuple[float, ...]]],
 
 def one_run(mode: str, out: str, sources: list[str], extra: dict[str, Any]) -> dict[str, Any]:
     """One pipeline run in this process: its CPU seconds and each document's pictures."""
-    from folio.config import PipelineConfig
     from folio.io.sources import discover
     from folio.pipeline import Services, process_documents
+    from folio.settings.config import PipelineConfig
 
     config = PipelineConfig.model_validate({
         "store": {"kind": "none"}, "validation": {"enabled": False},

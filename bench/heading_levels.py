@@ -3,7 +3,7 @@
 Runs folio's CPU pipeline as a user gets it by default (engine tesseract, route auto,
 layout model on, no vector store), one document at a time, levels the headings and
 chunks each result as the load stage does (:func:`folio.hierarchy.levels.level_document`,
-:func:`folio.chunking.chunk_document`), and scores two sets:
+:func:`folio.output.chunking.chunk_document`), and scores two sets:
 
 * the docling corpus PDFs with a ground-truth JSON (``docling/groundtruth``): heading
   recall and precision as bench/heading_recall.py counts them; the ground truth's own
@@ -36,11 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _measure import command, corpus_dir, git
 from heading_recall import GT_DIR, GT_LABELS, run, same_heading
 
-from folio.config import PipelineConfig
 from folio.hierarchy.levels import HEADING_LABELS, HeadingLeveler, heading_text, level_document
 from folio.hierarchy.numbering import numbering_level
 from folio.models import Chunk, DocumentResult, PageOutcome
 from folio.pipeline import Services
+from folio.settings.config import PipelineConfig
 
 REPO = Path(__file__).resolve().parents[1]
 #: corpus PDFs with a multi-level outline (found by reading every corpus PDF's outline)

@@ -5,7 +5,7 @@ and a mixed folder through an S3 endpoint with a rerun that reads nothing again.
    at least 1000 characters of text layer on page 1, in path order: no pick by result),
    rendered by pdfium at 150, 200 and 300 DPI and saved as PNG, JPEG (quality 90, as a
    scanner's default) and TIFF (LZW), each read by folio as an image file with tesseract;
-   word recall against the page's own text layer (folio.quality.word_recall).
+   word recall against the page's own text layer (folio.page.quality.word_recall).
 2. CPU: the same 200-DPI page as a PNG file and as an image-only PDF (Pillow's PDF of the
    same pixels), each through the whole pipeline, alternated, repeated; CPU seconds of the
    process tree (page workers and tesseract included) per page, medians, and their ratio.
@@ -39,11 +39,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _measure import corpus_dir, median, save, tree_cpu_seconds
 
-from folio.config import PipelineConfig
 from folio.io.sources import discover
 from folio.models import DocumentResult
+from folio.page.quality import word_recall
 from folio.pipeline import Services, process_documents
-from folio.quality import word_recall
+from folio.settings.config import PipelineConfig
 
 DPIS = (150, 200, 300)
 FORMATS: dict[str, tuple[str, dict[str, Any]]] = {

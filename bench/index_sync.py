@@ -167,10 +167,10 @@ class Counter:
 def measure(endpoint: str, size: int, store: Any) -> dict[str, Any]:
     from pydantic import SecretStr
 
-    from folio.config import S3Settings
     from folio.index import sync as index_sync
     from folio.io.sinks import open_sink
     from folio.io.sources import discover
+    from folio.settings.config import S3Settings
 
     s3 = S3Settings(endpoint_url=endpoint, region="us-east-1", access_key_id="test",
                     secret_access_key=SecretStr("test"))
@@ -211,10 +211,10 @@ def replacements(endpoint: str, size: int, store: Any) -> dict[str, Any]:
     import numpy as np
     from pydantic import SecretStr
 
-    from folio.config import S3Settings
     from folio.index import publish
     from folio.io.sinks import open_sink
     from folio.models import Chunk, DocumentOutcome, DocumentResult
+    from folio.settings.config import S3Settings
     from folio.stores.base import DocumentVectors
 
     s3 = S3Settings(endpoint_url=endpoint, region="us-east-1", access_key_id="test",

@@ -3,7 +3,7 @@ suite): outcomes by class, pages without text, and how much of each document's o
 layer reaches its outputs.
 
 There is no ground truth, so the measure is the one any PDF must meet: the distinct words
-pdfium's text layer holds for a document (:func:`folio.quality.normalize_words`) against
+pdfium's text layer holds for a document (:func:`folio.page.quality.normalize_words`) against
 the words folio wrote (document.md, plus the running heads document.json keeps out of the
 markdown). A document with at least ``--min-words`` distinct layer words whose share kept
 is below ``--target`` is listed with its pages' outcomes and reasons. A layer folio's judge
@@ -35,13 +35,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _measure import REPO, command, git, tree_rss_kib
 
-from folio.config import PipelineConfig
 from folio.io.sources import discover
 from folio.models import DocumentResult
-from folio.outputs import JSON, MARKDOWN, document_folder
+from folio.output.outputs import JSON, MARKDOWN, document_folder
+from folio.page.quality import normalize_words
+from folio.page.running_heads import HEAD_LABELS
 from folio.pipeline import Services, process_document
-from folio.quality import normalize_words
-from folio.running_heads import HEAD_LABELS
+from folio.settings.config import PipelineConfig
 
 SAMPLE = REPO.parent / "shared" / "pdfjs-sample" / "pdfs"
 SETTINGS = {

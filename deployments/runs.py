@@ -252,7 +252,7 @@ def run_report(run: FlowRun) -> dict[str, Any] | None:
     # Prefect finds the S3 block's class by its slug
     import folio_prefect.deployments.result_storage  # noqa: F401
     from folio.errors import AllQuarantinedError
-    from folio.report import ALL_QUARANTINED
+    from folio.output.report import ALL_QUARANTINED
 
     state = run.state
     quarantined = (state is not None and state.is_failed()

@@ -30,20 +30,20 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 # the S3 result block's class, which Prefect looks up by its slug
 import folio_prefect.deployments.result_storage  # noqa: F401
-from folio_prefect.flows.vllm_runner import raise_startup_failure
+from folio.checks.run_checks import check_host
+from folio.checks.validation import in_child as validation_in_child
+from folio.checks.validation import preload as preload_validation
 from folio.errors import AllQuarantinedError
 from folio.index import sync as index_sync
 from folio.io.sources import SourceRef
 from folio.models import DocumentResult
+from folio.output.report import build_report, markdown_summary, nothing_processed
 from folio.pipeline import PageScheduler, PreparedDocument, Services
 from folio.pipeline.stage_clock import StageClock
-from folio.report import build_report, markdown_summary, nothing_processed
-from folio.run_checks import check_host
-from folio.run_config import IngestRequest, resolve_config
+from folio.settings.run_config import IngestRequest, resolve_config
+from folio.settings.vocabulary import EngineName, RouteRequest
 from folio.stores.base import NullStore, VectorStore
-from folio.validation import in_child as validation_in_child
-from folio.validation import preload as preload_validation
-from folio.vocabulary import EngineName, RouteRequest
+from folio_prefect.flows.vllm_runner import raise_startup_failure
 from folio_prefect.tasks.discover import discover_sources
 from folio_prefect.tasks.load import load
 from folio_prefect.tasks.prepare import prepare_document
@@ -151,7 +151,7 @@ def with_scope(settings: dict[str, Any] | None, include: list[str] | None,
 
 def final_state(summary: dict[str, Any]) -> dict[str, Any]:
     """The run's report, or a Failed state that carries it when every document the run
-    processed was quarantined (:func:`folio.report.nothing_processed`).
+    processed was quarantined (:func:`folio.output.report.nothing_processed`).
 
     Failed, not a Completed state with a name of its own: the UI colours a state by its
     type (a "Completed" type named otherwise is still green), and Prefect's automations
@@ -160,7 +160,7 @@ def final_state(summary: dict[str, Any]) -> dict[str, Any]:
     in the state's result as :class:`folio.errors.AllQuarantinedError` (its ``report``:
     :func:`run_report_of` and the sweep still read every document's line, and a Python
     caller of the flow gets that typed error, not Prefect's complaint about a dict), and the message opens with
-    :data:`folio.report.ALL_QUARANTINED`, so ``folio trigger --wait`` exits 3 as for
+    :data:`folio.output.report.ALL_QUARANTINED`, so ``folio trigger --wait`` exits 3 as for
     quarantined documents. A run with some documents done stays Completed (its summary
     says which were quarantined), as does one with nothing new to do (all cached)."""
     why = nothing_processed(summary)

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 # the one request model (the flows', the CLI's, the triggers'), and how sources are named
-from folio.report import ALL_QUARANTINED
-from folio.run_config import IngestRequest, normalize_source
+from folio.output.report import ALL_QUARANTINED
+from folio.settings.run_config import IngestRequest, normalize_source
 
 if TYPE_CHECKING:
     from folio.models import DocumentResult
@@ -98,7 +98,7 @@ class RunResult(BaseModel):
     @property
     def exit_code(self) -> int:
         """0 all indexed and ok (or skipped: not read by design); 3 some partial/quarantined
-        (or all quarantined: the run is Failed with :data:`folio.report.ALL_QUARANTINED`);
+        (or all quarantined: the run is Failed with :data:`folio.output.report.ALL_QUARANTINED`);
         1 the run failed otherwise; 4 still running at the timeout (the CLI contract)."""
         if self.state == "TIMEOUT":
             return 4

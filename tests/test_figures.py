@@ -11,9 +11,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from folio.chunking import chunk_document
 from folio.cli import _parser, _settings, search_hit
-from folio.config import ChunkSettings, S3Settings, StoreSettings
 from folio.figures.crops import crop_size
 from folio.figures.links import resolve_page
 from folio.figures.regions import (
@@ -23,7 +21,9 @@ from folio.figures.regions import (
     page_pictures,
 )
 from folio.models import BBox, Block, Chunk, DocumentResult, Label, PageOutcome, PageResult, Region
+from folio.output.chunking import chunk_document
 from folio.parsers import chandra
+from folio.settings.config import ChunkSettings, S3Settings, StoreSettings
 from folio.stores import open_store
 from folio.stores.lance_schema import chunk_schema
 from folio.stores.lancedb_store import LanceDBStore

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from folio.config import PipelineConfig
 from folio.io.sources import discover
 from folio.models import DocumentResult, Label
 from folio.pipeline import Services, process_documents
+from folio.settings.config import PipelineConfig
 from tests.openai_fake import FakeServer
 from tests.s3_server import S3Server
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from folio.quality import word_recall
+from folio.page.quality import word_recall
 from folio.samples import report_pages, write_encrypted_pdf, write_text_pdf
 from tests.prefect_db_template import copy_migrated_db
 
@@ -163,7 +163,7 @@ def test_a_run_that_quarantines_every_document_fails_with_its_report(
     """Not a green Completed: the run is Failed (what Prefect's UI and automations watch
     for), its message says why, and its result is still the report; the trigger's exit
     code for it is 3, as for quarantined documents."""
-    from folio.report import ALL_QUARANTINED
+    from folio.output.report import ALL_QUARANTINED
     from folio.trigger import RunResult
     from folio_prefect.flows.ingest import ingest, run_report_of
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from folio.chunking import chunk_document
-from folio.config import ChunkSettings
 from folio.engines.markdown import blocks_to_markdown
 from folio.hierarchy.levels import HeadingLeveler, level_document
 from folio.hierarchy.numbering import is_bare_number, numbering_level, section_number
 from folio.models import Block, Label, OutlineEntry
+from folio.output.chunking import chunk_document
+from folio.settings.config import ChunkSettings
 from tests.doc_factory import document, page
 
 H = Label.SECTION_HEADER.value

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from folio.config import LimitSettings, RenderSettings, RouteSettings
 from folio.errors import ResourceLimitError, TimeoutExpired, is_transient_code
 from folio.pdf import ghostscript
 from folio.pdf.page_worker import WorkerJob, prepare_pages
+from folio.settings.config import LimitSettings, RenderSettings, RouteSettings
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from folio.config import RenderSettings, RouteSettings
 from folio.errors import BadImageError, PageTooLargeError
 from folio.formats.image_pages import model_image_px, page_plan
 from folio.formats.images import frame_count, load_frame, open_image, resolution
 from folio.pdf.model_image import chandra_fit
 from folio.pdf.page_worker import WorkerJob, prepare_pages, probe
+from folio.settings.config import RenderSettings, RouteSettings
 
 CAP = 180_000_000
 

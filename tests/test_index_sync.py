@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from folio.config import PipelineConfig
 from folio.index.live import live_path, live_prefix, read_live
 from folio.index.sync import SyncResult, now, sync_roots
 from folio.io.sinks import LocalSink, Sink, open_sink
@@ -23,6 +22,7 @@ from folio.io.sources import discover
 from folio.models import DocumentOutcome, DocumentResult
 from folio.pipeline import Services, process_documents
 from folio.samples import report_pages, write_text_pdf
+from folio.settings.config import PipelineConfig
 from folio.stores.base import NullStore
 
 
@@ -68,7 +68,7 @@ def _run(config: PipelineConfig, root: str, out: str, *, sync: bool = False
 
 def _rows(config: PipelineConfig, out: str) -> list[dict[str, Any]]:
     """Every row of the run's store: (source, sha256, config_hash, page_end, text)."""
-    from folio.embeddings import Embedder
+    from folio.output.embeddings import Embedder
     from folio.stores import open_store
 
     sink = open_sink(out, config.s3)
@@ -288,7 +288,7 @@ def test_sync_keeps_a_source_put_back_or_rewritten_since_its_listing(tmp_path: P
 
 
 def test_trigger_requests_carry_sync_without_changing_older_keys() -> None:
-    from folio.run_config import IngestRequest
+    from folio.settings.run_config import IngestRequest
 
     plain = IngestRequest(source="s3://b/in/", out="s3://b/out")
     synced = plain.model_copy(update={"sync": True})

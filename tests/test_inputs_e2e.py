@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from folio.config import PipelineConfig
 from folio.io.sources import discover
 from folio.models import DocumentOutcome, DocumentResult
+from folio.page.quality import word_recall
 from folio.pipeline import Services, process_documents
-from folio.quality import word_recall
+from folio.settings.config import PipelineConfig
 from tests.mixed_folder import write_docx, write_mixed_folder
 from tests.s3_fault_proxy import FaultProxy
 from tests.s3_server import S3Server

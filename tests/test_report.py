@@ -1,11 +1,11 @@
-"""folio.report: what a run report tells a person about pages."""
+"""folio.output.report: what a run report tells a person about pages."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from folio.report import (
+from folio.output.report import (
     ALL_QUARANTINED,
     build_report,
     document_summary,
@@ -84,7 +84,7 @@ def test_skipped_entries_are_listed_counted_and_do_not_fail_the_run() -> None:
 
     from folio.cli import report_ingest
     from folio.models import DocumentOutcome, DocumentResult
-    from folio.report import build_report, markdown_summary
+    from folio.output.report import build_report, markdown_summary
 
     done = report_document()
     zipped = DocumentResult(source="s3://b/in/x.zip", outcome=DocumentOutcome.SKIPPED,

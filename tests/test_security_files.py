@@ -10,7 +10,7 @@ import pytest
 
 from folio.errors import StorageError
 from folio.io.sinks import LocalSink
-from folio.report import build_report, markdown_summary
+from folio.output.report import build_report, markdown_summary
 from tests.doc_factory import report_document
 
 HOSTILE_NAME = "/in/evil\x1b]0;owned\x07\x1b[2J|row\nnext.pdf"

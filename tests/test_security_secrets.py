@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from folio.config import PipelineConfig
 from folio.errors import ConfigError
 from folio.pdf import ghostscript
-from folio.run_config import IngestRequest
 from folio.samples import write_encrypted_pdf
 from folio.security import work_dirs
 from folio.security.secret_settings import split
+from folio.settings.config import PipelineConfig
+from folio.settings.run_config import IngestRequest
 from tests.folio_server import session_home
 
 pytestmark = pytest.mark.timeout(300)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from folio.chunking import chunk_document, is_table_caption, is_table_markup
-from folio.config import ChunkSettings
-from folio.layout_labels import label_blocks
 from folio.models import BBox, Block, Label, Region, WordBox
+from folio.output.chunking import chunk_document, is_table_caption, is_table_markup
+from folio.page.layout_labels import label_blocks
+from folio.settings.config import ChunkSettings
 from tests.doc_factory import TABLE_HTML, block, document, page
 
 SMALL = "<table><tr><th>a</th><th>b</th></tr><tr><td>1</td><td>2</td></tr></table>"

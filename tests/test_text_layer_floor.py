@@ -22,12 +22,12 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from folio import samples
-from folio.config import PipelineConfig
 from folio.io.sources import discover
 from folio.models import DocumentOutcome, DocumentResult, Label, PageOutcome, TextLayer
-from folio.outputs import JSON, PAGES, document_folder
+from folio.output.outputs import JSON, PAGES, document_folder
+from folio.output.report import build_report
 from folio.pipeline import Services, process_document, process_page
-from folio.report import build_report
+from folio.settings.config import PipelineConfig
 from tests.pdf_pages import first_page_prep
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
-from folio.config import S3Settings, SourceSettings
 from folio.io import s3 as s3io
 from folio.io.s3 import ObjectRef
 from folio.io.sources import in_scope, is_own, own_locations
+from folio.settings.config import S3Settings, SourceSettings
 
 __all__ = ["list_entries", "list_pdfs"]
 

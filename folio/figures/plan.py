@@ -12,8 +12,8 @@ for a detector on every page (their figures keep the box the link gives, if any)
 
 from __future__ import annotations
 
-from folio.config import LayoutSettings, PipelineConfig
-from folio.vocabulary import GENERATIVE_ENGINES
+from folio.settings.config import LayoutSettings, PipelineConfig
+from folio.settings.vocabulary import GENERATIVE_ENGINES
 
 __all__ = ["figure_layout"]
 
@@ -21,7 +21,7 @@ __all__ = ["figure_layout"]
 def figure_layout(config: PipelineConfig) -> LayoutSettings | None:
     """The layout settings a vision model's pages are detected with to place the
     figures of an answer without boxes; None when the run needs none."""
-    from folio.presets import get_preset
+    from folio.settings.presets import get_preset
 
     figures = config.figures
     if (figures.mode != "crops" or not figures.vlm_layout or not config.layout.enabled

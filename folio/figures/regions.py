@@ -13,7 +13,7 @@ the model's description as ``alt``, the caption that belongs to it as ``caption`
 Where the regions come from:
 
 * CPU engines (:func:`cpu_pictures`): the layout model's figure regions whose blocks
-  stayed a figure (:mod:`folio.layout_labels` turns figure regions that hold a table or
+  stayed a figure (:mod:`folio.page.layout_labels` turns figure regions that hold a table or
   running prose into those, and a region holding many words in long blocks is text
   too), then pdfium's image objects that no figure or table region
   covers, unless text runs over them (a background) or they cover the page (a scan).
@@ -30,12 +30,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from folio.config import FigureSettings
 from folio.engines.base import EngineOutput
 from folio.engines.markdown import BLOCK_MARKDOWN_ENGINES, blocks_to_markdown
 from folio.figures.links import literal
-from folio.layout_labels import CELL_MAX_WORDS, cover, region_for
 from folio.models import BBox, Block, Label, PagePrep, Region
+from folio.page.layout_labels import CELL_MAX_WORDS, cover, region_for
+from folio.settings.config import FigureSettings
 
 __all__ = ["PENDING_PREFIX", "attach_captions", "cpu_pictures", "find_pictures", "iou",
            "match_regions", "model_pictures", "page_pictures"]
@@ -161,7 +161,7 @@ def cpu_pictures(blocks: Sequence[Block], regions: Sequence[Region] | None,
 def _prose(members: Sequence[Block]) -> bool:
     """Whether a figure region's blocks are text rather than a figure's labels: more
     than :data:`MAX_WORDS_OVER_IMAGE` words, one block of more than
-    :data:`folio.layout_labels.CELL_MAX_WORDS` among them (a paragraph, a list, a table of
+    :data:`folio.page.layout_labels.CELL_MAX_WORDS` among them (a paragraph, a list, a table of
     contents; a drawing's labels, a chart's ticks and titles are short). Hidden in a
     picture, such text would leave document.md; a figure of sentences loses its crop."""
     sizes = [len(m.content.split()) for m in members]
@@ -260,8 +260,8 @@ def match_regions(wanted: Sequence[BBox | None], regions: Sequence[BBox]) -> lis
 
 def attach_captions(blocks: Sequence[Block]) -> list[Block]:
     """Each Picture given the text of the caption that belongs to it
-    (:func:`folio.caption_order.owner`: the nearest caption over or under it)."""
-    from folio.caption_order import owner
+    (:func:`folio.page.caption_order.owner`: the nearest caption over or under it)."""
+    from folio.page.caption_order import owner
 
     captions: dict[int, list[str]] = {}
     for block in blocks:

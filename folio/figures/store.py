@@ -23,11 +23,11 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from folio.config import PipelineConfig
 from folio.figures.crops import CropJobSettings, CropSpec
 from folio.figures.links import FIGURES_DIR, is_written, resolve_page
 from folio.io.sinks import Sink
 from folio.models import DocumentResult, Label, PageOutcome
+from folio.settings.config import PipelineConfig
 
 __all__ = ["crop_specs", "store_figures"]
 
@@ -61,7 +61,7 @@ def store_figures(doc: DocumentResult, pdf: Path, password: SecretStr | None, si
                   config: PipelineConfig, folder: str) -> DocumentResult:
     """Crop, write and link ``doc``'s figures (see the module's docstring); ``doc``
     with its pages' images and links resolved and its figure counts set. ``folder`` is
-    the document's folder in the sink (:func:`folio.outputs.document_folder`)."""
+    the document's folder in the sink (:func:`folio.output.outputs.document_folder`)."""
     specs = crop_specs(doc) if config.figures.mode == "crops" else {}
     written: dict[str, str] = {}
     total = 0

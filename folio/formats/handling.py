@@ -12,9 +12,9 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from folio.config import PipelineConfig
 from folio.errors import ConfigError
 from folio.formats.detect import Format
+from folio.settings.config import PipelineConfig
 
 __all__ = ["TEXT_REASON", "office_pdf", "skip_reason"]
 

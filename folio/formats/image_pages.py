@@ -29,7 +29,6 @@ from pathlib import Path
 
 from PIL import Image
 
-from folio.config import RenderSettings
 from folio.errors import FolioError, PageTooLargeError, storage_error_from_os
 from folio.formats.images import dpi_tag, frame_count, load_frame, open_image, resolution
 from folio.models import PagePrep, RenderPlan, TextLayer
@@ -37,6 +36,7 @@ from folio.pdf.model_image import ModelSizing, chandra_fit, olmocr_size
 from folio.pdf.pdfium_doc import blank_render
 from folio.pdf.render_plan import MAX_SIDE_PX, plan_page
 from folio.pdf.worker_protocol import Fatal, PdfInfo, WorkerJob, WorkerMessage
+from folio.settings.config import RenderSettings
 
 __all__ = ["image_info", "model_image_px", "prepare_image_pages", "page_plan"]
 

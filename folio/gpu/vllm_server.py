@@ -37,7 +37,7 @@ from folio.gpu.server_probe import free_port, probe_server, read_metrics
 from folio.security.redaction import child_env
 
 if TYPE_CHECKING:
-    from folio.config import OcrSettings
+    from folio.settings.config import OcrSettings
 
 log = logging.getLogger(__name__)
 

@@ -4,5 +4,5 @@ section under it, ...), for the markdown's ``#`` marks and the chunks' heading p
 What belongs here: pure logic that reads levels from what a document shows (a heading's
 numbering, its type size, the PDF's outline, a vision model's own ``#`` marks) and sets
 :attr:`folio.models.Block.level`. How headings are found on a page is elsewhere
-(:mod:`folio.headings`, the engines, the layout model).
+(:mod:`folio.page.headings`, the engines, the layout model).
 """

@@ -21,7 +21,7 @@ from folio.index.live import LiveRecord, read_live, write_live
 from folio.index.retire import release_folder, use_folder
 from folio.io.sinks import Sink
 from folio.models import DocumentResult
-from folio.outputs import JSON, document_folder
+from folio.output.outputs import JSON, document_folder
 from folio.stores.base import VectorStore
 
 __all__ = ["begin", "drop_version", "publish"]

@@ -22,12 +22,12 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel
 
-from folio.config import S3Settings
 from folio.errors import ConfigError
 from folio.index.live import LiveRecord, live_path, live_prefix
 from folio.index.retire import release_folder
 from folio.io.sinks import Sink
 from folio.io.source_index import version_path
+from folio.settings.config import S3Settings
 from folio.stores.base import VectorStore
 
 __all__ = ["SyncResult", "check_roots", "gone_sources", "remove_sources", "source_exists",

@@ -9,7 +9,7 @@ at the end keeps a document named ``_index.pdf`` apart from these names.
 from __future__ import annotations
 
 #: done-index: one record per (content hash, configuration), so a renamed or re-uploaded
-#: copy of a document is answered "cached" (:func:`folio.outputs.find_done`)
+#: copy of a document is answered "cached" (:func:`folio.output.outputs.find_done`)
 INDEX = "_index"
 #: one record per quarantined document: why, and whether a retry may help
 QUARANTINE = "_quarantine"
@@ -34,5 +34,5 @@ LIVE = "_live"
 #: which sources use a document folder (``_folder_sources/{folder}/{hash of source}``): a
 #: folder leaves with the last of them (the same bytes and file name under two sources)
 FOLDER_SOURCES = "_folder_sources"
-#: probe objects of the pre-run write check (:mod:`folio.run_checks`), deleted after it
+#: probe objects of the pre-run write check (:mod:`folio.checks.run_checks`), deleted after it
 CHECKS = "_checks"

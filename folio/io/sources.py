@@ -10,7 +10,7 @@ a ``skipped`` outcome with its reason, never dropped. Entries that are no file o
 source are listed with the reason already set (:attr:`SourceRef.skip`): a symlink to a
 file outside the source, a broken symlink, a symlink to a folder (never followed), a
 FIFO, socket or device. The team's own ``include``/``exclude`` globs
-(:class:`~folio.config.SourceSettings`) leave entries out; those are counted
+(:class:`~folio.settings.config.SourceSettings`) leave entries out; those are counted
 (:attr:`Discovery.excluded`), not listed. S3 keys ending in ``/`` are folder markers, not
 entries. The run's own locations (its output folder or prefix and its work folder, when
 they lie inside a source: ``folio ingest . --out out``) are not inputs and not listed.
@@ -29,7 +29,6 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from folio.config import S3Settings, SourceSettings
 from folio.errors import ConfigError
 from folio.io import s3 as s3io
 from folio.io.keys import safe_key
@@ -44,6 +43,7 @@ from folio.io.layout import (
     SOURCES,
     VECTORS,
 )
+from folio.settings.config import S3Settings, SourceSettings
 
 __all__ = ["Discovery", "SourceRef", "discover", "discover_entries", "fetch", "in_scope",
            "is_own", "own_locations"]

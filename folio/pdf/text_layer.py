@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from folio import headings
-from folio.config import RouteSettings
 from folio.models import TextLayer, WordBox
+from folio.page import headings
 from folio.pdf.pdfium_doc import PageGeometry, hidden_text_share, page_geometry
 from folio.pdf.text_blocks import (
     _BREAK_HYPHENS,
@@ -33,6 +32,7 @@ from folio.pdf.text_blocks import (
     _merge_runs,
     _paragraphs,
 )
+from folio.settings.config import RouteSettings
 
 # --- judging ------------------------------------------------------------------------------
 
@@ -55,7 +55,7 @@ _UNSPACED_RANGES = (
 #: an earlier OCR hidden under a scan is re-OCR'd at the default min_score (0.8): even a
 #: flawless-looking one scores 0.75 (its errors are words our signals cannot see)
 _HIDDEN_LAYER_FACTOR = 0.75
-#: how a hidden layer's ``why`` opens (folio.layer_or_ocr reads it)
+#: how a hidden layer's ``why`` opens (folio.page.layer_or_ocr reads it)
 HIDDEN_MARK = "hidden text layer"
 
 
@@ -435,7 +435,7 @@ def _low_percentile(sizes: list[float]) -> float | None:
 
 
 class _Fonts:
-    """Each glyph's font as (name, bold, italic) (:mod:`folio.headings`), judged once a
+    """Each glyph's font as (name, bold, italic) (:mod:`folio.page.headings`), judged once a
     font name and flags."""
 
     def __init__(self, textpage: pdfium.PdfTextPage) -> None:

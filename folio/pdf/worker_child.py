@@ -24,7 +24,6 @@ import pypdfium2.raw as pdfium_c
 from PIL import Image
 from pydantic import SecretStr
 
-from folio.config import RenderSettings
 from folio.cpu_priority import lower_this_process
 from folio.errors import FolioError, MalformedPdfError, PageTooLargeError, storage_error_from_os
 from folio.figures.crops import CropDone, CropSpec, image_boxes, render_crop
@@ -49,6 +48,7 @@ from folio.pdf.worker_protocol import (
     WorkerMessage,
     WorkerRequest,
 )
+from folio.settings.config import RenderSettings
 
 __all__ = ["main", "run"]
 

@@ -14,9 +14,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, SerializationInfo, field_serializer
 
-from folio.config import LayoutSettings, RenderSettings, RouteSettings
 from folio.figures.crops import CropDone, CropJobSettings, CropSpec
 from folio.models import OutlineEntry, PagePrep
+from folio.settings.config import LayoutSettings, RenderSettings, RouteSettings
 
 __all__ = ["REVEAL", "CropJob", "Fatal", "PdfInfo", "WorkerJob", "WorkerMessage",
            "WorkerRequest"]

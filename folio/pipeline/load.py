@@ -20,8 +20,8 @@ log = logging.getLogger(__name__)
 
 def load_document(doc: DocumentResult, services: Services) -> DocumentResult:
     """Write outputs, chunks and vectors; record the document as done last of all."""
-    from folio import outputs
     from folio.index import publish
+    from folio.output import outputs
 
     if doc.cached:
         if doc.outcome is DocumentOutcome.QUARANTINED and not doc.retryable:
@@ -56,7 +56,7 @@ def load_document(doc: DocumentResult, services: Services) -> DocumentResult:
             with clock.span("outputs"):
                 doc.outputs = outputs.write_document(services.sink, doc, with_json=False)
         else:
-            from folio.chunking import chunk_document, embedding_text
+            from folio.output.chunking import chunk_document, embedding_text
 
             with clock.span("chunk"):
                 chunks = chunk_document(doc, services.config.chunk)

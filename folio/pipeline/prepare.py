@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict
 
 from folio import progress
-from folio.config import PipelineConfig
 from folio.errors import BadInputError, ConfigError, FolioError, MalformedPdfError
 from folio.formats.detect import detect_file
 from folio.formats.handling import office_pdf, skip_reason
@@ -24,6 +23,7 @@ from folio.pipeline.limits import ghostscript_workers
 from folio.pipeline.outcome import quarantine
 from folio.pipeline.services import Services
 from folio.security import work_dirs
+from folio.settings.config import PipelineConfig
 
 if TYPE_CHECKING:
     from folio.io.sinks import Sink
@@ -156,7 +156,7 @@ def _answered_before(ref: SourceRef, doc: DocumentResult, services: Services,
     """What an earlier run decided for these bytes (``doc.sha256``) and settings: its
     stored result when it finished them, its verdict when it quarantined them for good;
     None when they are to be processed."""
-    from folio.outputs import find_done
+    from folio.output.outputs import find_done
 
     done = find_done(services.sink, doc.sha256, doc.config_hash)
     if done is not None and _live_here(ref, doc, done, services.sink):
@@ -175,7 +175,7 @@ def _live_here(ref: SourceRef, doc: DocumentResult, done: DocumentResult, sink: 
     processed again. A source done before live records existed (its done document names
     it, and it has no record) is adopted: its record is written, nothing is redone."""
     from folio.index.live import LiveRecord, read_live, write_live
-    from folio.outputs import document_folder
+    from folio.output.outputs import document_folder
 
     live = read_live(sink, ref.uri)
     if live is not None:
@@ -204,7 +204,7 @@ def known_bad(sink: Sink, doc: DocumentResult, config: PipelineConfig) -> Docume
     (``retryable: false``) with the same settings: trying again would fail the same way,
     every run, and keep its exit code at 3. None when there is no such record, or a
     password is given now (an encrypted PDF's verdict may change with it)."""
-    from folio.outputs import read_quarantine
+    from folio.output.outputs import read_quarantine
 
     if config.password is not None:
         return None

@@ -502,7 +502,7 @@ def figures(doc: DocumentResult, prep: PreparedDocument, services: Services) -> 
     """The document's figure crops written beside its outputs and its links resolved
     (:mod:`folio.figures.store`); never raises: figures are not worth a document."""
     from folio.figures.store import store_figures
-    from folio.outputs import document_folder
+    from folio.output.outputs import document_folder
 
     config = services.config
     try:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from folio.models import DocumentOutcome, DocumentResult, PageOutcome
+from folio.page.running_heads import mark_running_heads
 from folio.pipeline.outcome import quarantine
 from folio.pipeline.services import Services
-from folio.running_heads import mark_running_heads
 
 #: checks of where blocks lie: reported on the page (``notes``), never a quarantine. The
 #: page stage already clipped every box to the page (folio.pipeline.geometry), so these

@@ -23,8 +23,8 @@ import unicodedata
 
 from folio.engines.text_layer import DEFAULT_MIN_SCORE
 from folio.models import TextLayer
+from folio.page.quality import normalize_words
 from folio.pdf.text_layer import HIDDEN_MARK, score_text
-from folio.quality import normalize_words
 
 __all__ = ["KEEP_SHARE", "MIN_SCRIPT_WORDS", "MIN_WORD_SHARE", "layer_holds_text", "layer_is_better"]
 

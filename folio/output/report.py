@@ -135,7 +135,7 @@ def markdown_summary(report: dict[str, Any], *, links: bool = False,
     return "\n".join(lines)
 
 
-#: what each document's output folder holds (folio.outputs), said once over the table
+#: what each document's output folder holds (folio.output.outputs), said once over the table
 OUTPUT_FILES = "; each document's folder there holds document.md, document.json, pages.jsonl"
 #: a file name longer than this is shortened in the table (cells do not wrap in the UI)
 NAME_CHARS = 48

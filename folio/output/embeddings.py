@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from folio.config import EmbeddingSettings
 from folio.cpu_priority import background_pool
 from folio.errors import ConfigError
 from folio.onnx_session import cpu_session
+from folio.settings.config import EmbeddingSettings
 
 __all__ = ["Embedder", "model_files", "packaged_model_paths"]
 
@@ -76,7 +76,7 @@ def _explicit(path: str | None, what: str) -> Path | None:
 
 def model_files(settings: EmbeddingSettings) -> tuple[Path, Path]:
     """(model.onnx, tokenizer.json) the settings name, else the packaged ones; without
-    loading them, so the pre-run checks (folio.run_checks) can ask.
+    loading them, so the pre-run checks (folio.checks.run_checks) can ask.
 
     Raises:
         ConfigError: a file is missing (with the setting or package that provides it).
