@@ -24,8 +24,8 @@ sys.path.insert(0, str(ROOT))
 
 def engine_pages(pdf: Path, pages: int, config: Any, out: Path, text_pdf: Path | None = None
                  ) -> int:
+    from folio.page.route import route_page
     from folio.pdf.page_worker import WorkerJob, prepare_pages
-    from folio.route import route_page
 
     job = WorkerJob(pdf=pdf, text_pdf=text_pdf, pages=list(range(pages)), out_dir=out,
                     render_settings=config.render, route_settings=config.route,
@@ -46,7 +46,7 @@ def main() -> None:
     from folio.models import DocumentResult
     from folio.pdf.page_worker import probe
     from folio.pipeline.prepare import _maybe_compress
-    from folio.run_config import resolve_config
+    from folio.settings.run_config import resolve_config
 
     config = resolve_config(engine="vllm", route="auto",
                             settings={"ocr.profile": "h200", "ocr.preset": "chandra"})

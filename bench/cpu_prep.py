@@ -26,11 +26,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _measure import corpus_dir, median, save
 
-from folio.config import PipelineConfig
 from folio.errors import FolioError
 from folio.models import PagePrep
 from folio.pdf.page_worker import WorkerJob, prepare_pages, probe
 from folio.pipeline import COMPRESS_MIN_BYTES_PER_PAGE, COMPRESS_MIN_SAVING, compression_dpi
+from folio.settings.config import PipelineConfig
 
 TOKEN_PX = 32 * 32
 

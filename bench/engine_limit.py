@@ -270,7 +270,7 @@ def step_offline(args: argparse.Namespace) -> dict[str, Any]:
     from vllm import LLM, SamplingParams
 
     from folio.engines.openai_wire import encode_image, fixed_length
-    from folio.presets import get_preset
+    from folio.settings.presets import get_preset
     from folio_prefect.flows.vllm_runner import VLLMTaskRunner
 
     gup.use_gpu(argparse.Namespace(gpu=args.gpu, work=args.work, owner_pid=None))

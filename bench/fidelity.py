@@ -25,7 +25,7 @@ peer runs in a child process of its own; its CPU seconds are its process tree's.
 result gets one block per system under ``systems`` and a ``side_by_side`` table; folio's
 figures stay at the top level as before.
 
-``--set KEY=VALUE`` changes one setting (dotted, as in ``folio.config``; VALUE read as
+``--set KEY=VALUE`` changes one setting (dotted, as in ``folio.settings.config``; VALUE read as
 JSON when it parses, else as a string) so that two runs differ in that setting alone (the
 layout model evaluation in ``bench/results/layout_models.json`` compares runs that way);
 each one is recorded under ``settings`` in the output.
@@ -74,11 +74,11 @@ from fidelity_scoring import (
     table_structure_scores,
 )
 
-from folio.config import PipelineConfig
 from folio.io.sources import discover
 from folio.models import DocumentOutcome, DocumentResult, PageOutcome
+from folio.page.quality import sequence_similarity, word_recall
 from folio.pipeline import Services, process_document
-from folio.quality import sequence_similarity, word_recall
+from folio.settings.config import PipelineConfig
 
 REPO = Path(__file__).resolve().parents[1]
 #: every way a run here differs from `folio ingest` with its defaults, and why
@@ -641,8 +641,8 @@ def main(argv: list[str] | None = None) -> None:
                       "baseline: blank-page max_length / text present and no loop; math: exact "
                       "delimited LaTeX match only, excluded from olmocr_tests_pass_rate; a "
                       "failed document or quarantined page fails all its tests",
-            "word_recall": "folio.quality.word_recall (multiset word recall of the reference), "
-                           "sequence_similarity = folio.quality.sequence_similarity (difflib "
+            "word_recall": "folio.page.quality.word_recall (multiset word recall of the reference), "
+                           "sequence_similarity = folio.page.quality.sequence_similarity (difflib "
                            "ratio of word sequences); docling: whole-document markdown vs "
                            "groundtruth .md minus HTML comments; linn: each page vs linn.txt, "
                            "pages averaged; headline = mean over documents (born-digital = "

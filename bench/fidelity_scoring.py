@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from folio.page.quality import normalize_words, repeat_ratio
 from folio.parsers._html import Node, parse_html, plain_text
-from folio.quality import normalize_words, repeat_ratio
 
 # --- text normalisation ---------------------------------------------------------------
 

@@ -109,7 +109,7 @@ def phase_pipeline(args: argparse.Namespace) -> dict[str, Any]:
 
 def phase_raw(args: argparse.Namespace) -> dict[str, Any]:
     from folio.gpu.vllm_server import endpoint_members
-    from folio.presets import get_preset
+    from folio.settings.presets import get_preset
     from folio_prefect.flows.vllm_runner import VLLMTaskRunner
 
     use_gpus(args)

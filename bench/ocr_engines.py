@@ -44,13 +44,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _measure import corpus_dir, median, save
 
-from folio.config import PipelineConfig
 from folio.engines.base import OcrEngine
 from folio.engines.rapidocr_engine import RapidOcrEngine, RawLine, raw_lines
 from folio.engines.tesseract import TesseractEngine, tesseract_version
 from folio.models import PagePrep
+from folio.page.quality import sequence_similarity, word_recall
 from folio.pdf.page_worker import WorkerJob, prepare_pages
-from folio.quality import sequence_similarity, word_recall
+from folio.settings.config import PipelineConfig
 
 #: ground-truth files that are a page's plain text (the others are test lists or markup)
 PLAIN_REFERENCES = ("ocrmypdf/linn.txt", "docling/ocr/groundtruth/")

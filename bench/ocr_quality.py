@@ -19,10 +19,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _measure import corpus_dir, median, save
 
-from folio.config import PipelineConfig
 from folio.io.sources import discover
+from folio.page.quality import sequence_similarity, word_recall
 from folio.pipeline import Services, process_document
-from folio.quality import sequence_similarity, word_recall
+from folio.settings.config import PipelineConfig
 
 REFERENCE = "ocrmypdf/linn.txt"
 

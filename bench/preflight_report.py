@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from folio.gpu.preflight import ModelShape, preflight
 from folio.gpu.profiles import load_profiles
-from folio.presets import get_preset
+from folio.settings.presets import get_preset
 
 MODELS = {
     "chandra (qwen3-vl-8b, bf16)": ("chandra-qwen3-vl-8b.json", "chandra"),

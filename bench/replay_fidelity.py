@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO))
 from fidelity_scoring import pass_rates, run_olmocr_test
 
-from folio.presets import get_preset
+from folio.settings.presets import get_preset
 from tests.openai_fake import FakeServer, ImageAnswer, thumbnail_distance
 
 PRESET = "olmocr2"

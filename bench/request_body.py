@@ -32,7 +32,7 @@ from _measure import readable_pdfs, save
 def page_images(pdfs: Path, pages: int, into: Path) -> list[Path]:
     """The first ``pages`` pages of the PDFs (sorted), rendered for olmocr2 as PNG."""
     from folio.pdf.pdfium_doc import render
-    from folio.presets import get_preset
+    from folio.settings.presets import get_preset
 
     preset = get_preset("olmocr2")
     out: list[Path] = []
@@ -50,10 +50,10 @@ def page_images(pdfs: Path, pages: int, into: Path) -> list[Path]:
 
 
 def main() -> None:
-    from folio.config import PipelineConfig
     from folio.engines.openai_engine import OpenAIEngine
     from folio.engines.openai_wire import encode_body, encode_image
     from folio.gpu.vllm_server import RemoteEndpoint
+    from folio.settings.config import PipelineConfig
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pdfs", default=str(ROOT.parent / "shared" / "corpus"))

@@ -6,7 +6,7 @@ texts.
     .venv/bin/python bench/score_text.py --pdfs ../shared/corpus --pages 200
 
 Why: the judgement runs on every page's text layer in the page workers and on every OCR
-answer in the flow process (folio/layer_or_ocr.py). On the H200 its per-character helpers
+answer in the flow process (folio/page/layer_or_ocr.py). On the H200 its per-character helpers
 were the deepest folio frames in about 6% of the flow's GIL samples
 (bench/results/engine_limit_runs/1dabbb9-olmocr2-default/summary.json). The texts are the
 corpus PDFs' text layers, a page each (pypdfium2), as documents are, not one of our files.

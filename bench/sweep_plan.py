@@ -114,7 +114,7 @@ def child(endpoint: str, size: int) -> None:
 
     from folio.claims.ledger import ClaimLedger
     from folio.claims.plan import plan_sweep
-    from folio.config import S3Settings
+    from folio.settings.config import S3Settings
 
     requests = [0]
     send = botocore.endpoint.Endpoint._send

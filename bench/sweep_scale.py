@@ -338,8 +338,8 @@ def last_json(text: str) -> dict[str, Any] | None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from pydantic import SecretStr
 
-    from folio.config import S3Settings
     from folio.io.s3 import make_client
+    from folio.settings.config import S3Settings
 
     work = Path(tempfile.mkdtemp(prefix="folio-sweep-scale-", dir=args.workdir))
     (work / "logs").mkdir()

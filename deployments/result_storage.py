@@ -26,8 +26,8 @@ from prefect._internal.compatibility.async_dispatch import async_dispatch
 from prefect.filesystems import WritableFileSystem
 from pydantic import Field, SecretStr
 
-from folio.config import S3Settings
 from folio.io.s3 import make_client
+from folio.settings.config import S3Settings
 
 BLOCK_NAME = "folio-results"
 ENV_VAR = "FOLIO_RESULT_STORAGE"

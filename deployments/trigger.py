@@ -28,8 +28,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from folio_prefect.deployments.runs import run_url, start_run, wait_for_run
-from folio.run_config import IngestRequest
+from folio.settings.run_config import IngestRequest
 from folio.trigger import (
     DOCUMENT_DEPLOYMENT,
     DOCUMENT_EVENTS,
@@ -44,6 +43,7 @@ from folio.trigger import (
     requested_event,
     source_resource_id,
 )
+from folio_prefect.deployments.runs import run_url, start_run, wait_for_run
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient

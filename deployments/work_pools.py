@@ -169,8 +169,8 @@ async def apply(pool_type: str, gpus: int) -> list[str]:
 
 async def apply_results(uri: str) -> list[str]:
     """The S3 result-storage block, the server's default (connection: ``FOLIO_S3__*``)."""
+    from folio.settings.config import PipelineConfig
     from folio_prefect.deployments.result_storage import apply_result_storage
-    from folio.config import PipelineConfig
 
     return await apply_result_storage(uri, PipelineConfig().s3)
 

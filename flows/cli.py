@@ -85,10 +85,10 @@ def _use_local_prefect_server(*, quiet: bool) -> None:
 def _with_vllm_runner(args: argparse.Namespace, settings: dict[str, Any]) -> Any:
     """The ingest flow on a VLLMTaskRunner that starts (or shares, or attaches to) the
     vLLM server. The flow resolves its settings itself, the same way as here and as a
-    deployment on a GPU pool does (folio.run_config), so nothing is copied over."""
+    deployment on a GPU pool does (folio.settings.run_config), so nothing is copied over."""
+    from folio.settings.run_config import resolve_config
     from folio_prefect.flows.ingest import ingest
     from folio_prefect.flows.vllm_runner import VLLMTaskRunner
-    from folio.run_config import resolve_config
 
     config = resolve_config(engine="vllm", route=args.route, reprocess=args.reprocess,
                             settings=settings)
@@ -97,8 +97,8 @@ def _with_vllm_runner(args: argparse.Namespace, settings: dict[str, Any]) -> Any
 
 def cmd_trigger(args: argparse.Namespace) -> int:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    from folio.settings.run_config import IngestRequest
     from folio_prefect.deployments import trigger as trig
-    from folio.run_config import IngestRequest
 
     _require_api_url()
     request = IngestRequest(source=args.source, out=args.out, engine=args.engine,

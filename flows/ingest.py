@@ -29,17 +29,17 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 # the S3 result block's class, which Prefect looks up by its slug
 import folio_prefect.deployments.result_storage  # noqa: F401
-from folio_prefect.flows.vllm_runner import raise_startup_failure
+from folio.checks.run_checks import check_host
+from folio.checks.validation import in_child as validation_in_child
+from folio.checks.validation import preload as preload_validation
 from folio.io.sources import SourceRef
 from folio.models import DocumentResult
+from folio.output.report import build_report, markdown_summary
 from folio.pipeline import PageScheduler, PreparedDocument, Services
 from folio.pipeline.stage_clock import StageClock
-from folio.report import build_report, markdown_summary
-from folio.run_checks import check_host
-from folio.run_config import IngestRequest, resolve_config
-from folio.validation import in_child as validation_in_child
-from folio.validation import preload as preload_validation
-from folio.vocabulary import EngineName, RouteRequest
+from folio.settings.run_config import IngestRequest, resolve_config
+from folio.settings.vocabulary import EngineName, RouteRequest
+from folio_prefect.flows.vllm_runner import raise_startup_failure
 from folio_prefect.tasks.discover import discover_sources
 from folio_prefect.tasks.load import load
 from folio_prefect.tasks.prepare import prepare_document

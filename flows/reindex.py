@@ -7,8 +7,8 @@ from typing import Any
 
 from prefect import flow
 
+from folio.settings.vocabulary import EngineName, RouteRequest
 from folio_prefect.flows.ingest import ingest
-from folio.vocabulary import EngineName, RouteRequest
 
 
 @flow(name="folio-reindex",

@@ -42,7 +42,6 @@ from pydantic import BaseModel
 
 # the S3 result block's class, which Prefect looks up by its slug
 import folio_prefect.deployments.result_storage  # noqa: F401
-from folio_prefect.deployments.runs import crash_run, is_zombie, read_run, run_report
 from folio.claims import (
     ClaimKeeper,
     ClaimLedger,
@@ -52,10 +51,11 @@ from folio.claims import (
 )
 from folio.claims.plan import plan_sweep
 from folio.cli import run_mapped
-from folio.config import S3Settings
 from folio.io.s3 import ObjectRef, parse_s3_uri
-from folio.run_config import resolve_config
-from folio.vocabulary import EngineName, RouteRequest
+from folio.settings.config import S3Settings
+from folio.settings.run_config import resolve_config
+from folio.settings.vocabulary import EngineName, RouteRequest
+from folio_prefect.deployments.runs import crash_run, is_zombie, read_run, run_report
 from folio_prefect.tasks.sweep import find_batch_run, send_batch
 
 log = logging.getLogger(__name__)

@@ -45,7 +45,6 @@ from typing import Any, Self
 
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from folio.config import PipelineConfig
 from folio.errors import ConfigError, EngineUnavailableError, FolioError
 from folio.gpu.preflight import PreflightResult, load_model_shape, preflight, require_fit
 from folio.gpu.profiles import (
@@ -74,7 +73,8 @@ from folio.gpu.vllm_server import (
     register_endpoint,
     unregister_endpoint,
 )
-from folio.presets import get_preset
+from folio.settings.config import PipelineConfig
+from folio.settings.presets import get_preset
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +206,7 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
 
     @classmethod
     def from_config(cls, config: PipelineConfig, **overrides: Any) -> VLLMTaskRunner:
-        """A runner for a resolved config (:func:`folio.run_config.resolve_config`):
+        """A runner for a resolved config (:func:`folio.settings.run_config.resolve_config`):
         attach when ``ocr.endpoint`` is set, else start or share ``vllm serve ocr.model``
         with ``ocr.profile`` and the ``server`` settings."""
         ocr, server = config.ocr, config.server
@@ -236,7 +236,7 @@ class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]
         to (``FOLIO_OCR__PROFILE``, ``FOLIO_OCR__MODEL``, ``FOLIO_SERVER__*``...), the same
         as ``folio ingest --engine vllm`` with those options. A server that cannot start
         fails the flow run with its error (``defer_failure``), not as a crash."""
-        from folio.run_config import resolve_config
+        from folio.settings.run_config import resolve_config
 
         overrides.setdefault("defer_failure", True)
         return cls.from_config(resolve_config(engine="vllm", route="auto"), **overrides)

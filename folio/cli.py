@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from folio import progress
-from folio.vocabulary import ENGINES, ROUTE_REQUESTS
+from folio.settings.vocabulary import ENGINES, ROUTE_REQUESTS
 
 #: what ``folio --help`` says
 DESCRIPTION = "``folio`` command line: ingest PDFs through the Prefect flow, search the results."
@@ -240,8 +240,8 @@ def prepare_ingest(args: argparse.Namespace) -> dict[str, Any]:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     if not args.verbose:  # Prefect's own logs only with --verbose; folio's lines stay
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
-    from folio.run_checks import check_run
-    from folio.run_config import resolve_config
+    from folio.checks.run_checks import check_run
+    from folio.settings.run_config import resolve_config
 
     os.environ.update(_secret_environment(args))
     settings = _settings(args)
@@ -255,7 +255,7 @@ def report_ingest(args: argparse.Namespace, report: dict[str, Any]) -> int:
     partial or quarantined, else 0. Documents an earlier run finished (done, or quarantined
     for good: ``cached``) stay in the report and the summary but do not decide it, so one
     bad file does not fail every later run over its folder."""
-    from folio.report import markdown_summary
+    from folio.output.report import markdown_summary
 
     print(markdown_summary(report))
     if args.report:
@@ -267,11 +267,11 @@ def report_ingest(args: argparse.Namespace, report: dict[str, Any]) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     """The ``k`` chunks nearest the query: one line each, or ``--json`` for a program (the
     citation a RAG answer needs: document id, pages from 1, boxes)."""
-    from folio.embeddings import Embedder
     from folio.errors import NothingToDoError
     from folio.io.layout import VECTORS
     from folio.io.sinks import open_sink
-    from folio.run_config import resolve_config
+    from folio.output.embeddings import Embedder
+    from folio.settings.run_config import resolve_config
     from folio.stores import open_store
 
     options = {"s3.endpoint_url": args.s3_endpoint_url, "s3.region": args.s3_region,

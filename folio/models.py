@@ -99,7 +99,7 @@ class Block(BaseModel):
     content: str  # markdown; tables as HTML
     order: int  # reading order within the page
     confidence: float | None = None
-    #: a table's grid, when one was found (CPU engines: folio.table_grid); None for every
+    #: a table's grid, when one was found (CPU engines: folio.tables.table_grid); None for every
     #: other block, and for tables kept as text (absent in documents written before)
     cells: list[TableCell] | None = None
 
@@ -116,9 +116,9 @@ def joined_box(blocks: Sequence[Block]) -> BBox | None:
 
 @dataclass(frozen=True)
 class Region:
-    """One layout region of a page, as a layout detector (folio.layout) found it.
+    """One layout region of a page, as a layout detector (folio.page.layout) found it.
 
-    Here rather than in folio.layout because it crosses the page worker's line protocol
+    Here rather than in folio.page.layout because it crosses the page worker's line protocol
     (:attr:`PagePrep.layout`) and the parent must read it without loading the model.
 
     Attributes:

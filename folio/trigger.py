@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 # the one request model (the flows', the CLI's, the triggers'), and how sources are named
-from folio.run_config import IngestRequest, normalize_source
+from folio.settings.run_config import IngestRequest, normalize_source
 
 if TYPE_CHECKING:
     from folio.models import DocumentResult

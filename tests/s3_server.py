@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from folio.config import S3Settings
 from folio.io.s3 import make_client
+from folio.settings.config import S3Settings
 
 __all__ = ["S3Server", "s3_bucket", "s3_server", "start_s3_server"]
 

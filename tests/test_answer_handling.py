@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from folio.config import PipelineConfig
 from folio.engines.openai_engine import EngineBadOutputError, OpenAIEngine
 from folio.gpu.vllm_server import RemoteEndpoint
 from folio.models import PagePrep, PageResult, TextLayer
-from folio.presets import get_preset
+from folio.settings.config import PipelineConfig
+from folio.settings.presets import get_preset
 from tests.openai_fake import FakeServer
 
 FRONT = ("---\nprimary_language: en\nis_rotation_valid: True\nrotation_correction: 0\n"

@@ -46,8 +46,9 @@ def test_the_core_imports_nothing_of_the_prefect_edge() -> None:
 def test_relative_imports_and_splits_map_to_their_unit(tmp_path: Path) -> None:
     arch = _script()
     units = arch._units()
-    assert arch.unit_of("folio.validation_child", units) == "validation"
-    assert arch.unit_of("folio.table_grid.rows", units) == "table_grid"
+    assert arch.unit_of("folio.checks.validation_child", units) == "checks"
+    assert arch.unit_of("folio.tables.table_grid", units) == "tables"
+    assert arch.unit_of("folio.process_files_locks", units) == "process_files"
     assert arch.unit_of("folio_prefect.flows.cli", units) == "flows/cli.py"
     assert arch.unit_of("folio_prefect.flows.ingest", units) == "flows"
     assert arch.unit_of("prefect.flows", units) is None

@@ -3,9 +3,9 @@ the text layer's XY cut and the layout model leave them, and through ``apply_lay
 
 from __future__ import annotations
 
-from folio.caption_order import captions_beside, owner
 from folio.engines.base import EngineOutput
 from folio.models import Attempt, BBox, Block, Label, PagePrep, Region
+from folio.page.caption_order import captions_beside, owner
 from folio.pipeline.pages import apply_layout
 
 

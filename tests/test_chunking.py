@@ -1,12 +1,12 @@
-"""folio.chunking: layout-aware chunks from hand-built documents."""
+"""folio.output.chunking: layout-aware chunks from hand-built documents."""
 
 from __future__ import annotations
 
 import itertools
 
-from folio.chunking import chunk_document, chunk_id, embedding_text
-from folio.config import ChunkSettings
 from folio.models import Chunk, PageOutcome
+from folio.output.chunking import chunk_document, chunk_id, embedding_text
+from folio.settings.config import ChunkSettings
 from tests.doc_factory import TABLE_HTML, block, document, page, report_document
 
 SETTINGS = ChunkSettings(max_chars=200, overlap_chars=0)
@@ -164,7 +164,7 @@ def test_embedding_text_adds_headings() -> None:
 
 def test_chunk_stream_fed_page_by_page_gives_the_documents_chunks() -> None:
     """What early embedding relies on: chunks closed while pages arrive are final."""
-    from folio.chunking import ChunkStream
+    from folio.output.chunking import ChunkStream
 
     doc = report_document()
     words = " ".join(f"word{i}" for i in range(400))

@@ -211,11 +211,11 @@ def test_outcome_read_back_from_the_outputs_when_a_report_is_missing(
     the pipeline's own done-index and quarantine records say what became of each."""
     import hashlib
 
-    from folio import outputs
     from folio.claims import line_from_outputs
     from folio.io.s3 import head_object
     from folio.io.sinks import open_sink
     from folio.models import DocumentOutcome, DocumentResult
+    from folio.output import outputs
 
     client, bucket = s3_server.client, s3_server.create_bucket()
     out = f"s3://{bucket}/out"

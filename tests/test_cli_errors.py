@@ -89,9 +89,9 @@ def test_missing_ghostscript_stops_before_any_work(tmp_path: Path, pdf: Path) ->
 
 def test_without_compression_ghostscript_is_not_needed(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from folio.config import PipelineConfig
+    from folio.checks.run_checks import check_ghostscript
     from folio.errors import ConfigError
-    from folio.run_checks import check_ghostscript
+    from folio.settings.config import PipelineConfig
 
     monkeypatch.setenv("PATH", str(tmp_path))
     check_ghostscript(PipelineConfig(compress=False))
@@ -173,8 +173,8 @@ def test_without_a_terminal_each_document_prints_a_line(tmp_path: Path) -> None:
     assert len(lines) == 2 and all("pages/s" in line and ": ok, 2 page(s)" in line
                                    for line in lines), proc.stderr
     # one truth: document.json, the report, the done-index and the vector store agree
-    from folio.config import PipelineConfig
     from folio.io.sinks import open_sink
+    from folio.settings.config import PipelineConfig
     from folio.stores import open_store
 
     data = json.loads(report.read_text())

@@ -42,7 +42,6 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from folio.config import RouteSettings
 from folio.engines.openai_engine import EngineBadOutputError, OpenAIEngine
 from folio.errors import BadOutputError
 from folio.gpu.vllm_server import RemoteEndpoint
@@ -50,7 +49,8 @@ from folio.models import PagePrep
 from folio.parsers._common import map_label
 from folio.parsers.olmocr import AnswerError, read_answer
 from folio.pdf.page_worker import WorkerJob, prepare_pages
-from folio.presets import get_preset
+from folio.settings.config import RouteSettings
+from folio.settings.presets import get_preset
 from tests import reference_pipelines as ref
 from tests.openai_fake import FakeServer, thumbnail, thumbnail_distance
 

@@ -12,10 +12,10 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from folio.config import ChunkSettings, EmbeddingSettings
 from folio.cpu_priority import background_pool
-from folio.embeddings import Embedder
+from folio.output.embeddings import Embedder
 from folio.pipeline.early_embed import EarlyEmbeddings
+from folio.settings.config import ChunkSettings, EmbeddingSettings
 from tests.doc_factory import block, document, page
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),

@@ -10,12 +10,12 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from folio import running_heads
-from folio.chunking import chunk_document, embedding_text
-from folio.config import ChunkSettings, EmbeddingSettings
-from folio.embeddings import Embedder
 from folio.models import DocumentResult, PageOutcome
+from folio.output.chunking import chunk_document, embedding_text
+from folio.output.embeddings import Embedder
+from folio.page import running_heads
 from folio.pipeline.early_embed import EarlyEmbeddings
+from folio.settings.config import ChunkSettings, EmbeddingSettings
 from tests.doc_factory import block, document, page
 
 
@@ -61,7 +61,7 @@ def test_pages_in_any_order_give_the_load_time_vectors_and_most_are_early() -> N
     vectors = early.vectors(doc.doc_id, texts)
     at_load = embedder.texts - during_ocr
     # the last pages wait for the end: whether their lines are running heads depends on
-    # the pages after them (folio.running_heads.WINDOW)
+    # the pages after them (folio.page.running_heads.WINDOW)
     tail = len({embedding_text(c) for c in chunks
                 if c.page_end > len(doc.pages) - running_heads.WINDOW})  # page_end from 1
     assert vectors.shape == (len(texts), embedder.dim)
@@ -123,8 +123,8 @@ def test_a_document_never_seen_is_embedded_at_load_and_discard_forgets() -> None
 
 
 def test_early_jobs_run_on_a_quarter_of_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
-    from folio.config import PipelineConfig
     from folio.pipeline.services import early_embed_workers
+    from folio.settings.config import PipelineConfig
 
     monkeypatch.setattr("os.cpu_count", lambda: 16)
     assert early_embed_workers(PipelineConfig()) == 4

@@ -1,4 +1,4 @@
-"""folio.embeddings: the packaged int8 MiniLM through onnxruntime."""
+"""folio.output.embeddings: the packaged int8 MiniLM through onnxruntime."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from folio.config import EmbeddingSettings
-from folio.embeddings import Embedder, packaged_model_paths
 from folio.errors import ConfigError
+from folio.output.embeddings import Embedder, packaged_model_paths
+from folio.settings.config import EmbeddingSettings
 
 
 @pytest.fixture(scope="module")

@@ -19,13 +19,13 @@ import httpx
 import pytest
 from PIL import Image
 
-from folio.config import PipelineConfig
 from folio.engines.dispatch import Dispatcher, NoEngineError
 from folio.engines.openai_engine import OpenAIEngine
 from folio.gpu.server_probe import free_port
 from folio.gpu.vllm_server import RemoteEndpoint, endpoint_members
 from folio.models import PagePrep
 from folio.samples import report_pages, write_long_pdf, write_text_pdf
+from folio.settings.config import PipelineConfig
 from tests.openai_fake import FakeServer
 from tests.test_scheduler import gpu_config, run_scheduler
 

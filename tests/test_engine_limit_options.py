@@ -12,7 +12,7 @@ import pytest
 from bench.engine_limit import DEFAULT_MODEL, config_for, engine_kwargs, user_options
 from folio.errors import ConfigError
 from folio.gpu.profiles import load_profile, vllm_args
-from folio.presets import get_preset
+from folio.settings.presets import get_preset
 
 
 @pytest.mark.parametrize("name", ["h200", "h100-80gb"])

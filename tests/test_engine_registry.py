@@ -6,11 +6,11 @@ import sys
 
 import pytest
 
-from folio.config import PipelineConfig
 from folio.engines.registry import KNOWN_ENGINES, build_engine
 from folio.engines.tesseract import TesseractEngine
 from folio.engines.text_layer import TextLayerEngine
 from folio.errors import ConfigError
+from folio.settings.config import PipelineConfig
 
 
 def test_builds_cpu_engines() -> None:

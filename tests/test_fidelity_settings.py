@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from bench.fidelity import _merged, overrides
-from folio.config import PipelineConfig
+from folio.settings.config import PipelineConfig
 
 
 def test_values_are_json_when_they_parse() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from folio.quality import word_recall
+from folio.page.quality import word_recall
 from folio.samples import report_pages, write_encrypted_pdf, write_text_pdf
 from tests.prefect_db_template import copy_migrated_db
 

@@ -221,10 +221,10 @@ def test_compressions_at_once_are_bounded(tmp_path: Path, monkeypatch: pytest.Mo
     import time
     from concurrent.futures import ThreadPoolExecutor
 
-    from folio.config import PipelineConfig
     from folio.models import DocumentResult
     from folio.pdf.worker_protocol import PdfInfo
     from folio.pipeline import prepare
+    from folio.settings.config import PipelineConfig
     from tests.peak import Peak
 
     peak = Peak()

@@ -140,7 +140,7 @@ def test_ui_run_trigger_and_sweep_batch_share_the_gpu_server(
         assert report["config"]["ocr"]["in_flight"] == 256
     # exactly the settings of `folio ingest --engine vllm --profile h200 ...` on that host
     from folio import cli
-    from folio.run_config import resolve_config
+    from folio.settings.run_config import resolve_config
 
     for key, value in gpu_worker["env"].items():
         monkeypatch.setenv(key, value)

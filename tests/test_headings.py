@@ -1,4 +1,4 @@
-"""Section headings on born-digital pages (folio.headings; issue 30, item 3)."""
+"""Section headings on born-digital pages (folio.page.headings; issue 30, item 3)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from folio.headings import (
+from folio.models import BBox, Block, Label, Region
+from folio.page.headings import (
     Body,
     Style,
     breaks_paragraph,
@@ -17,8 +18,7 @@ from folio.headings import (
     keeps_heading,
     numbered,
 )
-from folio.layout_labels import cover, label_blocks
-from folio.models import BBox, Block, Label, Region
+from folio.page.layout_labels import cover, label_blocks
 
 BODY = Body(size=10.0, face="Times-Roman")
 
@@ -150,10 +150,10 @@ def test_a_papers_numbered_heading_heads_the_chunks_after_it(corpus: Path,
                                                              tmp_path: Path) -> None:
     """A born-digital arXiv page: '5.1 Hyper Parameter Optimization' (bold, body size) ran
     into its paragraph, and every chunk's heading path was empty."""
-    from folio.chunking import chunk_document
-    from folio.config import PipelineConfig
     from folio.io.sources import discover
+    from folio.output.chunking import chunk_document
     from folio.pipeline import Services, process_document
+    from folio.settings.config import PipelineConfig
 
     pdf = corpus / "docling" / "2305.03393v1-pg9.pdf"
     if not pdf.is_file():

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from folio import cli
-from folio.config import PipelineConfig
 from folio.io.sources import discover
 from folio.models import DocumentOutcome, DocumentResult
+from folio.output.report import build_report
 from folio.pipeline import prepare
 from folio.pipeline.load import load_document
 from folio.pipeline.services import Services
-from folio.report import build_report
+from folio.settings.config import PipelineConfig
 
 
 def _run(config: PipelineConfig, out: Path, src: Path) -> DocumentResult:

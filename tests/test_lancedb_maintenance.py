@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from folio.config import StoreSettings
+from folio.settings.config import StoreSettings
 from folio.stores import open_store
 from folio.stores.base import DocumentVectors
 from folio.stores.lance_s3 import lance_storage_options

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from lancedb.table import LanceTable
 
-from folio.config import StoreSettings
+from folio.settings.config import StoreSettings
 from folio.stores.base import DocumentVectors
 from folio.stores.lance_tuning import LanceTuning
 from folio.stores.lancedb_store import LanceDBStore

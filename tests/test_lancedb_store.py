@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from folio.config import S3Settings, StoreSettings
 from folio.errors import ConfigError
+from folio.settings.config import S3Settings, StoreSettings
 from folio.stores import NullStore, default_vector_uri, open_store
 from folio.stores.base import DocumentVectors, VectorStore
 from folio.stores.lance_s3 import lance_storage_options

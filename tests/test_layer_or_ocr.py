@@ -13,11 +13,11 @@ import pypdfium2.raw as pdfium_c
 from PIL import Image, ImageDraw, ImageFont
 
 from folio import samples
-from folio.config import PipelineConfig
 from folio.io.sources import discover
-from folio.layer_or_ocr import layer_is_better
 from folio.models import TextLayer
+from folio.page.layer_or_ocr import layer_is_better
 from folio.pipeline import Services, process_document
+from folio.settings.config import PipelineConfig
 
 
 def layer(text: str, score: float = 0.75) -> TextLayer:

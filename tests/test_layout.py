@@ -1,4 +1,4 @@
-"""The CPU layout detector (folio.layout): pure pre/post-processing on synthetic arrays,
+"""The CPU layout detector (folio.page.layout): pure pre/post-processing on synthetic arrays,
 then the real CDLA model on corpus pages, judged against docling's ground truth."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from folio.config import LayoutSettings
 from folio.errors import ConfigError
-from folio.layout import (
+from folio.models import BBox, Label
+from folio.page.layout import (
     CDLA_CLASSES,
     MODEL_ENV,
     CdlaLayoutDetector,
@@ -26,7 +26,7 @@ from folio.layout import (
     preprocess,
     select_regions,
 )
-from folio.models import BBox, Label
+from folio.settings.config import LayoutSettings
 
 INPUT_HW = (800, 608)
 N_CLASSES = len(CDLA_CLASSES)
@@ -149,7 +149,7 @@ def test_model_path_order_is_setting_then_env_then_distribution(
     with pytest.raises(ConfigError, match=MODEL_ENV):
         layout_model_path()
     monkeypatch.delenv(MODEL_ENV)
-    monkeypatch.setattr("folio.layout.MODEL_DIST", "folio-no-such-distribution")
+    monkeypatch.setattr("folio.page.layout.MODEL_DIST", "folio-no-such-distribution")
     with pytest.raises(ConfigError, match="--no-deps"):
         layout_model_path()
 

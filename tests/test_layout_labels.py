@@ -11,12 +11,12 @@ import numpy.typing as npt
 import pytest
 from PIL import Image
 
-from folio.config import LayoutSettings, PipelineConfig
 from folio.engines.base import EngineOutput
-from folio.layout_labels import cover, label_blocks, region_for
 from folio.models import Attempt, BBox, Block, Label, PagePrep, Region, WordBox
+from folio.page.layout_labels import cover, label_blocks, region_for
 from folio.pdf import page_layout
 from folio.pipeline.pages import apply_layout
+from folio.settings.config import LayoutSettings, PipelineConfig
 
 
 def box(x0: float, y0: float, x1: float, y1: float) -> BBox:

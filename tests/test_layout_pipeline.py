@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from folio.config import PipelineConfig
 from folio.io.sources import discover
 from folio.models import DocumentResult, Label
-from folio.outputs import render_markdown
+from folio.output.outputs import render_markdown
 from folio.pipeline import Services, process_document
+from folio.settings.config import PipelineConfig
 
 PDF = "docling/2305.03393v1-pg9.pdf"
 HEADS = {Label.PAGE_HEADER.value, Label.PAGE_FOOTER.value}

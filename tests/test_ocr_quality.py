@@ -16,7 +16,7 @@ import pytest
 
 from folio.engines.tesseract import TesseractEngine
 from folio.models import PagePrep, RenderPlan
-from folio.quality import sequence_similarity, word_recall
+from folio.page.quality import sequence_similarity, word_recall
 from tests.conftest import RecordProperty, corpus_dir
 
 pytestmark = pytest.mark.corpus

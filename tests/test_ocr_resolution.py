@@ -10,9 +10,9 @@ import pytest
 from PIL import Image, ImageDraw
 
 from folio import samples
-from folio.config import RenderSettings, RouteSettings
 from folio.pdf.ocr_resolution import ocr_dpi, text_line_px
 from folio.pdf.page_worker import WorkerJob, prepare_pages
+from folio.settings.config import RenderSettings, RouteSettings
 
 
 def lines_image(line_px: int, gap_px: int, n: int = 20, columns: int = 2) -> Image.Image:

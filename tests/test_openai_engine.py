@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from folio.config import PipelineConfig
 from folio.engines.openai_engine import (
     EngineBadOutputError,
     EngineDownError,
@@ -22,7 +21,8 @@ from folio.errors import BadOutputError, ConfigError, EngineUnavailableError
 from folio.gpu.server_probe import free_port
 from folio.gpu.vllm_server import RemoteEndpoint, register_endpoint, unregister_endpoint
 from folio.models import PagePrep
-from folio.presets import get_preset
+from folio.settings.config import PipelineConfig
+from folio.settings.presets import get_preset
 from tests.openai_fake import FakeServer
 
 

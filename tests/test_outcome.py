@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 
-from folio.config import PipelineConfig
 from folio.errors import is_transient_code
 from folio.models import DocumentOutcome, DocumentResult, PageOutcome, PagePrep, PageResult
 from folio.pipeline import Services, process_page
 from folio.pipeline.validate import decide_outcome
+from folio.settings.config import PipelineConfig
 
 
 def test_every_transient_error_class_is_retryable_and_input_errors_are_not() -> None:

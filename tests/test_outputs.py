@@ -1,4 +1,4 @@
-"""folio.outputs: files per document, the done-index, quarantine records."""
+"""folio.output.outputs: files per document, the done-index, quarantine records."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from folio import outputs
-from folio.config import S3Settings
 from folio.io.sinks import LocalSink, Sink, open_sink
 from folio.models import DocumentOutcome, DocumentResult, PageOutcome
+from folio.output import outputs
+from folio.settings.config import S3Settings
 from tests.doc_factory import report_document
 from tests.s3_server import S3Server
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from folio.config import PipelineConfig
 from folio.models import DocumentResult
 from folio.pipeline.page_jobs import worker_jobs
 from folio.pipeline.prepare import PreparedDocument
+from folio.settings.config import PipelineConfig
 
 
 @pytest.mark.parametrize(("engine", "finer"), [

@@ -15,7 +15,6 @@ from PIL import Image
 from pydantic import SecretStr
 
 from folio import samples
-from folio.config import RenderSettings, RouteSettings
 from folio.errors import (
     EncryptedPdfError,
     FolioError,
@@ -26,6 +25,7 @@ from folio.errors import (
 from folio.models import PagePrep
 from folio.pdf import page_worker, zygote
 from folio.pdf.page_worker import WorkerJob, prepare_pages, probe
+from folio.settings.config import RenderSettings, RouteSettings
 
 SMALL = RenderSettings(longest_side_px=300, min_dpi=20, min_text_px=4)
 PASSWORD = "open sesame"

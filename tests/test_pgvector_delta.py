@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from folio.config import S3Settings, StoreSettings
+from folio.settings.config import S3Settings, StoreSettings
 from folio.stores import open_store, pgvector_store
 from folio.stores.base import DocumentVectors
 from folio.stores.pgvector_store import PgVectorStore

@@ -16,8 +16,8 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from folio.config import S3Settings, StoreSettings
 from folio.errors import ConfigError, StorageError
+from folio.settings.config import S3Settings, StoreSettings
 from folio.stores import open_store
 from folio.stores.base import DocumentVectors, VectorStore
 from folio.stores.lancedb_store import LanceDBStore
@@ -258,7 +258,7 @@ def test_flow_ingests_into_pgvector_and_reprocess_keeps_the_count(
 
 
 def test_ef_search_reaches_the_store_from_the_settings() -> None:
-    from folio.config import S3Settings, StoreSettings
+    from folio.settings.config import S3Settings, StoreSettings
     from folio.stores import open_store
 
     settings = StoreSettings(kind="pgvector", uri="postgresql://u@127.0.0.1:1/db", hnsw_ef_search=250)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from folio.config import RenderSettings
 from folio.errors import ConfigError
-from folio.presets import PRESETS, get_preset
+from folio.settings.config import RenderSettings
+from folio.settings.presets import PRESETS, get_preset
 
 DATA = Path(__file__).parent / "data" / "model_outputs"
 

@@ -79,7 +79,7 @@ def test_bad_profiles_are_config_errors(tmp_path: pytest.TempPathFactory, monkey
 
 
 def test_profile_render_budget_caps_settings() -> None:
-    from folio.config import RenderSettings
+    from folio.settings.config import RenderSettings
 
     small = load_profile("rtx-4090-24gb").render_settings(RenderSettings(longest_side_px=3000))
     assert small.longest_side_px == 1600 and small.max_pixels == 2097152

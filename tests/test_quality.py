@@ -1,10 +1,10 @@
-"""folio.quality: loops score high, prose and tables score low; truncation evidence."""
+"""folio.page.quality: loops score high, prose and tables score low; truncation evidence."""
 
 from __future__ import annotations
 
 import pytest
 
-from folio.quality import (
+from folio.page.quality import (
     looks_truncated,
     most_repeated,
     normalize_words,
@@ -112,7 +112,7 @@ def test_comparison_helpers() -> None:
 
 def test_mean_confidence_weighs_blocks_by_their_text() -> None:
     from folio.models import Block
-    from folio.quality import mean_confidence
+    from folio.page.quality import mean_confidence
 
     blocks = [Block(label="Text", content="x" * 30, order=0, confidence=0.9),
               Block(label="Text", content="y" * 10, order=1, confidence=0.1),

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from folio.config import PipelineConfig
 from folio.engines.rapidocr_engine import RapidOcrEngine, RawLine, group_paragraphs, raw_lines
 from folio.engines.registry import KNOWN_ENGINES, build_engine
 from folio.errors import BadInputError, BadOutputError, ConfigError
 from folio.models import PagePrep
-from folio.quality import sequence_similarity, word_recall
+from folio.page.quality import sequence_similarity, word_recall
+from folio.settings.config import PipelineConfig
 
 HAS_RAPIDOCR = importlib.util.find_spec("rapidocr") is not None
 

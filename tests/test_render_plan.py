@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from folio.config import RenderSettings
 from folio.errors import PageTooLargeError
 from folio.models import RenderPlan
 from folio.pdf.render_plan import MAX_SIDE_PX, plan_page
+from folio.settings.config import RenderSettings
 
 LETTER = (612.0, 792.0)
 
@@ -141,7 +141,7 @@ def test_a_tiny_page_still_gets_one_grid_cell() -> None:
 
 
 def test_a_preset_keeps_the_grid_the_user_set() -> None:
-    from folio.presets import get_preset
+    from folio.settings.presets import get_preset
 
     settings = get_preset("generic").render_settings(RenderSettings(grid_px=28))
     assert settings.grid_px == 28 and settings.longest_side_px == 1600
@@ -154,7 +154,7 @@ def test_a_preset_with_a_reference_pipeline_gets_its_size_whatever_the_page() ->
     """olmOCR 2 saw every page at 1288 px on its longest side, Chandra 2 at 192 DPI or
     more fitted to its grid: small text and a coarse scan change nothing (they would in
     the adaptive plan), a user's grid neither; only the memory caps can shrink it."""
-    from folio.presets import get_preset
+    from folio.settings.presets import get_preset
 
     olm = get_preset("olmocr2").render_settings(RenderSettings(grid_px=28))
     for font, native in ((None, None), (4.0, None), (None, 100.0)):

@@ -1,8 +1,8 @@
-"""folio.report: what a run report tells a person about pages."""
+"""folio.output.report: what a run report tells a person about pages."""
 
 from __future__ import annotations
 
-from folio.report import document_summary
+from folio.output.report import document_summary
 from tests.doc_factory import report_document
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from folio.config import S3Settings
+from folio.settings.config import S3Settings
 from folio_prefect.deployments.result_storage import (
     BLOCK_NAME,
     S3ResultStorage,

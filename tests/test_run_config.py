@@ -1,5 +1,5 @@
 """One configuration path: the CLI, a GPU pool's flow runs and the benchmarks resolve
-their settings with folio.run_config.resolve_config, in the same layers."""
+their settings with folio.settings.run_config.resolve_config, in the same layers."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from folio import cli
 from folio.errors import ConfigError
 from folio.gpu.profiles import load_profile
-from folio.presets import get_preset
-from folio.run_config import resolve_config
+from folio.settings.presets import get_preset
+from folio.settings.run_config import resolve_config
 from folio_prefect.deployments.work_pools import profile_env
 
 
@@ -74,9 +74,9 @@ def test_nested_settings_merge_into_defaults() -> None:
 def test_one_vocabulary() -> None:
     from typing import get_args
 
-    from folio.config import OcrSettings, RouteSettings
     from folio.engines.registry import KNOWN_ENGINES
-    from folio.vocabulary import ENGINES, ROUTE_MODES
+    from folio.settings.config import OcrSettings, RouteSettings
+    from folio.settings.vocabulary import ENGINES, ROUTE_MODES
 
     commands = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction))
     ingest = next(a for a in commands.choices["ingest"]._actions if a.dest == "engine")
@@ -93,7 +93,7 @@ def test_one_request_model_for_flows_cli_and_triggers() -> None:
     import inspect
 
     from folio import trigger
-    from folio.run_config import IngestRequest
+    from folio.settings.run_config import IngestRequest
     from folio_prefect.flows.ingest import ingest_document
 
     assert trigger.IngestRequest is IngestRequest, "one model, not a second copy"

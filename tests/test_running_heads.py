@@ -4,10 +4,10 @@ with the whole-document one."""
 
 from __future__ import annotations
 
-from folio.chunking import ChunkStream, chunk_document
-from folio.config import ChunkSettings
 from folio.models import BBox, Block, DocumentResult, Label, PageOutcome, PageResult
-from folio.running_heads import head_blocks, mark_running_heads
+from folio.output.chunking import ChunkStream, chunk_document
+from folio.page.running_heads import head_blocks, mark_running_heads
+from folio.settings.config import ChunkSettings
 
 W, H = 612.0, 792.0
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from folio.config import S3Settings
 from folio.errors import BadInputError, ConfigError, StorageError
 from folio.io import s3 as s3io
+from folio.settings.config import S3Settings
 from tests.s3_server import S3Server
 
 SECRET = "s3cr3t-Value-That-Must-Not-Leak"

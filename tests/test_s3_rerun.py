@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from folio.config import PipelineConfig
 from folio.io.sinks import open_sink
 from folio.io.source_index import known_sha256, record_sha256, version_path
 from folio.io.sources import discover
 from folio.models import DocumentOutcome, DocumentResult
 from folio.pipeline import Services, process_documents
 from folio.samples import report_pages, write_text_pdf
+from folio.settings.config import PipelineConfig
 from tests.s3_fault_proxy import FaultProxy
 from tests.s3_server import S3Server
 

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from folio import progress
-from folio.config import PipelineConfig
 from folio.gpu.vllm_server import VLLMServer, register_endpoint, unregister_endpoint
 from folio.io.sources import discover
 from folio.models import DocumentOutcome, DocumentResult, PageOutcome
@@ -25,6 +24,7 @@ from folio.pipeline import (
     start_document,
 )
 from folio.samples import report_pages, write_long_pdf, write_scanned_pdf, write_text_pdf
+from folio.settings.config import PipelineConfig
 from tests.openai_fake import FakeServer
 
 FAKE = str(Path(__file__).parent / "openai_fake.py")
@@ -137,8 +137,8 @@ def test_a_page_being_parsed_does_not_hold_a_server_slot(
     With one page thread per slot it held 4 x 1.5 / 2.1 = 2.9 of 4 on average. And
     however many answers arrive together, at most ``answer_gate.WORKERS`` are parsed at
     once, so the threads sending the next pages are not queued behind them for the GIL."""
-    from folio import answer_gate
-    from folio.presets import ModelPreset
+    from folio.page import answer_gate
+    from folio.settings.presets import ModelPreset
 
     real_parse = ModelPreset.parse
     parsing = {"now": 0, "most": 0}

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from folio.chunking import embedding_text
-from folio.config import EmbeddingSettings, S3Settings, StoreSettings
-from folio.embeddings import Embedder
 from folio.io.layout import VECTORS
 from folio.io.sinks import open_sink
 from folio.models import BBox, Chunk
+from folio.output.chunking import embedding_text
+from folio.output.embeddings import Embedder
+from folio.settings.config import EmbeddingSettings, S3Settings, StoreSettings
 from folio.stores import open_store
 from tests.s3_server import S3Server
 

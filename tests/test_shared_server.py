@@ -316,7 +316,7 @@ def test_engine_resends_through_a_restart_done_by_the_supervisor(
 
     from folio.engines.openai_engine import OpenAIEngine
     from folio.models import PagePrep
-    from folio.presets import get_preset
+    from folio.settings.presets import get_preset
 
     image = tmp_path / "p.png"
     Image.new("RGB", (400, 518), "white").save(image)

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from folio.config import S3Settings
 from folio.errors import ConfigError
 from folio.io import s3 as s3io
 from folio.io.sinks import LocalSink, S3Sink, Sink, open_sink
 from folio.io.sources import discover, fetch
+from folio.settings.config import S3Settings
 from tests.s3_server import S3Server
 
 NO_S3 = S3Settings()

@@ -1,9 +1,9 @@
-"""folio.table_grid on synthetic word boxes: rows, columns, multi-line and spanning cells."""
+"""folio.tables.table_grid on synthetic word boxes: rows, columns, multi-line and spanning cells."""
 
 from __future__ import annotations
 
 from folio.models import BBox, Block, WordBox
-from folio.table_grid import TableGrid, build_grid, grid_html
+from folio.tables.table_grid import TableGrid, build_grid, grid_html
 
 #: a 10pt font: word boxes 12pt tall, a character 5pt wide, a word space 3pt
 CHAR_W, HEIGHT, SPACE = 5.0, 12.0, 3.0

@@ -14,8 +14,8 @@ from pathlib import Path
 from folio.engines.base import EngineOutput
 from folio.engines.text_layer import TextLayerEngine
 from folio.models import BBox, Label, PageOutcome, PageResult, Region
+from folio.page.running_heads import mark_running_heads
 from folio.pipeline.pages import apply_layout
-from folio.running_heads import mark_running_heads
 from folio.samples import PAGE_H, sentences, write_postscript_pdf
 from tests.test_table_pdf import _grid, _layer, _prose, _rule, _show, _table
 

@@ -14,8 +14,6 @@ import pypdfium2 as pdfium
 import pytest
 from PIL import Image
 
-from folio.chunking import chunk_document
-from folio.config import ChunkSettings, PipelineConfig
 from folio.engines.base import EngineOutput
 from folio.engines.text_layer import TextLayerEngine
 from folio.io.sources import discover
@@ -30,9 +28,11 @@ from folio.models import (
     Region,
     RenderPlan,
 )
+from folio.output.chunking import chunk_document
 from folio.pipeline import Services, process_document
 from folio.pipeline.pages import apply_layout
 from folio.samples import PAGE_H, SamplePage, sentences, write_postscript_pdf, write_text_pdf
+from folio.settings.config import ChunkSettings, PipelineConfig
 from tests.pdf_pages import first_page_prep
 
 RULED = [["Region", "Revenue", "Growth", "Staff"],

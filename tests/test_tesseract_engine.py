@@ -20,7 +20,7 @@ from folio.errors import (
     TimeoutExpired,
 )
 from folio.models import Label, PagePrep, RenderPlan
-from folio.quality import word_recall
+from folio.page.quality import word_recall
 from folio.samples import SamplePage, report_pages, write_text_pdf
 
 DPI = 200
@@ -259,8 +259,8 @@ def test_an_upside_down_scan_is_read_upright_with_boxes_where_the_text_is(
 def test_a_page_read_as_gibberish_is_never_ok(engine: TesseractEngine, tmp_path: Path) -> None:
     """Where OSD has no answer either, the reading stays gibberish: the page check calls
     it unreadable, so the ladder falls back or quarantines it instead of reporting ok."""
-    from folio.config import ValidationSettings
     from folio.pipeline.pages import page_problem
+    from folio.settings.config import ValidationSettings
 
     page = upside_down_title(tmp_path, "Quarterly Operations Report")
     output = engine.recognize(page)

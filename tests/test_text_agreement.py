@@ -1,12 +1,12 @@
-"""folio.text_agreement and chunking.page_chunk_texts: a page's body text, its markdown
+"""folio.page.text_agreement and chunking.page_chunk_texts: a page's body text, its markdown
 and its chunks compared word for word, so a step that drops text cannot pass unseen."""
 
 from __future__ import annotations
 
-from folio.chunking import page_chunk_texts
-from folio.config import ChunkSettings
 from folio.models import Block, DocumentResult, Label, PageOutcome, PageResult
-from folio.text_agreement import page_agreement, recall, words
+from folio.output.chunking import page_chunk_texts
+from folio.page.text_agreement import page_agreement, recall, words
+from folio.settings.config import ChunkSettings
 
 
 def _page(blocks: list[tuple[str, str]], markdown: str) -> PageResult:

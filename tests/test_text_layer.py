@@ -12,10 +12,10 @@ import pytest
 from PIL import Image
 
 from folio import samples
-from folio.config import RouteSettings
 from folio.models import Label, TextLayer
 from folio.pdf.pdfium_doc import hidden_text_share, open_pdf, page_geometry
 from folio.pdf.text_layer import extract, score_text
+from folio.settings.config import RouteSettings
 
 LETTER_AREA = 612.0 * 792.0
 

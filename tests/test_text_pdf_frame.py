@@ -9,8 +9,8 @@ from pathlib import Path
 import pypdfium2 as pdfium
 
 from folio import samples
-from folio.config import RenderSettings, RouteSettings
 from folio.pdf.page_worker import WorkerJob, prepare_pages
+from folio.settings.config import RenderSettings, RouteSettings
 
 
 def _turned(src: Path, dst: Path, rotation: int) -> Path:

@@ -1,4 +1,4 @@
-"""folio.validation with real Great Expectations: failures land on the right page."""
+"""folio.checks.validation with real Great Expectations: failures land on the right page."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from folio.config import ValidationSettings
-from folio.models import BBox, Block, PageOutcome, PageResult
-from folio.samples import sentences
-from folio.validation import (
+from folio.checks.validation import (
     blocks_frame,
     pages_frame,
     run_validation,
     suite_definitions,
     validate_pages,
 )
+from folio.models import BBox, Block, PageOutcome, PageResult
+from folio.samples import sentences
+from folio.settings.config import ValidationSettings
 from tests.conftest import RecordProperty
 
 SETTINGS = ValidationSettings()
@@ -163,7 +163,7 @@ def test_repetition_is_judged_only_on_generative_engines() -> None:
 def test_many_documents_in_one_run_keep_their_own_failures() -> None:
     """validate_documents: one GX run for a batch, failures mapped back to (document,
     page); the same document twice in a batch is not a duplicate page."""
-    from folio.validation import validate_documents
+    from folio.checks.validation import validate_documents
 
     clean = [page(i) for i in range(3)]
     looping = [page(0), page(1, "the same words again " * 60)]
@@ -190,14 +190,14 @@ def test_a_page_read_with_low_confidence_fails_and_one_without_confidence_passes
     assert validate_pages("doc", pages, lenient) == {}
 
 
-# --- the validation child (folio/validation_child.py) ------------------------------------------
+# --- the validation child (folio/checks/validation_child.py) ------------------------------------------
 
 
 @pytest.mark.slow  # a process of its own (about 10 s)
 def test_the_child_process_gives_the_same_verdicts_as_this_one() -> None:
     """GX in the child (a GPU run's default) fails the same pages with the same names as
     GX in the flow's process, for a batch of documents."""
-    from folio.validation import validate_documents
+    from folio.checks.validation import validate_documents
 
     looping = [page(0), page(1, "the same words again " * 60)]
     banner = [page(i) for i in range(4)]
@@ -218,9 +218,9 @@ def test_a_child_that_dies_is_started_again_and_gx_errors_come_back_typed() -> N
     validation error it is inline, not a crash or a silent pass."""
     import pandas as pd
 
+    from folio.checks.validation import Table, pages_frame, suite_definitions
+    from folio.checks.validation_child import shared_children
     from folio.errors import FolioError
-    from folio.validation import Table, pages_frame, suite_definitions
-    from folio.validation_child import shared_children
 
     child = shared_children(1).children[0]  # the one the test before started: GX imported once
     specs = suite_definitions(SETTINGS)
@@ -247,8 +247,8 @@ def test_two_children_validate_two_batches_at_once() -> None:
     answered by two processes, with the verdicts of the flow's own GX."""
     import pandas as pd
 
-    from folio.validation import Table, pages_frame, suite_definitions
-    from folio.validation_child import shared_children
+    from folio.checks.validation import Table, pages_frame, suite_definitions
+    from folio.checks.validation_child import shared_children
 
     pool = shared_children(2)
     pool.start()
@@ -280,8 +280,8 @@ def test_two_children_validate_two_batches_at_once() -> None:
 
 
 def test_a_gpu_run_validates_in_the_child_unless_told_otherwise() -> None:
-    from folio.config import PipelineConfig
-    from folio.validation import in_child
+    from folio.checks.validation import in_child
+    from folio.settings.config import PipelineConfig
 
     assert in_child(PipelineConfig.model_validate({"ocr": {"engine": "vllm"}}))
     assert not in_child(PipelineConfig.model_validate({"ocr": {"engine": "tesseract"}}))

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from folio.config import S3Settings, StoreSettings
+from folio.settings.config import S3Settings, StoreSettings
 from folio.stores import default_vector_uri, open_store
 from folio.stores.base import DocumentVectors, VectorStore
 from tests.s3_server import S3Server

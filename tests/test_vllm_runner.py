@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from folio.config import PipelineConfig
 from folio.engines.openai_engine import OpenAIEngine
 from folio.errors import ConfigError, EngineUnavailableError
 from folio.gpu.preflight import QWEN3_VL_8B_CONFIG
@@ -30,6 +29,7 @@ from folio.gpu.server_probe import probe_server
 from folio.gpu.shared_server import SharedEndpoint
 from folio.gpu.vllm_server import VLLMServer, active_endpoint
 from folio.models import PagePrep
+from folio.settings.config import PipelineConfig
 from folio_prefect.flows.vllm_runner import VLLMTaskRunner, current_endpoint
 from tests.openai_fake import FakeServer
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from folio import samples
-from folio.config import RenderSettings, RouteSettings
 from folio.pdf import zygote
 from folio.pdf.page_worker import WorkerJob, prepare_pages, probe
+from folio.settings.config import RenderSettings, RouteSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -179,7 +179,7 @@ def test_when_the_owner_dies_the_zygote_and_its_children_die(
         sys.path.insert(0, {str(ROOT)!r})
         os.environ["FOLIO_TEST_HANG_ON_PAGE"] = "0"
         from pathlib import Path
-        from folio.config import RenderSettings, RouteSettings
+        from folio.settings.config import RenderSettings, RouteSettings
         from folio.pdf import zygote
         from folio.pdf.page_worker import WorkerJob, prepare_pages
         job = WorkerJob(pdf=Path({str(pdf)!r}), pages=[0], out_dir=Path({str(tmp_path)!r}),

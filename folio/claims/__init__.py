@@ -13,7 +13,7 @@ under the output sink (S3 prefix or local folder)::
 the pipeline config hash. The done ledger is read by *listing* ``_ledger/{cfg}/`` (1000
 names a request), so a sweep never downloads a document to learn that it is done; only
 documents missing from it are claimed and sent to the pipeline, which still checks its own
-content-hash done-index (:func:`folio.outputs.find_done`) and answers "cached" for a
+content-hash done-index (:func:`folio.output.outputs.find_done`) and answers "cached" for a
 renamed or re-uploaded copy.
 
 Claims use S3 conditional writes: creation with ``If-None-Match: *`` (one creator wins),

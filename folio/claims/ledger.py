@@ -21,10 +21,10 @@ from folio.claims.records import (
     object_fp,
     ref_of,
 )
-from folio.config import S3Settings
 from folio.io.layout import CLAIMS, FAILED, LEDGER
 from folio.io.s3 import ObjectRef
 from folio.io.sinks import Sink, open_sink
+from folio.settings.config import S3Settings
 
 __all__ = ["ClaimLedger", "Clock"]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from folio.config import S3Settings
 from folio.io import s3 as s3io
 from folio.io.s3 import ObjectRef
+from folio.settings.config import S3Settings
 
 __all__ = ["list_pdfs"]
 

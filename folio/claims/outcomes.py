@@ -10,7 +10,7 @@ from typing import Any
 from folio.claims.keeper import ClaimKeeper
 from folio.claims.ledger import ClaimLedger
 from folio.claims.records import Claim
-from folio.config import S3Settings
+from folio.settings.config import S3Settings
 
 __all__ = ["line_from_outputs", "line_outcome", "record_lines", "report_lines"]
 
@@ -77,7 +77,7 @@ def line_from_outputs(
     from folio.io.sinks import open_sink
     from folio.io.sources import SourceRef, fetch
     from folio.models import DocumentResult
-    from folio.outputs import find_done, read_quarantine
+    from folio.output.outputs import find_done, read_quarantine
 
     ref = SourceRef(uri=claim.source, size=claim.source_size, name="source.pdf",
                     etag=claim.source_etag or None)

@@ -14,8 +14,8 @@ from typing import Literal
 from folio.claims.ledger import ClaimLedger
 from folio.claims.listing import list_pdfs
 from folio.claims.records import key_hash
-from folio.config import S3Settings
 from folio.io.s3 import ObjectRef
+from folio.settings.config import S3Settings
 
 __all__ = ["Verdict", "plan_sweep"]
 

@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 from pydantic import BaseModel, Field
 
 from folio.models import Attempt, BBox, Block, PagePrep, WordBox
-from folio.vocabulary import GENERATIVE_ENGINES
+from folio.settings.vocabulary import GENERATIVE_ENGINES
 
 # Engines that generate text token by token can loop; only their output is checked for
 # degenerate repetition (a document's own text layer or tesseract may repeat legitimately:

@@ -32,8 +32,6 @@ from typing import Any, NoReturn
 
 import httpx
 
-from folio.answer_gate import answer_work
-from folio.config import PipelineConfig
 from folio.engines.base import EngineOutput
 from folio.engines.dispatch import Dispatcher, NoEngineError
 from folio.engines.endpoint_bounds import client_count, endpoint_semaphore
@@ -56,9 +54,11 @@ from folio.errors import (
 from folio.gpu.vllm_server import Endpoint, configured_endpoints, endpoint_members
 from folio.io.tls import ssl_context
 from folio.models import Attempt, PagePrep
+from folio.page.answer_gate import answer_work
+from folio.page.quality import repeats_at_end
 from folio.parsers import olmocr
-from folio.presets import ModelPreset, Sampling, get_preset
-from folio.quality import repeats_at_end
+from folio.settings.config import PipelineConfig
+from folio.settings.presets import ModelPreset, Sampling, get_preset
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ class OpenAIEngine:
     """OCR engine over the OpenAI chat-completions protocol.
 
     Example:
-        >>> from folio.presets import get_preset
+        >>> from folio.settings.presets import get_preset
         >>> engine = OpenAIEngine(endpoint=RemoteEndpoint("http://127.0.0.1:9/v1"),
         ...                       model="m", preset=get_preset("olmocr2"))
         >>> engine.temperature(0), engine.temperature(7), engine.max_tokens

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import cast
 
-from folio.config import PipelineConfig
 from folio.engines.base import OcrEngine
 from folio.errors import ConfigError
-from folio.vocabulary import ENGINES
+from folio.settings.config import PipelineConfig
+from folio.settings.vocabulary import ENGINES
 
 #: every name build_engine accepts; the OpenAI-protocol ones need the ``gpu`` extra
 KNOWN_ENGINES: tuple[str, ...] = ENGINES

@@ -34,7 +34,7 @@ from folio.errors import (
     TimeoutExpired,
 )
 from folio.models import Attempt, BBox, Block, Label, PagePrep, WordBox
-from folio.quality import weighted_mean
+from folio.page.quality import weighted_mean
 
 #: a short paragraph whose lines are all this much taller than the page's median line is a
 #: header (a 20pt title over 11pt body text measures about 1.8; body lines about 1.0)

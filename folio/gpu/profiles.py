@@ -27,8 +27,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from folio.config import RenderSettings
 from folio.errors import ConfigError
+from folio.settings.config import RenderSettings
 
 log = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ from folio.errors import EngineUnavailableError
 from folio.gpu.server_probe import free_port, probe_server, read_metrics
 
 if TYPE_CHECKING:
-    from folio.config import OcrSettings
+    from folio.settings.config import OcrSettings
 
 log = logging.getLogger(__name__)
 

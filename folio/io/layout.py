@@ -9,7 +9,7 @@ at the end keeps a document named ``_index.pdf`` apart from these names.
 from __future__ import annotations
 
 #: done-index: one record per (content hash, configuration), so a renamed or re-uploaded
-#: copy of a document is answered "cached" (:func:`folio.outputs.find_done`)
+#: copy of a document is answered "cached" (:func:`folio.output.outputs.find_done`)
 INDEX = "_index"
 #: one record per quarantined document: why, and whether a retry may help
 QUARANTINE = "_quarantine"
@@ -27,5 +27,5 @@ CLAIMS = "_claims"
 LEDGER = "_ledger"
 #: the sweep's last failure per source: retried, never done
 FAILED = "_failed"
-#: probe objects of the pre-run write check (:mod:`folio.run_checks`), deleted after it
+#: probe objects of the pre-run write check (:mod:`folio.checks.run_checks`), deleted after it
 CHECKS = "_checks"

@@ -37,8 +37,8 @@ from botocore.exceptions import (
 )
 from pydantic import BaseModel
 
-from folio.config import S3Settings
 from folio.errors import BadInputError, ConfigError, StorageError
+from folio.settings.config import S3Settings
 
 if TYPE_CHECKING:
     from botocore.config import Config

@@ -20,10 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from folio.config import S3Settings
 from folio.errors import ConfigError, StorageError
 from folio.io import s3 as s3io
 from folio.io.keys import check_relpath
+from folio.settings.config import S3Settings
 
 __all__ = ["LocalSink", "S3Sink", "Sink", "open_sink"]
 

@@ -1,6 +1,6 @@
 """What each version of an S3 source hashes to, kept beside the outputs (``_sources/``).
 
-Why: the done-index is keyed by content (:func:`folio.outputs.find_done`), so learning
+Why: the done-index is keyed by content (:func:`folio.output.outputs.find_done`), so learning
 that a listed object is done used to take its download and a sha256 over its bytes:
 a rerun over a prefix of unchanged, finished documents downloaded all of them again.
 S3's listing already says which version each key holds (ETag, size, LastModified), so
@@ -25,11 +25,11 @@ from datetime import datetime
 
 from pydantic import BaseModel, ValidationError
 
-from folio.config import S3Settings
 from folio.io import s3 as s3io
 from folio.io.layout import SOURCES
 from folio.io.sinks import Sink
 from folio.io.sources import SourceRef
+from folio.settings.config import S3Settings
 
 __all__ = ["SourceVersion", "known_sha256", "record_sha256", "version_path"]
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from folio.config import S3Settings
 from folio.errors import ConfigError
 from folio.io import s3 as s3io
 from folio.io.keys import safe_key
+from folio.settings.config import S3Settings
 
 __all__ = ["SourceRef", "discover", "fetch"]
 

@@ -21,7 +21,7 @@ import math
 import numpy as np
 from PIL import Image
 
-from folio.config import RenderSettings
+from folio.settings.config import RenderSettings
 
 __all__ = ["STRIPS", "ocr_dpi", "text_line_px"]
 

@@ -26,12 +26,12 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 from PIL import Image
 
-from folio.config import LayoutSettings
 from folio.models import BBox, Label, Region, TextLayer
 from folio.pdf.pdfium_doc import PageGeometry, render
+from folio.settings.config import LayoutSettings
 
 if TYPE_CHECKING:
-    from folio.layout import LayoutDetector
+    from folio.page.layout import LayoutDetector
 
 __all__ = ["LONGEST_SIDE_PX", "detect_page", "detector", "layout_render_size",
            "table_inputs"]
@@ -56,7 +56,7 @@ _detectors: dict[str, LayoutDetector] = {}
 
 def detector(settings: LayoutSettings) -> LayoutDetector:
     """This process's detector for ``settings`` (made once, its model loaded on first use)."""
-    from folio.layout import CdlaLayoutDetector  # here, not in the zygote (see above)
+    from folio.page.layout import CdlaLayoutDetector  # here, not in the zygote (see above)
 
     key = settings.model_dump_json()
     found = _detectors.get(key)
@@ -91,7 +91,7 @@ def detect_page(page: pdfium.PdfPage, image: Image.Image | None, width_pt: float
 def table_inputs(layer: TextLayer, page: pdfium.PdfPage, geometry: PageGeometry,
                  regions: list[Region] | None) -> TextLayer:
     """``layer`` with only the words inside table and figure regions (a figure may be a
-    table the model took for a picture: :mod:`folio.layout_labels`), and the ruling
+    table the model took for a picture: :mod:`folio.page.layout_labels`), and the ruling
     lines there.
 
     Why here: the words and the page's drawn paths exist only in the child; the table

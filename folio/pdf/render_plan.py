@@ -20,7 +20,7 @@ Chandra 1 and 2) skips rules 1-4: the page gets the size that pipeline sends
 (:mod:`folio.pdf.model_image`), under the same hard caps.
 
 Example:
-    >>> from folio.config import RenderSettings
+    >>> from folio.settings.config import RenderSettings
     >>> plan = plan_page(612, 792, min_font_pt=None, native_dpi=None, settings=RenderSettings())
     >>> plan.width_px, plan.height_px, plan.reason
     (1236, 1600, 'budget 1600px longest side -> 145dpi')
@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import math
 
-from folio.config import RenderSettings
 from folio.errors import PageTooLargeError
 from folio.models import RenderPlan
 from folio.pdf.model_image import ModelSizing, model_image_size
+from folio.settings.config import RenderSettings
 
 #: no rendered side may exceed this many pixels, whatever the settings say
 MAX_SIDE_PX = 10_000

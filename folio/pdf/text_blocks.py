@@ -15,8 +15,8 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from folio import headings
 from folio.models import BBox, Block, Label
+from folio.page import headings
 
 #: pdfium marks a hyphen it believes was inserted at a line break with U+0002 (per-char
 #: and bounded text) or U+FFFE (full text); the word continues on the next line

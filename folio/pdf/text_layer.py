@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from folio import headings
-from folio.config import RouteSettings
 from folio.models import TextLayer, WordBox
+from folio.page import headings
 from folio.pdf.pdfium_doc import PageGeometry, hidden_text_share, page_geometry
 from folio.pdf.text_blocks import (
     _BREAK_HYPHENS,
@@ -33,6 +32,7 @@ from folio.pdf.text_blocks import (
     _merge_runs,
     _paragraphs,
 )
+from folio.settings.config import RouteSettings
 
 # --- judging ------------------------------------------------------------------------------
 
@@ -415,7 +415,7 @@ def _low_percentile(sizes: list[float]) -> float | None:
 
 
 class _Fonts:
-    """Each glyph's font as (name, bold, italic) (:mod:`folio.headings`), judged once a
+    """Each glyph's font as (name, bold, italic) (:mod:`folio.page.headings`), judged once a
     font name and flags."""
 
     def __init__(self, textpage: pdfium.PdfTextPage) -> None:

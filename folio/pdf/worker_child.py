@@ -24,7 +24,6 @@ import pypdfium2.raw as pdfium_c
 from PIL import Image
 from pydantic import SecretStr
 
-from folio.config import RenderSettings
 from folio.cpu_priority import lower_this_process
 from folio.errors import FolioError, MalformedPdfError, PageTooLargeError, storage_error_from_os
 from folio.models import PagePrep, RenderPlan
@@ -40,6 +39,7 @@ from folio.pdf.pdfium_doc import (
 from folio.pdf.render_plan import plan_page
 from folio.pdf.text_layer import extract
 from folio.pdf.worker_protocol import Fatal, PdfInfo, WorkerJob, WorkerMessage, WorkerRequest
+from folio.settings.config import RenderSettings
 
 __all__ = ["main", "run"]
 

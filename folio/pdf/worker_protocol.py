@@ -14,8 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, SerializationInfo, field_serializer
 
-from folio.config import LayoutSettings, RenderSettings, RouteSettings
 from folio.models import PagePrep
+from folio.settings.config import LayoutSettings, RenderSettings, RouteSettings
 
 __all__ = ["REVEAL", "Fatal", "PdfInfo", "WorkerJob", "WorkerMessage", "WorkerRequest"]
 

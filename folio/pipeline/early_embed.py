@@ -4,7 +4,7 @@ Why: a document's chunks used to be embedded only once its last page was done. O
 run the documents that end last are the long ones, and embedding their hundreds of
 chunks (0.05-0.15 core-seconds each with the packaged MiniLM, by length) kept the flow
 running 10-20 s after the engine's last page. Here every finished page is fed, in reading
-order, to the document's :class:`folio.chunking.ChunkStream`; chunks it closes are final
+order, to the document's :class:`folio.output.chunking.ChunkStream`; chunks it closes are final
 and are embedded in batches beside the OCR, and once the last page is in, the rest of the
 document's chunks are embedded at once, beside its validation. At load time
 :meth:`EarlyEmbeddings.vectors` hands back what was embedded early and embeds only what is
@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from folio.chunking import ChunkStream, embedding_text
-from folio.config import ChunkSettings
 from folio.cpu_priority import background_pool
 from folio.models import DocumentResult, PageResult
+from folio.output.chunking import ChunkStream, embedding_text
+from folio.settings.config import ChunkSettings
 
 if TYPE_CHECKING:
-    from folio.embeddings import Embedder
+    from folio.output.embeddings import Embedder
 
 log = logging.getLogger(__name__)
 

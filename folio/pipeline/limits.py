@@ -1,7 +1,7 @@
 """How much of each kind of work the page scheduler runs at once, from the configuration.
 
 Why: :class:`~folio.pipeline.scheduler.PageScheduler` only enforces these numbers; how
-they follow from a :class:`~folio.config.PipelineConfig` (an engine's in-flight budget
+they follow from a :class:`~folio.settings.config.PipelineConfig` (an engine's in-flight budget
 times its servers, the extra ladder pages, the render and prepare bursts, the
 watermark) is a decision of its own, read by tests and reports without a scheduler.
 """
@@ -12,9 +12,9 @@ import os
 
 from pydantic import BaseModel, Field
 
-from folio.config import PipelineConfig
 from folio.engines.base import GENERATIVE_ENGINES
 from folio.gpu.vllm_server import configured_endpoints
+from folio.settings.config import PipelineConfig
 
 __all__ = ["SchedulerLimits", "ghostscript_workers", "ocr_concurrency", "ocr_threads", "server_count"]
 

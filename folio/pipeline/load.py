@@ -11,7 +11,7 @@ from folio.stores.base import DocumentVectors
 
 def load_document(doc: DocumentResult, services: Services) -> DocumentResult:
     """Write outputs, chunks and vectors; record the document as done last of all."""
-    from folio import outputs
+    from folio.output import outputs
 
     if doc.cached:
         return doc
@@ -25,7 +25,7 @@ def load_document(doc: DocumentResult, services: Services) -> DocumentResult:
             with clock.span("outputs"):
                 doc.outputs = outputs.write_document(services.sink, doc)
         else:
-            from folio.chunking import chunk_document, embedding_text
+            from folio.output.chunking import chunk_document, embedding_text
 
             with clock.span("chunk"):
                 chunks = chunk_document(doc, services.config.chunk)

@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from folio.config import PipelineConfig
 from folio.models import PagePrep
+from folio.page.route import route_page
 from folio.pipeline.prepare import PreparedDocument
-from folio.route import route_page
-from folio.vocabulary import CPU_OCR_ENGINES
+from folio.settings.config import PipelineConfig
+from folio.settings.vocabulary import CPU_OCR_ENGINES
 
 if TYPE_CHECKING:
     from folio.pdf.page_worker import WorkerJob

@@ -6,20 +6,20 @@ import logging
 from contextlib import nullcontext
 from pathlib import Path
 
-from folio.answer_gate import answer_work
-from folio.caption_order import captions_beside
-from folio.config import ValidationSettings
 from folio.engines.base import GENERATIVE_ENGINES, EngineOutput, OcrEngine
 from folio.engines.markdown import BLOCK_MARKDOWN_ENGINES, blocks_to_markdown
 from folio.errors import BadOutputError, FolioError, TransientError, is_transient_code
-from folio.layer_or_ocr import layer_is_better
-from folio.layout_labels import label_blocks
 from folio.models import Attempt, BBox, Block, PageOutcome, PagePrep, PageResult
+from folio.page.answer_gate import answer_work
+from folio.page.caption_order import captions_beside
+from folio.page.layer_or_ocr import layer_is_better
+from folio.page.layout_labels import label_blocks
+from folio.page.quality import mean_confidence, repeat_ratio
+from folio.page.route import route_page
+from folio.page.running_heads import keep_page_text
 from folio.pipeline.outcome import page_failed
 from folio.pipeline.services import Services
-from folio.quality import mean_confidence, repeat_ratio
-from folio.route import route_page
-from folio.running_heads import keep_page_text
+from folio.settings.config import ValidationSettings
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ def _accept(result: PageResult, output: EngineOutput, engine: str, outcome: Page
 
 def _keep_layer(output: EngineOutput, page: PagePrep, services: Services
                 ) -> EngineOutput | None:
-    """The text layer's output when it beats the OCR ``output`` (:mod:`folio.layer_or_ocr`),
+    """The text layer's output when it beats the OCR ``output`` (:mod:`folio.page.layer_or_ocr`),
     the OCR attempt marked with why; None when the OCR stands. Both attempts are kept."""
     why = layer_is_better(output.markdown, page.text_layer, width_pt=page.width_pt,
                           height_pt=page.height_pt)
@@ -167,7 +167,7 @@ def _recognize(engine: OcrEngine, page: PagePrep, attempt: int) -> EngineOutput:
 def apply_layout(output: EngineOutput, engine: str, page: PagePrep, min_cover: float) -> None:
     """Relabel a CPU engine's blocks from the page's layout regions (found in the page
     worker), tables given their grids from the engine's word boxes, captions moved next
-    to their table or figure (:mod:`folio.caption_order`), and rebuild its markdown;
+    to their table or figure (:mod:`folio.page.caption_order`), and rebuild its markdown;
     other engines' blocks and pages without regions are left as they are, and so are
     pages the engine found turned on their side: the model saw the render as it lies,
     where a sideways page of text reads as one big figure."""

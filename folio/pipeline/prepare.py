@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict
 
 from folio import progress
-from folio.config import PipelineConfig
 from folio.errors import BadInputError, FolioError, MalformedPdfError
 from folio.io.source_index import known_sha256, record_sha256
 from folio.io.sources import SourceRef, fetch
@@ -21,6 +20,7 @@ from folio.models import DocumentOutcome, DocumentResult
 from folio.pipeline.limits import ghostscript_workers
 from folio.pipeline.outcome import quarantine
 from folio.pipeline.services import Services
+from folio.settings.config import PipelineConfig
 
 if TYPE_CHECKING:
     from folio.io.sinks import Sink
@@ -108,7 +108,7 @@ def _answered_before(ref: SourceRef, doc: DocumentResult, services: Services,
     """What an earlier run decided for these bytes (``doc.sha256``) and settings: its
     stored result when it finished them, its verdict when it quarantined them for good;
     None when they are to be processed."""
-    from folio.outputs import find_done
+    from folio.output.outputs import find_done
 
     done = find_done(services.sink, doc.sha256, doc.config_hash)
     if done is not None:
@@ -135,7 +135,7 @@ def known_bad(sink: Sink, doc: DocumentResult, config: PipelineConfig) -> Docume
     (``retryable: false``) with the same settings: trying again would fail the same way,
     every run, and keep its exit code at 3. None when there is no such record, or a
     password is given now (an encrypted PDF's verdict may change with it)."""
-    from folio.outputs import read_quarantine
+    from folio.output.outputs import read_quarantine
 
     if config.password is not None:
         return None

@@ -7,17 +7,17 @@ import os
 import threading
 from typing import TYPE_CHECKING
 
-from folio.config import PipelineConfig
 from folio.engines.base import GENERATIVE_ENGINES, OcrEngine
 from folio.io.layout import VECTORS
 from folio.io.sinks import Sink, open_sink
 from folio.pdf import zygote
 from folio.pipeline.batcher import Batcher
 from folio.pipeline.stage_clock import StageClock
+from folio.settings.config import PipelineConfig
 
 if TYPE_CHECKING:
-    from folio.embeddings import Embedder
     from folio.models import DocumentResult, PageResult
+    from folio.output.embeddings import Embedder
     from folio.pipeline.early_embed import EarlyEmbeddings
     from folio.stores.base import DocumentVectors, VectorStore
 
@@ -82,7 +82,7 @@ class Services:
     def embedder(self) -> Embedder:
         with self._lock:
             if self._embedder is None:
-                from folio.embeddings import Embedder
+                from folio.output.embeddings import Embedder
 
                 self._embedder = Embedder(self.config.embedding)
                 if self.config.ocr.engine == "vllm" and not self._engine_fed:
@@ -149,7 +149,7 @@ class Services:
         documents of a run queued behind each other)."""
         with self._lock:
             if self._validator is None:
-                from folio.validation import in_child, validate_documents
+                from folio.checks.validation import in_child, validate_documents
 
                 settings, child = self.config.validation, in_child(self.config)
                 self._validator = Batcher(

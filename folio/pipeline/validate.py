@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from folio.models import DocumentOutcome, DocumentResult, PageOutcome
+from folio.page.running_heads import mark_running_heads
 from folio.pipeline.outcome import quarantine
 from folio.pipeline.services import Services
-from folio.running_heads import mark_running_heads
 
 
 def validate_document(doc: DocumentResult, services: Services) -> DocumentResult:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from folio.config import S3Settings, StoreSettings
 from folio.errors import ConfigError
+from folio.settings.config import S3Settings, StoreSettings
 from folio.stores.base import NullStore, VectorStore
 
 __all__ = ["NullStore", "VectorStore", "default_vector_uri", "open_store"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 
-from folio.config import S3Settings
 from folio.errors import ConfigError
+from folio.settings.config import S3Settings
 
 __all__ = ["lance_storage_options"]
 

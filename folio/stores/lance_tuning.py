@@ -1,7 +1,7 @@
 """The LanceDB store's knobs: its maintenance schedule and ANN search settings.
 
 Why: :class:`~folio.stores.lancedb_store.LanceDBStore` takes them as one frozen value,
-built from :class:`~folio.config.StoreSettings` or by a test or benchmark directly;
+built from :class:`~folio.settings.config.StoreSettings` or by a test or benchmark directly;
 they are plain data, kept apart from the store that reads them.
 """
 
@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from folio.config import StoreSettings
+from folio.settings.config import StoreSettings
 
 __all__ = ["LanceTuning"]
 
 
 @dataclass(frozen=True)
 class LanceTuning:
-    """Maintenance schedule and ANN search knobs (see :class:`~folio.config.StoreSettings`)."""
+    """Maintenance schedule and ANN search knobs (see :class:`~folio.settings.config.StoreSettings`)."""
 
     maintain_every_writes: int = 20
     maintain_retry_s: float = 30.0

@@ -10,8 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from folio.config import RouteSettings
 from folio.models import PagePrep
+from folio.settings.config import RouteSettings
 
 
 class Route(BaseModel):

@@ -1,9 +1,9 @@
 """A table's rows from its lines of words: which lines are one row, which cells span. Pure.
 
-Why: :mod:`folio.table_grid` builds a grid from word boxes in two passes, columns then
+Why: :mod:`folio.tables.table_grid` builds a grid from word boxes in two passes, columns then
 rows; this module is the row pass (lines by vertical overlap, a cell's second line
 joining its row, row rules, cells centred over several rows), kept apart from the
-column pass (:mod:`folio.table_columns`) so each stays readable.
+column pass (:mod:`folio.tables.table_columns`) so each stays readable.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from folio.models import BBox, WordBox
-from folio.table_columns import _Phrase
+from folio.tables.table_columns import _Phrase
 
 #: a cell centred within this many word heights of several rows' joint middle spans them
 ROW_SPAN_TOLERANCE = 0.25

@@ -6,8 +6,8 @@ per page index, so the pipeline can quarantine exactly the pages that failed.
 
 The suite is data first (:func:`suite_definitions`, no GX needed to read it), turned into
 GX expectations only when validating; operations can use the same list to build Data Docs.
-Running GX is :mod:`folio.validation_gx`'s (imported by the validation child too), here or,
-with ``child``, in :mod:`folio.validation_child`. GX is imported lazily (about 2.6 s). An
+Running GX is :mod:`folio.checks.validation_gx`'s (imported by the validation child too), here or,
+with ``child``, in :mod:`folio.checks.validation_child`. GX is imported lazily (about 2.6 s). An
 *ephemeral* context is used: a file-backed context keeps every validation result and grows
 without bound; one is used only when Data Docs are asked for (:func:`run_validation` with
 ``data_docs_dir``).
@@ -28,18 +28,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from folio.chunking import page_chunk_texts
-from folio.config import ChunkSettings, ValidationSettings
+from folio.checks.validation_gx import ExpectationSpec, Table, failures_here
 from folio.engines.base import GENERATIVE_ENGINES
 from folio.models import KNOWN_LABELS, DocumentResult, PageOutcome, PageResult
-from folio.quality import mean_confidence, repeat_ratio, text_chars
-from folio.text_agreement import PageAgreement, page_agreement
-from folio.validation_gx import ExpectationSpec, Table, failures_here
+from folio.output.chunking import page_chunk_texts
+from folio.page.quality import mean_confidence, repeat_ratio, text_chars
+from folio.page.text_agreement import PageAgreement, page_agreement
+from folio.settings.config import ChunkSettings, ValidationSettings
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from folio.config import PipelineConfig
+    from folio.settings.config import PipelineConfig
 
 #: boxes may overshoot the page by this much (rounding); the pipeline already clipped
 #: overshoots of up to 2% of the page, so anything beyond is really off the page
@@ -145,7 +145,7 @@ def pages_frame(doc_id: str, pages: list[PageResult], item: int = 0) -> pd.DataF
             ],
             # NaN (not checked) where the engine reports no confidence
             "ocr_confidence": [_confidence(p) for p in pages],
-            # NaN (not checked) where there is nothing to owe (folio.text_agreement)
+            # NaN (not checked) where there is nothing to owe (folio.page.text_agreement)
             "markdown_recall": [_nan(a.markdown_recall) for a in agreements],
             "chunk_recall": [_nan(a.chunk_recall) for a in agreements],
             "n_results": [counts[p.index] for p in pages],
@@ -218,7 +218,7 @@ def preload(child: bool = False, children: int = 1) -> None:
     ``child``, start the ``children`` child processes that run it instead, each of which
     imports GX there. Once per process and arguments (cached): later calls do nothing."""
     if child:
-        from folio.validation_child import shared_children
+        from folio.checks.validation_child import shared_children
 
         shared_children(children).start()
         return
@@ -242,7 +242,7 @@ def validate_documents(
 ) -> list[dict[int, list[str]]]:
     """:func:`validate_pages` for many documents in one GX run per table (a run costs
     about the same for one document as for fifty); one failure map per item, in order.
-    ``child``: GX runs in the process's validation child (folio/validation_child.py)."""
+    ``child``: GX runs in the process's validation child (folio/checks/validation_child.py)."""
     if not settings.enabled:
         return [{} for _ in items]
     return [report.failures for report in _run_batch(list(items), settings, None, child)]
@@ -285,7 +285,7 @@ def _run_batch(items: list[tuple[str, list[PageResult]]], settings: ValidationSe
     run_name = items[0][0] if len(items) == 1 else f"{items[0][0]}+{len(items) - 1}"
     docs_index: Path | None = None
     if child and data_docs_dir is None:
-        from folio.validation_child import shared_children
+        from folio.checks.validation_child import shared_children
 
         failures = shared_children(settings.child_processes).failures(frames, specs, run_name)
     else:

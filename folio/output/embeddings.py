@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from folio.config import EmbeddingSettings
 from folio.cpu_priority import background_pool
 from folio.errors import ConfigError
 from folio.onnx_session import cpu_session
+from folio.settings.config import EmbeddingSettings
 
 __all__ = ["Embedder", "packaged_model_paths"]
 

@@ -1,7 +1,7 @@
 """Block labels from layout regions: each block takes the label of the region it lies in.
 
 Why: the CPU engines (the text layer, tesseract) find words, lines and paragraphs but
-not what a paragraph is; a layout detector (folio.layout) finds regions and their kind
+not what a paragraph is; a layout detector (folio.page.layout) finds regions and their kind
 but no text. A block belongs to a region when most of its area lies inside it
 (``min_cover``, a share of the block, so a short line inside a large table counts fully
 and a paragraph that merely touches a figure does not).
@@ -11,7 +11,7 @@ text regions it also sees inside it both reach here. :data:`PRIORITY` settles th
 more specific kind wins (a table's cells are "text" to the model as well), then the region
 covering more of the block, then the higher score. The blocks of one table become one
 block (:data:`MERGED`). When the engine gave word boxes, the words inside that block's
-members become a grid (:mod:`folio.table_grid`): the block carries its cells and its
+members become a grid (:mod:`folio.tables.table_grid`): the block carries its cells and its
 content is an HTML ``<table>``; without words, or when the words make no grid, its text
 stays one line per member.
 
@@ -29,7 +29,7 @@ and sparse: its blocks take the labels the other regions or the engine give them
 heading only where prose follows it (:func:`_prose_figure`).
 
 Headings: a title or section-header region makes a heading only of words that read as
-one (:func:`folio.headings.refuses_heading`: not a formula's letter, a trademark sign or
+one (:func:`folio.page.headings.refuses_heading`: not a formula's letter, a trademark sign or
 a footnote), and not of the body line under a heading the engine found in the same
 region (the model's box is coarser than the engine's type sizes).
 
@@ -46,12 +46,12 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 
-from folio.headings import keeps_heading, refuses_heading
 from folio.models import BBox, Block, Label, Region, TableCell, WordBox, joined_box
-from folio.quality import normalize_words
-from folio.running_heads import BAND
-from folio.table_grid import TableGrid, build_grid, grid_html, words_inside
-from folio.table_rows import lines
+from folio.page.headings import keeps_heading, refuses_heading
+from folio.page.quality import normalize_words
+from folio.page.running_heads import BAND
+from folio.tables.table_grid import TableGrid, build_grid, grid_html, words_inside
+from folio.tables.table_rows import lines
 
 __all__ = ["CELL_MAX_WORDS", "FIGURE_TABLE_MIN", "MERGED", "PRIORITY", "cover",
            "dense_columns", "label_blocks", "merge_blocks", "region_for", "with_grid"]
@@ -270,7 +270,7 @@ def _outside(original: Block, rest: Sequence[Region], min_cover: float) -> Block
 
 def _beyond_table(members: Sequence[Block], page_height: float) -> list[Block]:
     """The members of a table region that lie apart from the table in the page's head or
-    foot band (:data:`folio.running_heads.BAND`): a run of them cut off from the rest
+    foot band (:data:`folio.page.running_heads.BAND`): a run of them cut off from the rest
     by a gap of over :data:`TABLE_GAP` line heights. A detector's table region drawn to
     the page's edge swallows the page number or the running footer below the table;
     left in, they become a row of the grid and are lost to the running-head rules.

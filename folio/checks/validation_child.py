@@ -38,7 +38,7 @@ from folio.errors import FolioError, TimeoutExpired, WorkerCrashedError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from folio.validation_gx import ExpectationSpec, Table
+    from folio.checks.validation_gx import ExpectationSpec, Table
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class ValidationChild:
 
     def failures(self, frames: dict[Table, pd.DataFrame], specs: list[ExpectationSpec],
                  run_name: str) -> dict[tuple[int, int], list[str]]:
-        """The failures :func:`folio.validation_gx.failures_here` finds, found in the child.
+        """The failures :func:`folio.checks.validation_gx.failures_here` finds, found in the child.
 
         Raises:
             FolioError: GX itself failed on an expectation (``validation-error``).
@@ -107,7 +107,7 @@ class ValidationChild:
         # a file, not a pipe, so a chatty child never blocks on it
         self._stderr = tempfile.TemporaryFile()
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "folio.validation_child"],
+            [sys.executable, "-m", "folio.checks.validation_child"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
         )
         self.starts += 1
@@ -225,7 +225,7 @@ def shared_children(n: int = 1) -> ChildPool:
 def _serve(inp: IO[bytes], out: IO[bytes]) -> None:
     import great_expectations  # noqa: F401  (imported before the first request arrives)
 
-    from folio import validation_gx
+    from folio.checks import validation_gx
 
     while True:
         header = inp.read(_HEADER)

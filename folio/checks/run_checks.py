@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import uuid
 
-from folio.config import PipelineConfig
 from folio.errors import ConfigError, NothingToDoError, StorageError
 from folio.io.layout import CHECKS, VECTORS
 from folio.io.sinks import LocalSink, open_sink
 from folio.io.sources import has_documents
+from folio.settings.config import PipelineConfig
 
 #: where the write check leaves (and removes) its probe
 PROBE_DIR = CHECKS
@@ -62,7 +62,7 @@ def check_layout_model(config: PipelineConfig) -> None:
     log a missing one and leave every page without its labels."""
     layout = config.active_layout()
     if layout is not None:
-        from folio.layout import layout_model_path
+        from folio.page.layout import layout_model_path
 
         layout_model_path(layout.model_path)
 
@@ -80,7 +80,7 @@ def check_destination(out: str, config: PipelineConfig) -> None:
             raise ConfigError(f"cannot write to {out}: {err}") from None
         raise
     if config.store.kind == "pgvector":
-        from folio.embeddings import Embedder
+        from folio.output.embeddings import Embedder
         from folio.stores import open_store
 
         dim = Embedder(config.embedding).dim

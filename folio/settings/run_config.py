@@ -24,9 +24,9 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from folio.config import PipelineConfig
 from folio.errors import ConfigError
-from folio.vocabulary import (
+from folio.settings.config import PipelineConfig
+from folio.settings.vocabulary import (
     GENERATIVE_ENGINES,
     SERVED_ENGINES,
     EngineName,
@@ -237,7 +237,7 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
 def model_defaults(preset_name: str) -> dict[str, Any]:
     """What a vision model's run uses unless told otherwise, on any server: the preset's
     image size (its reference pipeline's, for olmOCR 2 and Chandra)."""
-    from folio.presets import get_preset
+    from folio.settings.presets import get_preset
 
     render = get_preset(preset_name).render_settings()
     return {"render.longest_side_px": render.longest_side_px,
@@ -251,7 +251,7 @@ def served_defaults(profile_name: str, preset_name: str,
     limited by the card's, the profile's in-flight budget, and page workers and document
     preparation sized to this machine's cores (the GPU waits on them otherwise)."""
     from folio.gpu.profiles import load_profile
-    from folio.presets import get_preset
+    from folio.settings.presets import get_preset
 
     profile = load_profile(profile_name)
     render = profile.render_settings(get_preset(preset_name).render_settings())

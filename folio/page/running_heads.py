@@ -13,7 +13,7 @@ these rules catch them on any engine's blocks, by what makes a running head one:
   "vii"). A page number may sit further in (:data:`NUMBER_BAND`: LaTeX's default
   footer lies 12% up a letter page, 17% up an A4 one) when nothing lies beyond it and it
   is not in brackets (an equation's number) nor set as a heading (a chapter's number in
-  display size over its title, :func:`folio.headings.chapter_number`);
+  display size over its title, :func:`folio.page.headings.chapter_number`);
 - a short line on the same baseline as a running head, in its band, belongs to it:
   a footer reads "Chapter 2. Roles and separation of duties   11" or "208 ... Global
   Report" although only the number repeats or is recognisable. The pieces of one head
@@ -51,7 +51,7 @@ number run into its text). Body text keeps its place: a page's only text is neve
 running head (:func:`keep_page_text`).
 
 Decisions about page ``k`` need only pages ``k - WINDOW .. k + WINDOW``, so a document's
-pages can be judged as they arrive in order (:class:`folio.chunking.ChunkStream` lags
+pages can be judged as they arrive in order (:class:`folio.output.chunking.ChunkStream` lags
 :data:`WINDOW` pages behind), and judging a whole document gives the same answer. Pure.
 """
 

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from folio.vocabulary import GENERATIVE_ENGINES, EngineName, RouteMode
+from folio.settings.vocabulary import GENERATIVE_ENGINES, EngineName, RouteMode
 
 
 class RenderSettings(BaseModel):
@@ -216,7 +216,7 @@ class EmbeddingSettings(BaseModel):
 
 
 class LayoutSettings(BaseModel):
-    """The CPU route's layout detector (folio.layout): block labels (tables, figures,
+    """The CPU route's layout detector (folio.page.layout): block labels (tables, figures,
     captions, headings, running heads) for the pages the text layer and tesseract serve.
     Engines that send pages to a vision-language model label blocks themselves and never
     run it (:meth:`PipelineConfig.active_layout`)."""

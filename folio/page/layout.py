@@ -40,10 +40,10 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image
 
-from folio.config import LayoutSettings
 from folio.errors import ConfigError
 from folio.models import BBox, Label, Region
 from folio.onnx_session import cpu_session
+from folio.settings.config import LayoutSettings
 
 __all__ = [
     "CDLA_CLASSES",
@@ -288,7 +288,7 @@ class CdlaLayoutDetector:
     One session per detector, loaded on first use under a lock; ``session.run`` is
     thread-safe, so one detector serves every page worker thread. Intra-op threads default
     to 1 and never spin: pages are already processed in parallel, and spinning threads
-    would burn the cores that rendering and OCR share (as in folio.embeddings).
+    would burn the cores that rendering and OCR share (as in folio.output.embeddings).
 
     Example:
         >>> detector = CdlaLayoutDetector()  # doctest: +SKIP

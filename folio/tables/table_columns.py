@@ -1,9 +1,9 @@
 """A table's columns from its words: phrases, the gaps between them, ruling walls. Pure.
 
-Why: :mod:`folio.table_grid` builds a grid from word boxes in two passes, columns then
+Why: :mod:`folio.tables.table_grid` builds a grid from word boxes in two passes, columns then
 rows; this module is the column pass (a phrase is words closer than a word space; the
 column gaps are the x-ranges no phrase of a full line covers, plus vertical rulings),
-kept apart from the row pass (:mod:`folio.table_rows`) so each stays readable.
+kept apart from the row pass (:mod:`folio.tables.table_rows`) so each stays readable.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from folio.engines.text_layer import DEFAULT_MIN_SCORE
 from folio.models import TextLayer
+from folio.page.quality import normalize_words
 from folio.pdf.text_layer import score_text
-from folio.quality import normalize_words
 
 __all__ = ["MIN_WORD_SHARE", "layer_is_better"]
 

@@ -16,9 +16,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from folio import running_heads
-from folio.config import ChunkSettings
 from folio.models import BBox, Block, Chunk, DocumentResult, Label, PageOutcome, PageResult
+from folio.page import running_heads
+from folio.settings.config import ChunkSettings
 
 __all__ = ["ChunkStream", "chunk_document", "chunk_id", "embedding_text"]
 
@@ -256,7 +256,7 @@ class ChunkStream:
     while its last pages are still in OCR. Fed every page, it gives exactly
     :func:`chunk_document`'s chunks.
 
-    Running headers and footers are left out (:mod:`folio.running_heads`); whether a
+    Running headers and footers are left out (:mod:`folio.page.running_heads`); whether a
     line is one depends on the pages up to ``WINDOW`` ahead, so a page is chunked only
     once those have arrived (or at :meth:`close`)."""
 
@@ -312,8 +312,8 @@ def page_chunk_texts(doc: DocumentResult, page: PageResult, settings: ChunkSetti
     """What the chunker keeps of one page, by itself: its chunks' texts and the headings
     it enters into the heading path (a heading is carried by the chunks after it, not in
     their text). The same rules as :func:`chunk_document` on blocks whose running heads are
-    already labelled (:func:`folio.running_heads.mark_running_heads`); used to check that
-    the chunks agree with the page's markdown (:mod:`folio.text_agreement`)."""
+    already labelled (:func:`folio.page.running_heads.mark_running_heads`); used to check that
+    the chunks agree with the page's markdown (:mod:`folio.page.text_agreement`)."""
     chunker = _Chunker(doc=doc, settings=settings)
     headings: list[str] = []
     blocks = (sorted(page.blocks, key=lambda b: b.order) if page.blocks

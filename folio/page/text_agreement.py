@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from pydantic import BaseModel
 
 from folio.models import Block, PageResult
-from folio.running_heads import HEAD_LABELS
+from folio.page.running_heads import HEAD_LABELS
 
 __all__ = ["PageAgreement", "page_agreement", "recall", "words"]
 

@@ -13,7 +13,7 @@ RouteMode = Literal["auto", "ocr", "text-layer"]
 ENGINES: tuple[str, ...] = get_args(EngineName)
 ROUTE_MODES: tuple[str, ...] = get_args(RouteMode)
 #: what a run asks for: a mode, or ``default``, the engine's own (ocr for a vision model,
-#: auto for the others: folio.run_config.default_route). A choice, not an optional value,
+#: auto for the others: folio.settings.run_config.default_route). A choice, not an optional value,
 #: so the Prefect UI's run form shows one list to pick from
 RouteRequest = Literal["default", "auto", "ocr", "text-layer"]
 ROUTE_REQUESTS: tuple[str, ...] = get_args(RouteRequest)

@@ -2,9 +2,9 @@
 Expectations (GX 1.x): the specs as plain data, the GX context, suites and validation
 definitions built from them and reused, and the failed expectations by (item, page).
 
-What is checked and how a document becomes frames is :mod:`folio.validation`'s; this
+What is checked and how a document becomes frames is :mod:`folio.checks.validation`'s; this
 module only runs GX, in whichever process calls it: the flow's, or the validation child's
-(:mod:`folio.validation_child`), so both import this and neither imports the other's
+(:mod:`folio.checks.validation_child`), so both import this and neither imports the other's
 runner. GX is imported lazily (about 2.6 s). Each context is *ephemeral* unless Data Docs
 are asked for (a file-backed context keeps every validation result and grows without bound).
 """
@@ -26,7 +26,7 @@ Table = Literal["pages", "blocks"]
 
 RESULT_FORMAT: dict[str, Any] = {
     "result_format": "COMPLETE",
-    # "item": the document's position in the validated batch (folio.validation)
+    # "item": the document's position in the validated batch (folio.checks.validation)
     "unexpected_index_column_names": ["item", "page"],
 }
 

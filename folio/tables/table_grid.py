@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from folio.models import BBox, TableCell, WordBox
-from folio.table_columns import (
+from folio.tables.table_columns import (
     _limits,
     _Phrase,
     _phrases,
@@ -49,7 +49,7 @@ from folio.table_columns import (
     _with_walls,
     separators,
 )
-from folio.table_rows import (
+from folio.tables.table_rows import (
     _NUMBER,
     COL_SPAN_TOLERANCE,
     _horizontal,

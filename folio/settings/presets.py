@@ -17,10 +17,10 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from folio.config import RenderSettings
 from folio.errors import ConfigError
 from folio.models import Block
 from folio.parsers import chandra, markdown, olmocr
+from folio.settings.config import RenderSettings
 
 ParserName = Literal["chandra", "olmocr", "markdown"]
 
