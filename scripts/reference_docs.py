@@ -271,20 +271,14 @@ def _models_under(root: type[BaseModel]) -> list[type[BaseModel]]:
     return seen
 
 
+#: JSON's name for a Python value's type, bool before int (a bool is an int)
+_JSON_TYPES: tuple[tuple[type, str], ...] = (
+    (bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"),
+    (list, "array"), (dict, "object"))
+
+
 def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "null"
+    return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), "null")
 
 
 def _keys_table(record: dict[str, Any], notes: dict[str, str]) -> list[str]:

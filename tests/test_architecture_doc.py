@@ -4,21 +4,14 @@ whole core, Prefect included, is tests/test_core_is_prefect_free.py's)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "architecture.py"
+from tests.script_module import load_script
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("folio_architecture_doc", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("architecture")
 
 
 def test_the_committed_figure_is_the_one_the_code_gives() -> None:

@@ -5,25 +5,18 @@ field added, renamed or redescribed without regenerating them fails here."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 from pydantic import BaseModel, Field
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "reference_docs.py"
+from tests.script_module import load_script
+
 REGENERATE = "python scripts/reference_docs.py"
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("folio_reference_docs", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("reference_docs")
 
 
 @pytest.mark.parametrize("page", ["configuration.md", "cli.md", "outputs.md"])
