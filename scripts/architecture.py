@@ -174,8 +174,23 @@ def render() -> str:
             if u in edges:
                 deps = ", ".join(f"`{_label(d)}`" for d in sorted(edges[u], key=_label))
                 lines.append(f"| `{_label(u)}` | {layer} | {deps or '-'} |")
+    lines += ["", "What belongs in each core package (the first sentence of its `__init__` "
+              "docstring):", "", "| package | what belongs there |", "|---|---|"]
+    lines += [f"| `{name}` | {summary} |" for name, summary in package_summaries()]
     lines += ["", END]
     return "\n".join(lines)
+
+
+def package_summaries() -> list[tuple[str, str]]:
+    """(``folio/NAME/``, the first sentence of its ``__init__`` docstring) of every core
+    package, in name order."""
+    found = []
+    for init in sorted((REPO / "folio").glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        paragraph = " ".join(doc.split("\n\n")[0].split())
+        first = paragraph.split(". ")[0].rstrip(".").replace(":mod:", "").replace("``", "`")
+        found.append((f"folio/{init.parent.name}/", first.replace("|", "\\|")))
+    return found
 
 
 def committed(text: str) -> str:
