@@ -110,8 +110,9 @@ TEXT_SUFFIXES = {".py", ".md", ".toml", ".yaml", ".yml", ".sh", ".txt", ".cfg", 
 _NAMES = "|".join(sorted(MOVES, key=len, reverse=True))
 #: ``folio.OLD`` not preceded by a name or a dot and not followed by more of a name
 DOTTED = re.compile(rf"(?<![\w.]){re.escape('folio')}\.({_NAMES})(?!\w)")
-#: ``folio/OLD.py`` (or ``folio/OLD`` followed by a non-name character) not under a folder
-PATH = re.compile(rf"(?<![\w/.])folio/({_NAMES})(?=\.py\b)")
+#: ``folio/OLD.py``, also inside a longer path (``./folio/OLD.py``), not ``.folio/`` (the
+#: state folder) nor ``xfolio/``
+PATH = re.compile(rf"(?<![\w.])folio/({_NAMES})(?=\.py\b)")
 
 
 def _git(*args: str) -> None:
