@@ -40,6 +40,7 @@ HEADER = ("<!-- made by scripts/reference_docs.py from the code; do not edit: ru
           "`python scripts/reference_docs.py` -->")
 
 os.environ["COLUMNS"] = "100"  # argparse formats usage lines at the terminal's width
+sys.path.insert(0, str(REPO))  # this checkout's folio, whichever one the venv installed
 
 from pydantic import BaseModel  # noqa: E402
 from pydantic.fields import FieldInfo  # noqa: E402
