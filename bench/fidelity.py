@@ -10,20 +10,14 @@ time, and scores:
   leakage into the markdown, table structure (cell text at the same row/column slot),
   word recall and order of the whole markdown;
 * ``linn``: OCRmyPDF's scanned ``linn`` variants against ``linn.txt`` (as
-  ``bench/ocr_quality.py``): word recall and order.
+  ``bench/results/ocr_quality.json`` did): word recall and order.
 
     .venv/bin/python bench/fidelity.py [--corpus DIR] [--out PATH]
         [--only olmocr,docling,linn] [--limit N] [--set layout.enabled=false ...]
-        [--peers folio,pymupdf4llm,pdfium] [--peer-python PEER_VENV/bin/python]
 
-``--peers`` scores other converters beside folio in the same run, with the same scorers
-(``bench/fidelity_peers.py``): ``pymupdf4llm`` (PyMuPDF4LLM with PyMuPDF-Layout, headers
-and footers off; AGPL, so it runs only in its own virtualenv's interpreter, named by
-``--peer-python`` or $FOLIO_PEER_PYTHON, and is skipped, said so in the result, without
-one) and ``pdfium`` (the raw text layer, pypdfium2 ``get_text_range`` per page). Each
-peer runs in a child process of its own; its CPU seconds are its process tree's. The
-result gets one block per system under ``systems`` and a ``side_by_side`` table; folio's
-figures stay at the top level as before.
+Other converters (PyMuPDF4LLM, pdfium's raw text) were scored beside folio with the same
+scorers once (``bench/results/fidelity_side_by_side.json``, ``bench/fidelity_peers.py`` at
+the commit it names); that comparison's code left with issue 46.
 
 ``--set KEY=VALUE`` changes one setting (dotted, as in ``folio.settings.config``; VALUE read as
 JSON when it parses, else as a string) so that two runs differ in that setting alone (the
@@ -46,26 +40,14 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _measure import command, corpus_dir, git, median, tree_cpu_seconds
-from fidelity_peers import (
-    PEERS,
-    SYSTEMS,
-    Output,
-    PeerRun,
-    peer_output,
-    peer_python,
-    print_side_by_side,
-    run_peer,
-    side_by_side,
-)
+from _measure import command, corpus_dir, git, tree_cpu_seconds
 from fidelity_scoring import (
-    TABLE_LABEL,
     header_footer_scores,
     pass_rates,
     run_olmocr_test,
@@ -73,6 +55,7 @@ from fidelity_scoring import (
     strip_md_markup,
     table_structure_scores,
 )
+from fidelity_summary import CATEGORIES, print_tables, summarise
 
 from folio.io.sources import discover
 from folio.models import DocumentOutcome, DocumentResult, PageOutcome
@@ -91,9 +74,23 @@ SETTINGS: dict[str, dict[str, str]] = {
                       "timed per document without a flow server's own CPU"},
     "work_dir": {"value": "a temporary folder", "why": "nothing of the run is kept"},
 }
-CATEGORIES = ("olmocr", "docling", "linn")
+SYSTEM = "folio"
 LINN_REFERENCE = "ocrmypdf/linn.txt"
 DOCLING_GT = "docling/groundtruth/"
+
+
+@dataclass
+class Output:
+    """What folio made of one document, as the scorers read it: 1-based page -> markdown
+    (None for a page it failed), 1-based page -> (label, text) blocks, and its page count."""
+
+    pages: dict[int, str | None] = field(default_factory=dict)
+    blocks: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
+    page_count: int = 0
+
+    def full_text(self) -> str:
+        """The whole document's markdown, pages joined by a blank line."""
+        return "\n\n".join(t or "" for _, t in sorted(self.pages.items()))
 
 
 @dataclass
@@ -236,145 +233,6 @@ def score_linn(row: Row, corpus: Path, doc: Output | None) -> dict[str, Any]:
 SCORERS = {"olmocr": score_olmocr, "docling": score_docling, "linn": score_linn}
 
 
-def _mean(values: list[float]) -> float | None:
-    return round(sum(values) / len(values), 4) if values else None
-
-
-def _table_figures(tables: list[dict[str, Any]]) -> dict[str, Any]:
-    """Tables found and cells in place, pooled over ``tables``' ground-truth cells."""
-    gt_cells = sum(t["gt_cells"] for t in tables)
-    agreed = sum(round((t["cell_position_agreement"] or 0) * t["gt_cells"]) for t in tables)
-    return {"tables": len(tables),
-            "detected_rate": _mean([float(t["detected"]) for t in tables]),
-            "cell_position_agreement": round(agreed / gt_cells, 4) if gt_cells else None,
-            "gt_cells": gt_cells}
-
-
-def summarise(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Headline figures from the per-document rows."""
-    olm = [t for d in docs if d["category"] == "olmocr" for t in d["scores"]["tests"]]
-    rates = pass_rates(olm)
-    dl = [d for d in docs if d["category"] == "docling"]
-    hf_items = sum(d["scores"]["header_footer"]["items"] for d in dl)
-    hf_labelled = sum(d["scores"]["header_footer"]["labelled"] for d in dl)
-    hf_in_md = sum(round((d["scores"]["header_footer"]["in_markdown"] or 0)
-                         * d["scores"]["header_footer"]["items"]) for d in dl)
-    mw = sum(d["scores"]["header_footer"]["multiword_items"] for d in dl)
-    mw_in = sum(round((d["scores"]["header_footer"]["multiword_in_markdown"] or 0)
-                      * d["scores"]["header_footer"]["multiword_items"]) for d in dl)
-    every_table = [t for d in dl for t in d["scores"]["tables"]]
-    tables = [t for t in every_table if t.get("label", TABLE_LABEL) == TABLE_LABEL]
-    indexes = [t for t in every_table if t.get("label", TABLE_LABEL) != TABLE_LABEL]
-    recall_rows = [d for d in docs if "word_recall" in d["scores"]]
-    pages = sum(d["pages"] for d in docs)
-    cpu = [d["cpu_seconds"] for d in docs]
-    return {
-        "olmocr_tests_pass_rate": rates["pass_rate"],
-        "olmocr_tests_counted": rates["tests_counted"],
-        "olmocr_table_pass_rate": rates["table_pass_rate"],
-        "olmocr_by_type": rates["by_type"],
-        "header_footer_recall": round(hf_labelled / hf_items, 4) if hf_items else None,
-        "header_footer_in_markdown": round(hf_in_md / hf_items, 4) if hf_items else None,
-        "header_footer_in_markdown_multiword": round(mw_in / mw, 4) if mw else None,
-        "header_footer_items": hf_items,
-        "table_structure": {
-            "measure": "per ground-truth table (docling label 'table'): detected = folio "
-                       "emitted any table (HTML or markdown) on that page; "
-                       "cell_position_agreement = share of non-empty ground-truth cells whose "
-                       "normalised words equal those of the folio table cell at the same "
-                       "top-left (row, col) slot, best folio table on the page; pooled over "
-                       "all cells. docling's 'document_index' items (tables of contents) are "
-                       "scored apart under document_index, and with the tables under "
-                       "including_document_index",
-            **_table_figures(tables),
-            "document_index": _table_figures(indexes),
-            "including_document_index": _table_figures(every_table),
-        },
-        "word_recall_born_digital": _mean([d["scores"]["word_recall"] for d in recall_rows
-                                           if d["kind"] == "born-digital"]),
-        "word_recall_scanned": _mean([d["scores"]["word_recall"] for d in recall_rows
-                                      if d["kind"] == "scanned"]),
-        "sequence_similarity_born_digital": _mean([d["scores"]["sequence_similarity"]
-                                                   for d in recall_rows
-                                                   if d["kind"] == "born-digital"]),
-        "sequence_similarity_scanned": _mean([d["scores"]["sequence_similarity"]
-                                              for d in recall_rows if d["kind"] == "scanned"]),
-        "word_recall_by_category": {c: _mean([d["scores"]["word_recall"] for d in recall_rows
-                                              if d["category"] == c]) for c in ("docling", "linn")},
-        "cpu_seconds_per_page": {
-            "median": round(median([d["cpu_seconds"] / max(1, d["pages"]) for d in docs]), 3)
-            if docs else None,
-            "total": round(sum(cpu), 1),
-            "per_page_overall": round(sum(cpu) / pages, 3) if pages else None,
-            **_slowest(docs),
-            "measure": "process-tree CPU (self + reaped children + live descendants incl. "
-                       "what they reaped, from /proc) delta per document; a page's figure "
-                       "is its document's CPU over its pages (exact for one-page documents)",
-        },
-        "wall_seconds_per_page": {
-            "median": round(median([d["seconds"] / max(1, d["pages"]) for d in docs]), 3)
-            if docs else None,
-            "total": round(sum(d["seconds"] for d in docs), 1),
-        },
-        "documents": len(docs),
-        "pages": pages,
-        "documents_failed": [d["source"] for d in docs if d["outcome"] != "ok"],
-        "documents_failed_count": sum(1 for d in docs if d["outcome"] != "ok"),
-    }
-
-
-def _slowest(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The highest CPU seconds a page (a document's CPU over its pages) and the document
-    with the most CPU seconds, each with its source."""
-    if not docs:
-        return {"max_page": None, "slowest_document": None}
-    by_page = max(docs, key=lambda d: d["cpu_seconds"] / max(1, d["pages"]))
-    by_doc = max(docs, key=lambda d: d["cpu_seconds"])
-    return {"max_page": {"seconds": round(by_page["cpu_seconds"] / max(1, by_page["pages"]), 2),
-                         "source": by_page["source"], "pages": by_page["pages"]},
-            "slowest_document": {"cpu_seconds": by_doc["cpu_seconds"],
-                                 "source": by_doc["source"], "pages": by_doc["pages"]}}
-
-
-def print_tables(docs: list[dict[str, Any]], summary: dict[str, Any]) -> None:
-    """A readable table per category (the JSON has everything)."""
-    for cat in CATEGORIES:
-        rows = [d for d in docs if d["category"] == cat]
-        if not rows:
-            continue
-        print(f"\n== {cat} ==")
-        if cat == "olmocr":
-            print(f"{'document':44} {'pages':>5} {'sec':>6} {'outcome':>11} {'passed':>8}")
-            for d in rows:
-                s = d["scores"]
-                print(f"{d['source']:44} {d['pages']:5} {d['seconds']:6.1f} {d['outcome']:>11} "
-                      f"{s['passed']:>3}/{s['counted']:<4}")
-            for t, v in summary["olmocr_by_type"].items():
-                print(f"  {t:10} {v['passed']:3}/{v['tests']:<3} {v['pass_rate']}")
-        else:
-            extra = cat == "docling"
-            print(f"{'document':44} {'pages':>5} {'sec':>6} {'outcome':>11} {'recall':>7} "
-                  f"{'order':>6}" + (f" {'hf lab':>7} {'hf md':>6} {'tables':>7}" if extra else ""))
-            for d in rows:
-                s = d["scores"]
-                line = (f"{d['source']:44} {d['pages']:5} {d['seconds']:6.1f} {d['outcome']:>11} "
-                        f"{s['word_recall']:7.3f} {s['sequence_similarity']:6.3f}")
-                if extra:
-                    hf = s["header_footer"]
-                    agree = [t["cell_position_agreement"] for t in s["tables"]]
-                    line += (f" {hf['labelled']:>3}/{hf['items']:<3} {hf['in_markdown'] or 0:6.2f}"
-                             f" {','.join(f'{a:.2f}' for a in agree) or '-':>7}")
-                print(line)
-    keys = ("olmocr_tests_pass_rate", "olmocr_table_pass_rate", "header_footer_recall",
-            "header_footer_in_markdown", "word_recall_born_digital", "word_recall_scanned",
-            "documents", "pages")
-    print("\n== headline ==")
-    for k in keys:
-        print(f"  {k:28} {summary[k]}")
-    print(f"  {'table_structure':28} {json.dumps({k: v for k, v in summary['table_structure'].items() if k != 'measure'})}")
-    print(f"  {'cpu_seconds_per_page':28} {json.dumps({k: v for k, v in summary['cpu_seconds_per_page'].items() if k != 'measure'})}")
-
-
 def _score(row: Row, corpus: Path, output: Output | None) -> dict[str, Any]:
     try:
         return SCORERS[row.category](row, corpus, output)
@@ -428,34 +286,6 @@ def run_folio(rows: list[Row], corpus: Path, config: PipelineConfig, tmp: str,
     return docs, warm
 
 
-def peer_documents(rows: list[Row], corpus: Path, run: PeerRun) -> list[dict[str, Any]]:
-    """A peer's per-document rows, scored as folio's are: a document the peer failed
-    (``crashed``) or never reached (``not run``: it died or timed out first) has no pages
-    and fails its tests."""
-    docs = []
-    for row in rows:
-        record = run.records.get(str(corpus / row.pdf))
-        output = peer_output(record)
-        pages = output.page_count if output is not None else 0
-        seconds = float(record["seconds"]) if record else 0.0
-        docs.append({
-            "category": row.category, "source": row.pdf, "kind": row.kind,
-            "ground_truth": row.truth,
-            "outcome": "ok" if output is not None else ("crashed" if record else "not run"),
-            "reason": (record or {}).get("error") or "",
-            "pages": pages,
-            "labels": sorted({label for blocks in (output.blocks.values() if output else [])
-                              for label, _ in blocks}),
-            "markdown_chars": [len(t or "") for _, t in sorted(output.pages.items())]
-            if output else [],
-            "seconds": round(seconds, 2),
-            "seconds_per_page": round(seconds / max(1, pages), 2),
-            "cpu_seconds": round(float(record["cpu_seconds"]), 2) if record else 0.0,
-            "scores": _score(row, corpus, output),
-        })
-    return docs
-
-
 def overrides(pairs: list[str]) -> dict[str, Any]:
     """Nested settings from ``KEY=VALUE`` pairs (``layout.enabled=false`` ->
     ``{"layout": {"enabled": False}}``); a VALUE that is not JSON stays a string."""
@@ -497,18 +327,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--limit", type=int, default=None, help="at most N documents")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="change one setting for this run, e.g. layout.enabled=false")
-    parser.add_argument("--peers", default=",".join(SYSTEMS),
-                        help="comma-separated systems to run and score: " + ",".join(SYSTEMS))
-    parser.add_argument("--peer-python", default=None,
-                        help="the interpreter of a virtualenv holding bench/requirements-"
-                             "peers.txt (default: $FOLIO_PEER_PYTHON); without one the "
-                             "pymupdf4llm peer is skipped and the result says so")
     parser.add_argument("--no-warm-up", action="store_true",
-                        help="time the first document with each system's start-up in it "
-                             "(default: each system converts the first document once, "
+                        help="time the first document with folio's start-up in it "
+                             "(default: folio converts the first document once, "
                              "untimed, before the timed pass; its CPU is reported apart)")
-    parser.add_argument("--peer-timeout", type=float, default=7200.0,
-                        help="seconds one peer may take over all documents")
     args = parser.parse_args(argv)
     extra = overrides(args.set)
     settings = dict(SETTINGS)
@@ -528,77 +350,19 @@ def main(argv: list[str] | None = None) -> None:
     if args.limit is not None:
         rows = rows[: args.limit]
 
-    systems_run = [p.strip() for p in args.peers.split(",") if p.strip()]
-    if unknown_peers := set(systems_run) - set(SYSTEMS):
-        raise SystemExit(f"unknown peers: {sorted(unknown_peers)} (known: {', '.join(SYSTEMS)})")
-
     started = time.monotonic()
     docs: list[dict[str, Any]] = []
-    peer_runs: dict[str, PeerRun] = {}
-    system_wall: dict[str, float] = {}
     warm_ups: dict[str, dict[str, Any]] = {}
     warm_up = corpus / rows[0].pdf if rows and not args.no_warm_up else None
     with tempfile.TemporaryDirectory(prefix="folio-fidelity-") as tmp:
         config = PipelineConfig.model_validate(_merged(
             {"store": {"kind": "none"}, "work_dir": str(Path(tmp) / "work")}, extra))
-        if "folio" in systems_run:
-            docs, warm_ups["folio"] = run_folio(rows, corpus, config, tmp, warm_up)
-            system_wall["folio"] = round(time.monotonic() - started, 1)
-        for name in systems_run:
-            if name == "folio":
-                continue
-            print(f"running peer {name} on {len(rows)} documents ...", flush=True)
-            peer_runs[name] = run_peer(PEERS[name], [corpus / r.pdf for r in rows],
-                                       python=peer_python(args.peer_python), workdir=Path(tmp),
-                                       timeout=args.peer_timeout, warm_up=warm_up)
-            run = peer_runs[name]
-            warm_ups[name] = run.warm_up
-            if run.status != "ran":
-                print(f"peer {name} skipped: {run.reason}", file=sys.stderr)
-            elif run.reason:
-                print(f"peer {name}: {run.reason}\n{run.log_tail}", file=sys.stderr)
-            system_wall[name] = run.wall_seconds
+        docs, warm_ups[SYSTEM] = run_folio(rows, corpus, config, tmp, warm_up)
     wall = time.monotonic() - started
     scored = [d for d in docs if "error" not in d["scores"]]
-    summary = summarise(scored) if "folio" in systems_run else {}
+    summary = summarise(scored)
     if summary:
         print_tables(scored, summary)
-
-    systems: dict[str, dict[str, Any]] = {}
-    summaries: dict[str, dict[str, Any]] = {}
-    for name in systems_run:
-        if name == "folio":
-            summaries[name] = summary
-            systems[name] = {"status": "ran", "license": "folio's own",
-                             "settings": settings, "wall_seconds": system_wall.get(name),
-                             "warm_up": warm_ups.get(name),
-                             "summary": summary,
-                             "per_document": "at the top level: per_document"}
-            continue
-        run = peer_runs[name]
-        spec = PEERS[name]
-        block: dict[str, Any] = {"status": run.status, "reason": run.reason,
-                                 "license": spec.license, "settings": spec.settings,
-                                 "python": run.python, "description": run.description}
-        if run.status == "ran":
-            pdocs = peer_documents(rows, corpus, run)
-            pscored = [d for d in pdocs if "error" not in d["scores"]]
-            summaries[name] = summarise(pscored)
-            block.update({"exit_code": run.exit_code, "wall_seconds": run.wall_seconds,
-                          "warm_up": run.warm_up,
-                          "process_cpu_seconds": run.process_cpu_seconds,
-                          "process_cpu_note": "the child's whole CPU (rusage), start-up and "
-                                              "model loading included; per-document figures "
-                                              "leave start-up out",
-                          "summary": summaries[name], "per_document": pdocs})
-            if run.reason:
-                block["log_tail"] = run.log_tail
-        else:
-            block["log_tail"] = run.log_tail
-        systems[name] = block
-    table = side_by_side(summaries) if summaries else {}
-    if table:
-        print_side_by_side(table)
 
     commit = git("rev-parse", "--short", "HEAD")
     dirty = bool(git("status", "--porcelain", "--", "folio"))
@@ -654,22 +418,19 @@ def main(argv: list[str] | None = None) -> None:
                              "in that page's markdown (lower is better)",
         },
         "wall_seconds": round(wall, 1),
-        "wall_seconds_by_system": system_wall,
         "warm_up": {"document": str(warm_up.relative_to(corpus)) if warm_up else None,
-                    "why": "each system converts it once before the timed pass, so the "
+                    "why": "folio converts it once before the timed pass, so the "
                            "per-document CPU leaves out one-time start-up (imports, models, "
                            "validation), which a long ingestion run amortises; "
                            "cpu_seconds = the process's CPU up to the end of the warm-up",
                     **{k: v.get("cpu_seconds") for k, v in warm_ups.items()}},
-        "side_by_side": table,
         **summary,
-        "systems": systems,
         "per_document": docs,
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2, default=str) + "\n")
-    print(f"\nwrote {out} ({len(rows)} documents, systems {', '.join(systems)}, {wall:.0f}s)")
+    print(f"\nwrote {out} ({len(rows)} documents, {wall:.0f}s)")
 
 
 if __name__ == "__main__":

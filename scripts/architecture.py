@@ -8,8 +8,8 @@ Every module of ``folio/`` and of the Prefect layer (``flows/``, ``tasks/``,
 import statement, wherever it is (inside functions too), becomes an edge between two
 *units*: a core package (``folio/pdf/``), a core module (``folio/cli.py``) or a folder of
 the Prefect layer. A unit is drawn in the layer :data:`LAYERS` puts it in; a module that
-is not listed joins the listed unit its name starts with (``validation_child`` ->
-``validation``, so splitting a module into ``NAME_part.py`` siblings or a ``NAME/``
+is not listed joins the listed unit its name starts with (``process_files_locks`` ->
+``process_files``, so splitting a module into ``NAME_part.py`` siblings or a ``NAME/``
 package leaves the figure as it was), else it lands in "unsorted" until listed here. The
 figure draws edges between layers (imports of the shared data contract left out: every
 layer has them); the table under it lists each unit's imports. Cheap: about 150 files
@@ -33,20 +33,17 @@ END = "<!-- architecture:end -->"
 #: module), a Prefect-layer unit a folder ("flows") or one of its modules ("flows/cli.py")
 LAYERS: list[tuple[str, str, list[str]]] = [
     ("edge", "Prefect edge: folio_prefect", ["flows/cli.py", "flows", "tasks", "deployments"]),
-    ("command", "command line, no Prefect", ["cli", "trigger", "run_checks", "samples"]),
-    ("settings", "settings", ["run_config", "config", "vocabulary", "presets"]),
-    ("pipeline", "pipeline stages", ["pipeline", "index", "report", "progress"]),
-    ("pdf", "pdf: page worker; formats: other inputs into pages", ["pdf", "formats"]),
-    ("reading", "page reading", ["route", "layer_or_ocr", "answer_gate", "quality", "layout",
-                                 "layout_labels", "headings", "onnx_session"]),
+    ("command", "command line, no Prefect", ["cli", "trigger", "samples"]),
+    ("settings", "settings", ["settings"]),
+    ("pipeline", "pipeline stages; index: one live version a source", ["pipeline", "index",
+                                                                          "progress"]),
+    ("checks", "checks: validation, run checks", ["checks"]),
+    ("pdf", "pdf: page worker; other input formats", ["pdf", "formats"]),
     ("engines", "engines", ["engines", "parsers"]),
-    ("document", "document assembly", ["table_grid", "table_columns", "table_rows",
-                                       "running_heads", "caption_order", "figures",
-                                       "hierarchy",
-                                       "chunking", "embeddings"]),
-    ("validation", "validation", ["validation", "text_agreement"]),
+    ("page", "what is on a page", ["page", "tables", "figures", "hierarchy", "onnx_session"]),
+    ("output", "what is written: outputs, chunks, embeddings, report", ["output"]),
     ("stores", "vector stores", ["stores"]),
-    ("io", "io: sources, sinks, outputs, claims", ["io", "outputs", "claims"]),
+    ("io", "io: sources, sinks, claims", ["io", "claims"]),
     ("gpu", "gpu: servers, profiles", ["gpu"]),
     ("shared", "shared data contract", ["models", "errors", "cpu_priority", "process_files",
                                         "security"]),
@@ -179,8 +176,23 @@ def render() -> str:
             if u in edges:
                 deps = ", ".join(f"`{_label(d)}`" for d in sorted(edges[u], key=_label))
                 lines.append(f"| `{_label(u)}` | {layer} | {deps or '-'} |")
+    lines += ["", "What belongs in each core package (the first sentence of its `__init__` "
+              "docstring):", "", "| package | what belongs there |", "|---|---|"]
+    lines += [f"| `{name}` | {summary} |" for name, summary in package_summaries()]
     lines += ["", END]
     return "\n".join(lines)
+
+
+def package_summaries() -> list[tuple[str, str]]:
+    """(``folio/NAME/``, the first sentence of its ``__init__`` docstring) of every core
+    package, in name order."""
+    found = []
+    for init in sorted((REPO / "folio").glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        paragraph = " ".join(doc.split("\n\n")[0].split())
+        first = paragraph.split(". ")[0].rstrip(".").replace(":mod:", "").replace("``", "`")
+        found.append((f"folio/{init.parent.name}/", first.replace("|", "\\|")))
+    return found
 
 
 def committed(text: str) -> str:

@@ -4,21 +4,14 @@ whole core, Prefect included, is tests/test_core_is_prefect_free.py's)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "architecture.py"
+from tests.script_module import load_script
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("folio_architecture_doc", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("architecture")
 
 
 def test_the_committed_figure_is_the_one_the_code_gives() -> None:
@@ -46,8 +39,9 @@ def test_the_core_imports_nothing_of_the_prefect_edge() -> None:
 def test_relative_imports_and_splits_map_to_their_unit(tmp_path: Path) -> None:
     arch = _script()
     units = arch._units()
-    assert arch.unit_of("folio.checks.validation_child", units) == "validation"
-    assert arch.unit_of("folio.tables.table_grid.rows", units) == "table_grid"
+    assert arch.unit_of("folio.checks.validation_child", units) == "checks"
+    assert arch.unit_of("folio.tables.table_grid", units) == "tables"
+    assert arch.unit_of("folio.process_files_locks", units) == "process_files"
     assert arch.unit_of("folio_prefect.flows.cli", units) == "flows/cli.py"
     assert arch.unit_of("folio_prefect.flows.ingest", units) == "flows"
     assert arch.unit_of("prefect.flows", units) is None
