@@ -36,3 +36,8 @@ LIVE = "_live"
 FOLDER_SOURCES = "_folder_sources"
 #: probe objects of the pre-run write check (:mod:`folio.checks.run_checks`), deleted after it
 CHECKS = "_checks"
+
+#: every record folder above, for the listings that must not take folio's own files for
+#: documents when the outputs lie under a source (folio.io.sources.is_own)
+RECORD_FOLDERS = frozenset({INDEX, QUARANTINE, SOURCES, VECTORS, DATA_DOCS, CLAIMS, LEDGER,
+                            FAILED, LIVE, FOLDER_SOURCES, CHECKS})

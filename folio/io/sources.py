@@ -32,17 +32,7 @@ from pydantic import BaseModel
 from folio.errors import ConfigError
 from folio.io import s3 as s3io
 from folio.io.keys import safe_key
-from folio.io.layout import (
-    CHECKS,
-    CLAIMS,
-    DATA_DOCS,
-    FAILED,
-    INDEX,
-    LEDGER,
-    QUARANTINE,
-    SOURCES,
-    VECTORS,
-)
+from folio.io.layout import RECORD_FOLDERS
 from folio.settings.config import S3Settings, SourceSettings
 
 __all__ = ["Discovery", "SourceRef", "discover", "discover_entries", "fetch", "in_scope",
@@ -124,8 +114,7 @@ def _why_not_readable(path: Path, real_root: Path) -> str | None:
 
 
 #: folio's record folders right under an output location (folio.io.layout)
-_RECORD_FOLDERS = frozenset({INDEX, QUARANTINE, SOURCES, VECTORS, DATA_DOCS, CLAIMS, LEDGER,
-                             FAILED, CHECKS})
+_RECORD_FOLDERS = RECORD_FOLDERS
 #: a document's output folder, ``{stem}-{id12}`` (folio.io.keys.doc_slug), and its files
 _DOC_FOLDER = re.compile(r"[^/]+-[0-9a-f]{12}")
 _DOC_FILES = frozenset({"document.md", "document.json", "pages.jsonl"})
@@ -159,8 +148,10 @@ def is_own(entry: str, source: str, own: Iterable[str]) -> bool:
             return True
         rel = entry[len(mine):]
         first, _, rest = rel.partition("/")
+        # a document folder's files, its figure crops (folio.figures) included
         if first in _RECORD_FOLDERS or (
-                rest in _DOC_FILES and _DOC_FOLDER.fullmatch(first) is not None):
+                (rest in _DOC_FILES or rest.startswith("figures/"))
+                and _DOC_FOLDER.fullmatch(first) is not None):
             return True
     return False
 

@@ -94,11 +94,12 @@ def _process_page(page: PagePrep, services: Services) -> PageResult:
                 find_pictures(output, name, page, config.layout.min_cover, config.figures)
                 problem = page_problem(output, page, config.validation, generative=generative)
                 # a CPU engine's reading may lose to the layer; a vision model's answer is
-                # kept, as its reference pipeline keeps it (tables score low as text),
-                # unless it found no text where the layer holds some
+                # kept, as its reference pipeline keeps it (tables score low as text; a
+                # valid answer with no text is a blank page, as olmOCR reads it, and the
+                # layer under such a page is often show-through or a hidden old OCR)
                 kept = (_keep_layer(output, page, services)
                         if route.kind == "ocr" and name == primary and not problem
-                        and (not generative or output.no_text) else None)
+                        and not generative else None)
             if problem:
                 output.attempt.error = problem
                 result.attempts.append(output.attempt)
