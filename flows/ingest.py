@@ -34,6 +34,7 @@ from folio.checks.run_checks import check_host
 from folio.checks.validation import in_child as validation_in_child
 from folio.checks.validation import preload as preload_validation
 from folio.errors import AllQuarantinedError
+from folio.formats.office import require_for as require_office_converter
 from folio.index import sync as index_sync
 from folio.io.sources import SourceRef
 from folio.models import DocumentResult
@@ -206,6 +207,8 @@ def run_request(request: IngestRequest, *, report: str | None,
                                  own=[request.out, str(config.work_dir)])
         refs = found.refs
         present = [r.uri for r in refs]
+        # before any work: Office files need LibreOffice on this host (one line, exit 2)
+        require_office_converter((r.name for r in refs), config.office.enabled)
         if request.sync:  # before any work: a root that lists nothing is refused
             index_sync.check_roots(request.sources, present)
         if dry_run:

@@ -5,6 +5,7 @@ reason, the team's globs count what they leave out, and a rerun reads nothing ag
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -113,6 +114,27 @@ def test_a_mixed_prefix_on_s3_and_a_rerun_that_reads_nothing_again(
     assert all(d.cached for d in again.values())
     assert {n: d.outcome for n, d in again.items()} == {n: d.outcome for n, d in first.items()}
     assert source_gets.seen == 0, "an unchanged object was downloaded again"
+
+
+@pytest.mark.usefixtures("folio_prefect_server")
+def test_office_files_on_a_host_without_libreoffice_stop_the_run_in_one_line(
+        tmp_path: Path) -> None:
+    """Before any work (issues 43 and 49): a folder holding a DOCX on a host without
+    LibreOffice is exit 2 with how to install it, not a quarantined document."""
+    src = tmp_path / "in"
+    src.mkdir()
+    write_docx(src / "memo.docx", ["a memo"])
+    bare = tmp_path / "bin"  # no soffice on PATH (nor Ghostscript: compression off)
+    bare.mkdir()
+    run = subprocess.run(
+        [sys.executable, "-m", "folio_prefect.flows.cli", "ingest", str(src), "--out",
+         str(tmp_path / "out"), "--engine", "text-layer", "--set", "compress=false",
+         "--quiet"], capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PATH": str(bare)})
+    assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-3000:]
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "apt-get install" in lines[0], run.stderr
+    assert not (tmp_path / "out" / "_index").exists()
 
 
 def test_an_office_file_without_its_converter_waits_for_it(

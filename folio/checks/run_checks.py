@@ -11,7 +11,7 @@ import uuid
 from folio.errors import ConfigError, EngineUnavailableError, NothingToDoError, StorageError
 from folio.io.layout import CHECKS, VECTORS
 from folio.io.sinks import LocalSink, open_sink
-from folio.io.sources import has_documents
+from folio.io.sources import discover_entries, has_documents
 from folio.settings.config import PipelineConfig
 
 #: where the write check leaves (and removes) its probe
@@ -34,7 +34,21 @@ def check_run(sources: list[str], out: str, config: PipelineConfig) -> None:
             else "no entry within --include/--exclude"
         raise NothingToDoError(f"{what} under {', '.join(sources)}")
     check_host(config)
+    check_office_converter(sources, out, config)
     check_destination(out, config)
+
+
+def check_office_converter(sources: list[str], out: str, config: PipelineConfig) -> None:
+    """On a host without LibreOffice (only there: the sources are listed once more for
+    it), a run whose sources hold an Office file stops before any work, in one line with
+    how to install it. The ingest flow checks its own listing the same way, for runs
+    started by deployments and triggers."""
+    from folio.formats.office import find_soffice, require_for
+
+    if not config.office.enabled or find_soffice() is not None:
+        return
+    found = discover_entries(sources, config.s3, config.sources, own=[out, str(config.work_dir)])
+    require_for((ref.name for ref in found.refs), enabled=True)
 
 
 def check_host(config: PipelineConfig) -> None:
@@ -44,8 +58,7 @@ def check_host(config: PipelineConfig) -> None:
     check_layout_model(config)
     check_embedding_model(config)
     check_ocr_languages(config)
-    # LibreOffice (office formats) is checked here once the run converts them: its check
-    # is folio.formats.office.require_libreoffice, written with that conversion
+    # LibreOffice: check_office_converter, when the sources hold an Office file
 
 
 def uses_tesseract(config: PipelineConfig) -> bool:

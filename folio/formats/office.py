@@ -34,7 +34,7 @@ import signal
 import subprocess
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from folio.errors import (
@@ -99,6 +99,22 @@ def require_libreoffice() -> None:
     missing: a run's preflight check for sources that hold Office documents."""
     if find_soffice() is None:
         raise ConfigError(INSTALL_HINT)
+
+
+#: the names Office documents usually carry: what the run's preflight looks for among the
+#: entries it listed (content decides the format later; a misnamed one that needs
+#: LibreOffice on a host without it ends retryable with the same hint)
+OFFICE_SUFFIXES = (".docx", ".docm", ".dotx", ".xlsx", ".xlsm", ".xltx", ".pptx", ".pptm",
+                   ".potx", ".odt", ".ods", ".odp", ".rtf", ".doc", ".xls", ".ppt")
+
+
+def require_for(names: Iterable[str], enabled: bool) -> None:
+    """:func:`require_libreoffice` when ``enabled`` (``office.enabled``) and one of the
+    listed entries' ``names`` is an Office file's: before any work, a run that would
+    convert one on a host without LibreOffice stops with one line (exit 2), instead of
+    quarantining each document with the same reason."""
+    if enabled and any(name.lower().endswith(OFFICE_SUFFIXES) for name in names):
+        require_libreoffice()
 
 
 def convert_to_pdf(src: Path, work_dir: Path, *, timeout_s: float, memory_mb: int) -> Path:
