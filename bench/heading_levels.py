@@ -34,7 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _measure import command, corpus_dir, git
-from heading_recall import GT_DIR, GT_LABELS, run, same_heading
+from heading_recall import GT_DIR, GT_LABELS, docling_runs, run, same_heading
 
 from folio.hierarchy.levels import HEADING_LABELS, HeadingLeveler, heading_text, level_document
 from folio.hierarchy.numbering import numbering_level
@@ -151,11 +151,7 @@ def main(argv: list[str] | None = None) -> None:
             {"store": {"kind": "none"}, "work_dir": str(Path(tmp) / "work")})
         services = Services(config, str(Path(tmp) / "out"))
         try:
-            for gt_file in sorted(gt_dir.glob("*.json")):
-                pdf = corpus / "docling" / (gt_file.stem + ".pdf")
-                if not pdf.is_file():
-                    continue
-                doc, chunks, error = run(pdf, services, config)
+            for gt_file, pdf, doc, chunks, error in docling_runs(corpus, services, config):
                 if doc is not None:
                     level_document(doc)
                 row = score_docling(truth_items(json.loads(gt_file.read_text())),

@@ -30,6 +30,7 @@ import tempfile
 import time
 import traceback
 import unicodedata
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +133,17 @@ def _share(num: int, den: int) -> float | None:
     return round(num / den, 4) if den else None
 
 
+def docling_runs(corpus: Path, services: Services, config: PipelineConfig
+                 ) -> Iterator[tuple[Path, Path, DocumentResult | None, list[Chunk], str | None]]:
+    """Each docling PDF of the corpus that has a JSON ground truth, run through the
+    pipeline: ``(ground truth file, pdf, document, chunks, error)`` (also for
+    bench/heading_levels.py)."""
+    for gt_file in sorted((corpus / GT_DIR).glob("*.json")):
+        pdf = corpus / "docling" / (gt_file.stem + ".pdf")
+        if pdf.is_file():
+            yield (gt_file, pdf, *run(pdf, services, config))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", default=str(corpus_dir()))
@@ -149,11 +161,7 @@ def main(argv: list[str] | None = None) -> None:
             {"store": {"kind": "none"}, "work_dir": str(Path(tmp) / "work")})
         services = Services(config, str(Path(tmp) / "out"))
         try:
-            for gt_file in sorted(gt_dir.glob("*.json")):
-                pdf = corpus / "docling" / (gt_file.stem + ".pdf")
-                if not pdf.is_file():
-                    continue
-                doc, chunks, error = run(pdf, services, config)
+            for gt_file, pdf, doc, chunks, error in docling_runs(corpus, services, config):
                 row = score(truth_headings(json.loads(gt_file.read_text())),
                             found_headings(doc), chunks)
                 docs.append({"source": f"docling/{pdf.name}", "error": error, **row})

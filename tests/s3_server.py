@@ -134,3 +134,32 @@ def s3_server() -> Iterator[S3Server]:
 def s3_bucket(s3_server: S3Server) -> str:
     """A fresh bucket for one test."""
     return s3_server.create_bucket()
+
+
+@pytest.fixture()
+def source_gets(s3_server: S3Server, s3_bucket: str) -> Iterator[Any]:
+    """A proxy (tests.s3_fault_proxy.FaultProxy) that refuses nothing and counts the GETs
+    of keys under ``in/``: the sources' downloads (listings go to the bucket's root with
+    a query)."""
+    from tests.s3_fault_proxy import FaultProxy
+
+    proxy = FaultProxy(s3_server.endpoint_url, match=f"/{s3_bucket}/in/",
+                       methods={"GET"}).start()
+    try:
+        yield proxy
+    finally:
+        proxy.stop()
+
+
+def run_prefix(config: Any, bucket: str) -> dict[str, Any]:
+    """Every entry under ``s3://bucket/in/`` through the Prefect-free pipeline, outputs
+    to ``s3://bucket/out``: each document's result by its file name."""
+    from folio.io.sources import discover
+    from folio.pipeline import Services, process_documents
+
+    services = Services(config, f"s3://{bucket}/out")
+    try:
+        refs = discover([f"s3://{bucket}/in/"], config.s3)
+        return {d.source.rsplit("/", 1)[-1]: d for d in process_documents(refs, services)}
+    finally:
+        services.close()

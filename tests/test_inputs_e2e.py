@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from folio.pipeline import Services, process_documents
 from folio.settings.config import PipelineConfig
 from tests.mixed_folder import write_docx, write_mixed_folder
 from tests.s3_fault_proxy import FaultProxy
-from tests.s3_server import S3Server
+from tests.s3_server import S3Server, run_prefix
 
 
 def _folio(*args: str) -> subprocess.CompletedProcess[str]:
@@ -69,26 +68,6 @@ def test_a_mixed_folder_through_the_cli(tmp_path: Path) -> None:
     assert rerun["bundle.zip"]["outcome"] == "skipped"
 
 
-@pytest.fixture()
-def source_gets(s3_server: S3Server, s3_bucket: str) -> Iterator[FaultProxy]:
-    """Counts the GETs of keys under ``in/`` (the sources' downloads)."""
-    proxy = FaultProxy(s3_server.endpoint_url, match=f"/{s3_bucket}/in/",
-                       methods={"GET"}).start()
-    try:
-        yield proxy
-    finally:
-        proxy.stop()
-
-
-def _s3_run(config: PipelineConfig, bucket: str) -> dict[str, DocumentResult]:
-    services = Services(config, f"s3://{bucket}/out")
-    try:
-        refs = discover([f"s3://{bucket}/in/"], config.s3)
-        return {d.source.rsplit("/", 1)[-1]: d for d in process_documents(refs, services)}
-    finally:
-        services.close()
-
-
 def test_a_mixed_prefix_on_s3_and_a_rerun_that_reads_nothing_again(
         tmp_path: Path, s3_server: S3Server, s3_bucket: str, source_gets: FaultProxy) -> None:
     texts = write_mixed_folder(tmp_path, dpi=150)
@@ -101,7 +80,7 @@ def test_a_mixed_prefix_on_s3_and_a_rerun_that_reads_nothing_again(
         "store": {"kind": "none"}, "layout": {"enabled": False},
         "s3": {"endpoint_url": source_gets.url, "region": "us-east-1",
                "access_key_id": "test", "secret_access_key": "test"}})
-    first = _s3_run(config, s3_bucket)
+    first = run_prefix(config, s3_bucket)
     assert {n: d.outcome for n, d in first.items()} == {
         "bundle.zip": DocumentOutcome.SKIPPED, "photo.jpg": DocumentOutcome.OK,
         "report.pdf": DocumentOutcome.OK, "scan.tif": DocumentOutcome.OK}
@@ -110,7 +89,7 @@ def test_a_mixed_prefix_on_s3_and_a_rerun_that_reads_nothing_again(
     assert source_gets.seen == 4
 
     source_gets.seen = 0
-    again = _s3_run(config, s3_bucket)
+    again = run_prefix(config, s3_bucket)
     assert all(d.cached for d in again.values())
     assert {n: d.outcome for n, d in again.items()} == {n: d.outcome for n, d in first.items()}
     assert source_gets.seen == 0, "an unchanged object was downloaded again"

@@ -7,33 +7,17 @@ a proxy in front of the test S3 server."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from folio.io.sinks import open_sink
 from folio.io.source_index import known_sha256, record_sha256, version_path
 from folio.io.sources import discover
-from folio.models import DocumentOutcome, DocumentResult
-from folio.pipeline import Services, process_documents
+from folio.models import DocumentOutcome
 from folio.samples import report_pages, write_text_pdf
 from folio.settings.config import PipelineConfig
 from tests.s3_fault_proxy import FaultProxy
-from tests.s3_server import S3Server
-
-
-@pytest.fixture()
-def source_gets(s3_server: S3Server, s3_bucket: str) -> Iterator[FaultProxy]:
-    """A proxy that refuses nothing and counts the GETs of keys under ``in/`` (the
-    sources' downloads; listings go to the bucket's root with a query)."""
-    proxy = FaultProxy(s3_server.endpoint_url, match=f"/{s3_bucket}/in/",
-                       methods={"GET"}).start()
-    try:
-        yield proxy
-    finally:
-        proxy.stop()
+from tests.s3_server import S3Server, run_prefix
 
 
 def _config(tmp_path: Path, endpoint: str) -> PipelineConfig:
@@ -48,15 +32,6 @@ def _upload(s3: Any, bucket: str, key: str, path: Path) -> None:
     s3.put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
 
 
-def _run(config: PipelineConfig, bucket: str) -> dict[str, DocumentResult]:
-    services = Services(config, f"s3://{bucket}/out")
-    try:
-        refs = discover([f"s3://{bucket}/in/"], config.s3)
-        return {d.source.rsplit("/", 1)[-1]: d for d in process_documents(refs, services)}
-    finally:
-        services.close()
-
-
 def test_rerun_downloads_only_changed_objects(
     tmp_path: Path, s3_server: S3Server, s3_bucket: str, source_gets: FaultProxy
 ) -> None:
@@ -67,12 +42,12 @@ def test_rerun_downloads_only_changed_objects(
         _upload(s3, s3_bucket, f"in/{path.name}", path)
     config = _config(tmp_path, source_gets.url)
 
-    first = _run(config, s3_bucket)
+    first = run_prefix(config, s3_bucket)
     assert {d.outcome for d in first.values()} == {DocumentOutcome.OK}
     assert source_gets.seen == 3  # each source downloaded once to be hashed
 
     source_gets.seen = 0
-    again = _run(config, s3_bucket)
+    again = run_prefix(config, s3_bucket)
     assert all(d.cached for d in again.values())
     assert {n: d.sha256 for n, d in again.items()} == {n: d.sha256 for n, d in first.items()}
     assert source_gets.seen == 0, "an unchanged, done object was downloaded again"
@@ -82,14 +57,14 @@ def test_rerun_downloads_only_changed_objects(
     _upload(s3, s3_bucket, "in/d1.pdf", changed)  # new bytes
     _upload(s3, s3_bucket, "in/d2.pdf", pdfs[2])  # the same bytes uploaded again
     source_gets.seen = 0
-    third = _run(config, s3_bucket)
+    third = run_prefix(config, s3_bucket)
     assert source_gets.seen == 2  # d1 and d2, never d0
     assert third["d0.pdf"].cached and third["d2.pdf"].cached
     assert not third["d1.pdf"].cached and third["d1.pdf"].outcome is DocumentOutcome.OK
     assert third["d1.pdf"].sha256 != first["d1.pdf"].sha256
 
     source_gets.seen = 0
-    assert all(d.cached for d in _run(config, s3_bucket).values())
+    assert all(d.cached for d in run_prefix(config, s3_bucket).values())
     assert source_gets.seen == 0  # the new versions were recorded too
 
 

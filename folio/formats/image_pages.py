@@ -29,13 +29,13 @@ from pathlib import Path
 
 from PIL import Image
 
-from folio.errors import FolioError, PageTooLargeError, storage_error_from_os
+from folio.errors import FolioError
 from folio.formats.images import dpi_tag, frame_count, load_frame, open_image, resolution
 from folio.models import PagePrep, RenderPlan, TextLayer
 from folio.pdf.model_image import ModelSizing, chandra_fit, olmocr_size
 from folio.pdf.pdfium_doc import blank_render
 from folio.pdf.render_plan import MAX_SIDE_PX, plan_page
-from folio.pdf.worker_protocol import Fatal, PdfInfo, WorkerJob, WorkerMessage
+from folio.pdf.worker_protocol import Fatal, PdfInfo, WorkerJob, WorkerMessage, page_failure
 from folio.settings.config import RenderSettings
 
 __all__ = ["image_info", "model_image_px", "prepare_image_pages", "page_plan"]
@@ -125,20 +125,8 @@ def _one_page(image: Image.Image, index: int, pages: int, job: WorkerJob,
         return PagePrep(index=index, error=f"bad-input: no page {index} in {pages} pages")
     try:
         return _page(image, index, job, save)
-    except FolioError as exc:
-        return PagePrep(index=index, error=exc.reason)
-    except MemoryError:
-        return PagePrep(index=index, error=f"{PageTooLargeError.code}: out of memory under "
-                        f"the {job.memory_mb} MB limit")
-    except OSError as exc:
-        storage = storage_error_from_os(exc, f"page {index + 1} in {job.out_dir}")
-        if storage is None:
-            log.exception("page %d failed", index)
-            return PagePrep(index=index, error=f"error: {type(exc).__name__}: {exc}")
-        return PagePrep(index=index, error=storage.reason)
     except Exception as exc:  # one bad page must not end the document
-        log.exception("page %d failed", index)
-        return PagePrep(index=index, error=f"error: {type(exc).__name__}: {exc}")
+        return page_failure(index, exc, job)
 
 
 def _page(image: Image.Image, index: int, job: WorkerJob,

@@ -25,7 +25,7 @@ from PIL import Image
 from pydantic import SecretStr
 
 from folio.cpu_priority import lower_this_process
-from folio.errors import FolioError, MalformedPdfError, PageTooLargeError, storage_error_from_os
+from folio.errors import FolioError, MalformedPdfError
 from folio.figures.crops import CropDone, CropSpec, image_boxes, render_crop
 from folio.models import PagePrep, RenderPlan
 from folio.pdf.page_layout import detect_page, table_inputs
@@ -47,6 +47,7 @@ from folio.pdf.worker_protocol import (
     WorkerJob,
     WorkerMessage,
     WorkerRequest,
+    page_failure,
 )
 from folio.settings.config import RenderSettings
 
@@ -271,24 +272,10 @@ def _prepare_page(doc: pdfium.PdfDocument, index: int, page_count: int, job: Wor
                 text_page.close()
                 text_page = None
         return _measure_and_render(page, index, job, text_page)
-    except FolioError as exc:
-        return PagePrep(index=index, error=exc.reason)
     except pdfium.PdfiumError as exc:
         return PagePrep(index=index, error=f"{MalformedPdfError.code}: {exc}")
-    except MemoryError:
-        return PagePrep(
-            index=index,
-            error=f"{PageTooLargeError.code}: out of memory under the {job.memory_mb} MB limit",
-        )
-    except OSError as exc:  # a full working folder is the machine's fault: retried later
-        storage = storage_error_from_os(exc, f"page {index + 1} in {job.out_dir}")
-        if storage is None:
-            log.exception("page %d failed", index)
-            return PagePrep(index=index, error=f"error: {type(exc).__name__}: {exc}")
-        return PagePrep(index=index, error=storage.reason)
     except Exception as exc:  # one bad page must not end the document
-        log.exception("page %d failed", index)
-        return PagePrep(index=index, error=f"error: {type(exc).__name__}: {exc}")
+        return page_failure(index, exc, job)
     finally:
         page.close()
         if text_page is not None:

@@ -9,17 +9,21 @@ process listing; it is masked in every other JSON dump.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, SerializationInfo, field_serializer
 
+from folio.errors import FolioError, PageTooLargeError, storage_error_from_os
 from folio.figures.crops import CropDone, CropJobSettings, CropSpec
 from folio.models import OutlineEntry, PagePrep
 from folio.settings.config import LayoutSettings, RenderSettings, RouteSettings
 
 __all__ = ["REVEAL", "CropJob", "Fatal", "PdfInfo", "WorkerJob", "WorkerMessage",
-           "WorkerRequest"]
+           "WorkerRequest", "page_failure"]
+
+_log = logging.getLogger("folio.pdf.worker_child")  # the page worker's own log
 
 #: serialisation context key that puts the password in clear (the child's stdin only)
 REVEAL = "reveal_secrets"
@@ -107,3 +111,21 @@ class WorkerMessage(BaseModel):
     info: PdfInfo | None = None
     fatal: Fatal | None = None
     crop: CropDone | None = None
+
+
+def page_failure(index: int, exc: BaseException, job: WorkerJob) -> PagePrep:
+    """The page a failed render leaves, for every kind of input a page worker reads (a
+    PDF's page, an image's frame): the error's reason, so that one bad page never ends
+    its document. Out of memory is the page's size under ``job``'s limit; a full working
+    folder the machine's (retried later); anything else an error with its type, logged."""
+    if isinstance(exc, FolioError):
+        return PagePrep(index=index, error=exc.reason)
+    if isinstance(exc, MemoryError):
+        return PagePrep(index=index, error=f"{PageTooLargeError.code}: out of memory under "
+                        f"the {job.memory_mb} MB limit")
+    if isinstance(exc, OSError):
+        storage = storage_error_from_os(exc, f"page {index + 1} in {job.out_dir}")
+        if storage is not None:
+            return PagePrep(index=index, error=storage.reason)
+    _log.error("page %d failed", index, exc_info=exc)
+    return PagePrep(index=index, error=f"error: {type(exc).__name__}: {exc}")
