@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _measure import git, save, tree_rss_kib
 
 from folio.formats.office import convert_to_pdf, find_soffice
-from folio.settings.config import OfficeSettings
+from folio.settings.resources import OfficeSettings
 
 _NS = ('xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
        'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '

@@ -49,7 +49,8 @@ PACKAGES: dict[str, str] = {
     ),
     "settings": (
         "What a run is told: :mod:`.config` (``PipelineConfig`` and its sections, each\n"
-        "setting reachable as ``--set section.key=value`` and ``FOLIO_SECTION__KEY``),\n"
+        "setting reachable as ``--set section.key=value`` and ``FOLIO_SECTION__KEY``; the\n"
+        "operational sections that bound a run's use of its host in :mod:`.resources`),\n"
         ":mod:`.run_config` (how the CLI, the environment and a preset resolve into one),\n"
         ":mod:`.presets` (named hardware/engine profiles) and :mod:`.vocabulary` (the names\n"
         "the settings and the outputs share)."

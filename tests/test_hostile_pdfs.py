@@ -14,7 +14,8 @@ import pytest
 from folio.errors import ResourceLimitError, TimeoutExpired, is_transient_code
 from folio.pdf import ghostscript
 from folio.pdf.page_worker import WorkerJob, prepare_pages
-from folio.settings.config import LimitSettings, RenderSettings, RouteSettings
+from folio.settings.config import RenderSettings, RouteSettings
+from folio.settings.resources import LimitSettings
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -3,7 +3,9 @@
 ``FOLIO_RENDER__MAX_PIXELS=4000000`` sets ``render.max_pixels`` (nested delimiter ``__``).
 Only the fields that change what a page turns into enter :meth:`PipelineConfig.config_hash`;
 operational knobs (timeouts, concurrency, paths) do not, so changing them never forces
-re-OCR of documents that are already done.
+re-OCR of documents that are already done. The sections that are operational only
+and bound what a run takes of its host (``limits``, ``server``, ``office``) are in
+:mod:`folio.settings.resources`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, ClassVar, Literal, cast
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from folio.settings.resources import LimitSettings, OfficeSettings, ServerSettings
 from folio.settings.vocabulary import GENERATIVE_ENGINES, EngineName, RouteMode
 
 
@@ -114,36 +117,6 @@ class OcrSettings(BaseModel):
     def server_urls(self) -> list[str]:
         """The OpenAI-compatible servers this run attaches to (none: it starts its own)."""
         return list(self.endpoints) or ([self.endpoint] if self.endpoint else [])
-
-
-class ServerSettings(BaseModel):
-    """How a GPU worker runs its vLLM server (``--engine vllm``). Operational only: none
-    of it changes what a page turns into, so none of it enters the config hash."""
-
-    shared: bool = Field(
-        True, description="the server outlives the flow run: later runs on this host attach "
-        "to it (start-up costs minutes); it stops after idle_timeout_s without runs or when "
-        "the worker stops")
-    idle_timeout_s: float = Field(600.0, gt=0, description="stop a shared server unused this long")
-    startup_timeout_s: float = Field(900.0, gt=0)
-    max_restarts: int = Field(2, ge=0, description="restarts of a server that dies")
-    state_dir: str | None = Field(
-        None, description="where shared servers keep their state, locks and API key (a "
-        "local folder only you can write: created 0700, refused otherwise; default "
-        "$FOLIO_SERVER_STATE_DIR, else $XDG_RUNTIME_DIR/folio-servers, else "
-        "~/.folio/servers; docs/security.md)")
-    command: list[str] | None = Field(
-        None, description="run this instead of vllm serve ({host} and {port} filled in)")
-    executable: list[str] | None = Field(
-        None, description="how to call vLLM's CLI (default: vllm, else python -m ...)")
-    load_format: str | None = Field(None, description="dummy: random weights (benchmarks)")
-    max_model_len: int | None = None
-    extra_args: list[str] = Field(default_factory=list, description="more vllm serve options")
-    log_dir: str | None = None
-    engines: int = Field(
-        0, ge=0, description="vLLM servers on this host, one per group of the profile's "
-        "gpu_count GPUs (CUDA_VISIBLE_DEVICES set for each); pages go to the least busy. 0: "
-        "as many as the visible GPUs hold (NVML, or CUDA_VISIBLE_DEVICES when set)")
 
 
 class ValidationSettings(BaseModel):
@@ -342,79 +315,6 @@ class S3Settings(BaseModel):
         return value
 
 
-class LimitSettings(BaseModel):
-    document_timeout_s: float = Field(900.0, description="whole-document wall clock limit")
-    page_timeout_s: float = Field(120.0, description="one page's OCR limit")
-    ghostscript_timeout_s: float = Field(
-        120.0, gt=0, description="one Ghostscript run's wall-clock limit (repair, compression); "
-        "a hostile file that makes it run longer ends that step")
-    ghostscript_memory_mb: int = Field(
-        2048, ge=64, description="address-space cap of one Ghostscript process (RLIMIT_AS): "
-        "a content stream that inflates to gigabytes ends in an error, not a host out of "
-        "memory")
-    ghostscript_workers: int = Field(
-        0, ge=0, description="Ghostscript compressions at once across the run's documents "
-        "(0: a quarter of the cores, at least two). Each is a process on a core of its own: "
-        "at a GPU run's start, fourteen of them at once took the cores a vLLM server on the "
-        "same host needed to take in its first requests")
-    worker_memory_mb: int = Field(
-        4096, ge=64, description="address-space cap of a page worker (RLIMIT_AS): a page whose "
-        "content inflates past it ends page-too-large or page-crashed, not retried")
-    page_cpu_s: float = Field(
-        120.0, gt=0, description="CPU seconds one page may take to open, read and render in "
-        "its page worker (RLIMIT_CPU): a page with hundreds of millions of path segments "
-        "ends resource-limit, not retried")
-    worker_nice: int = Field(
-        0, ge=0, le=19, description="above 0: the page workers (render, text layer, layout) "
-        "run at this nice value in a scheduler session of their own, yielding the CPU to a "
-        "vLLM server on the same host when cores are short. Off by default: on one H200 "
-        "with 16 cores 10 and 0 measured alike, and on a crowded host the workers then also "
-        "yield to folio's own embedding and to anything else, and the GPU waits for pages")
-    max_bytes: int = Field(2 * 1024**3, description="larger inputs are rejected")
-    max_image_pixels: int = Field(
-        180_000_000, gt=0, description="an image file (or one page of a TIFF) with more "
-        "pixels is refused before it is decoded (a decompression bomb, or an absurd size); "
-        "Pillow's own guard is set to the same figure. 180 million is an A2 page at 600 dpi "
-        "and takes about 540 MB decoded, within worker_memory_mb")
-    max_pages: int = Field(20000)
-    page_concurrency: int = Field(
-        2, ge=1, description="pages in a CPU engine at once, across all documents (GPU "
-        "engines use ocr.in_flight)")
-    document_concurrency: int = Field(
-        2, ge=1, description="documents being fetched, probed and compressed at once")
-    render_workers: int = Field(
-        2, ge=1, description="page-worker children rendering at once, across all documents "
-        "(long documents are split into batches taken in turn with the others)")
-    render_burst_workers: int = Field(
-        0, ge=0, description="page-worker children at once while the engine is short of "
-        "pages (none waiting, fewer in flight than its budget); 0: render_workers. A served "
-        "engine's CPU is otherwise idle then, at the start of a run above all")
-    pages_per_worker: int = Field(16, ge=1, description="pages in one page-worker batch")
-    ocr_extra_pages: int | None = Field(
-        None, ge=0, description="pages in a GPU engine's ladder beyond its in-flight budget, "
-        "being encoded or parsed outside a request slot (None: a quarter of the budget, at "
-        "least two; 0: one page per slot)")
-    prepared_image_mb: int = Field(
-        512, ge=1, description="rendered page images waiting for OCR, in MiB; rendering "
-        "pauses above it")
-
-
-class OfficeSettings(BaseModel):
-    """Office documents (DOCX, XLSX, PPTX, ODF, RTF, DOC, XLS, PPT) are converted to PDF by
-    LibreOffice headless (folio.formats.office), each in a process group of its own with
-    these limits. Operational only: none of it enters the config hash."""
-
-    enabled: bool = Field(
-        True, description="convert Office documents through LibreOffice; off: they are "
-        "skipped with a reason, and LibreOffice need not be installed")
-    timeout_s: float = Field(
-        300.0, gt=0, description="one conversion's wall-clock limit; LibreOffice and "
-        "everything it started are killed past it and the document is retried on a later "
-        "run (small documents convert in 2-4 s, bench/results/office_convert.json)")
-    memory_mb: int = Field(
-        2048, ge=512, description="address-space cap of one conversion (prlimit --as): "
-        "LibreOffice starts and converts small documents under 512 MB; a document that "
-        "needs more than the cap fails with a reason instead of exhausting the host")
 class SourceSettings(BaseModel):
     """Which entries under a source folder or prefix a run looks at (docs/inputs.md)."""
 
