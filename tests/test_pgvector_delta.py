@@ -15,7 +15,7 @@ import pytest
 from psycopg import sql
 
 from folio.settings.config import S3Settings, StoreSettings
-from folio.stores import open_store, pgvector_store
+from folio.stores import open_store, pg_move
 from folio.stores.base import DocumentVectors
 from folio.stores.pgvector_store import PgVectorStore
 from tests.store_data import DIM, chunks, vectors
@@ -138,7 +138,7 @@ def test_search_merges_both_tables_by_distance(store: PgVectorStore) -> None:
 def test_a_move_in_many_transactions_loses_and_duplicates_nothing(
     store: PgVectorStore, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(pgvector_store, "_MOVE_ROWS", 7)  # several documents a transaction
+    monkeypatch.setattr(pg_move, "_MOVE_ROWS", 7)  # several documents a transaction
     batch = [DocumentVectors(f"d{i:02d}", chunks(f"d{i:02d}", 1 + i % 4), vectors(1 + i % 4, i))
              for i in range(30)]  # fmt: skip
     store.replace_documents(batch)
@@ -153,7 +153,7 @@ def test_writers_racing_the_move_leave_each_document_as_last_written(
 ) -> None:
     """A writer replaces documents while upkeep moves them (another connection): every
     document ends with exactly the chunks of its last write, in one table or the other."""
-    monkeypatch.setattr(pgvector_store, "_MOVE_ROWS", 5)
+    monkeypatch.setattr(pg_move, "_MOVE_ROWS", 5)
     writer = PgVectorStore(pg_dsn, dim=DIM, table=table, maintain_every_writes=0,
                            maintain_every_rows=0)  # fmt: skip
     mover = PgVectorStore(pg_dsn, dim=DIM, table=table)

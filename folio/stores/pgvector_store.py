@@ -18,7 +18,8 @@ the side table, at a cost that does not depend on the main table's size; searche
 the main table through HNSW and the side table exactly (it holds at most a few upkeep
 rounds' rows) and merge the two in one statement, so they see one snapshot: a
 document's rows are in one table or the other, never both or neither. The move takes
-each document's write lock, so it never races a writer of the same document.
+each document's write lock, so it never races a writer of the same document (both in
+:mod:`folio.stores.pg_move`).
 
 The DSN usually holds a password: it is kept private, and every name, repr and error
 message is built from a redacted copy or scrubbed of it.
@@ -51,6 +52,7 @@ from folio.stores.base import (
     legacy_hit,
 )
 from folio.stores.pg_dsn import _parse_dsn, _secret_forms, _shown
+from folio.stores.pg_move import lock_documents, move_side_rows
 from folio.stores.pg_schema import (
     _COLUMNS,
     _vector_text,
@@ -77,9 +79,6 @@ _EF_SEARCH_MAX = 1000
 _CONNECT_TIMEOUT_S = 10
 #: the side table's name is the main table's plus this (48 + 6 characters fit in 63)
 _DELTA_SUFFIX = "_delta"
-#: rows an upkeep transaction moves into the HNSW table at most (whole documents, at least
-#: one): each row is an HNSW insert, and writers of the moved documents wait for the move
-_MOVE_ROWS = 2000
 #: a store asks for upkeep after this many rows written since it last asked, whatever the
 #: number of writes: the side table is searched exactly, so it must stay small
 _DELTA_ROWS = 10_000
@@ -281,15 +280,6 @@ class PgVectorStore:
     def _create(self, conn: psycopg.Connection[Any]) -> None:
         create_tables(conn, self._table_name, self.delta_table, self.dim)
 
-    def _lock_documents(self) -> sql.Composed:
-        """Every listed document's write lock in one statement, in the order of the lock
-        keys themselves (not of the doc ids, which two hash collisions could invert):
-        batches sharing documents then wait for each other instead of deadlocking."""
-        return sql.SQL(
-            "SELECT pg_advisory_xact_lock(hashtext({name}), k) FROM"
-            " (SELECT DISTINCT hashtext(d) AS k FROM unnest(%s::text[]) AS d ORDER BY k) AS keys"
-        ).format(name=sql.Literal(self._table_name))
-
     # --- the VectorStore protocol ---------------------------------------------------------
 
     def replace_document(
@@ -319,7 +309,7 @@ class PgVectorStore:
                 raise ValueError(f"{entry.doc_id}: vectors hold NaN or infinity")
         if not batch:
             return
-        lock = self._lock_documents()
+        lock = lock_documents(self._table_name)
         # an entry naming its source replaces all of that source's rows (its earlier
         # versions'), never another source's rows of the same bytes
         drop = "DELETE FROM {t} WHERE doc_id = ANY(%s) OR source = ANY(%s) OR id = ANY(%s)"
@@ -367,7 +357,7 @@ class PgVectorStore:
         their write locks (a writer of one of them waits, or is waited for)."""
         if not sources:
             return 0
-        lock = self._lock_documents()
+        lock = lock_documents(self._table_name)
         deletes = [sql.SQL("DELETE FROM {t} WHERE source = ANY(%s)").format(t=sql.Identifier(n))
                    for n in (self._table_name, self.delta_table)]  # fmt: skip
 
@@ -458,9 +448,10 @@ class PgVectorStore:
     def maintain(self) -> None:
         """Move every row of the side table into the HNSW table, whole documents at a time
         (at most about ``_MOVE_ROWS`` rows a transaction, each under its documents' write
-        locks), then vacuum the side table. Runs on the upkeep thread when writes ask for
-        it, on a connection of its own (writes and searches go on meanwhile); a direct
-        call waits for a run in progress rather than racing it.
+        locks), then vacuum the side table (:func:`~folio.stores.pg_move.move_side_rows`).
+        Runs on the upkeep thread when writes ask for it, on a connection of its own
+        (writes and searches go on meanwhile); a direct call waits for a run in progress
+        rather than racing it.
 
         Raises:
             StorageError: the server is unreachable or a step failed (nothing moved by a
@@ -469,53 +460,9 @@ class PgVectorStore:
         with self._maintain_lock:
             try:
                 with psycopg.connect(self._conninfo, autocommit=True) as conn:
-                    self._move_all(conn)
+                    move_side_rows(conn, self._table_name, self.delta_table)
             except psycopg.Error as exc:
                 raise StorageError(f"pgvector maintain: {self._describe(exc)}") from None
-
-    def _move_all(self, conn: psycopg.Connection[Any]) -> None:
-        t, d = sql.Identifier(self._table_name), sql.Identifier(self.delta_table)
-        if conn.execute("SELECT to_regclass(%s)", (d.as_string(conn),)).fetchone() == (None,):
-            return  # no side table yet: nothing written since
-        # grouped by document and source, and both locked: writers lock what they replace
-        # by (doc_id or source), and a row moved under neither lock could outlive its
-        # writer's delete
-        sizes = conn.execute(sql.SQL(
-            "SELECT doc_id, coalesce(source, ''), count(*) FROM {d}"
-            " GROUP BY 1, 2 ORDER BY 1, 2").format(d=d)).fetchall()
-        cols = sql.SQL(", ").join(map(sql.Identifier, _COLUMNS))
-        move = sql.SQL(
-            "WITH moved AS (DELETE FROM {d} WHERE doc_id = ANY(%s)"
-            " AND coalesce(source, '') = ANY(%s) RETURNING {cols})"
-            " INSERT INTO {t} ({cols}) SELECT {cols} FROM moved"
-            " ON CONFLICT (id) DO UPDATE SET {sets}"
-        ).format(
-            d=d, t=t, cols=cols,
-            sets=sql.SQL(", ").join(
-                sql.SQL("{c} = EXCLUDED.{c}").format(c=sql.Identifier(c)) for c in _COLUMNS[1:]
-            ),
-        )  # fmt: skip
-        lock = self._lock_documents()
-        group: list[str] = []
-        group_sources: list[str] = []
-        held = 0
-        for at, (doc_id, source, rows) in enumerate(sizes):
-            group.append(doc_id)
-            group_sources.append(source)
-            held += int(rows)
-            if held < _MOVE_ROWS and at + 1 < len(sizes):
-                continue
-            with conn.transaction():
-                # a writer of one of these documents holds its lock until it commits: the
-                # move then sees (and moves) its new rows, never its old ones
-                conn.execute(lock, (sorted({*group, *group_sources}),))
-                conn.execute(move, (group, group_sources))
-            group, group_sources, held = [], [], 0
-        if sizes:
-            try:
-                conn.execute(sql.SQL("VACUUM {d}").format(d=d))  # moved rows are dead rows
-            except psycopg.Error as exc:  # another owner's table: autovacuum's job then
-                log.info("pgvector upkeep: VACUUM %s skipped: %s", self.delta_table, exc)
 
     def wait_maintained(self, timeout: float | None = None) -> bool:
         """Wait until upkeep that writes asked for has run; False on ``timeout``."""
