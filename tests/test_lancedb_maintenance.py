@@ -14,6 +14,7 @@ import pytest
 from folio.settings.config import StoreSettings
 from folio.stores import open_store
 from folio.stores.base import DocumentVectors
+from folio.stores.lance_indexes import ensure_scalar_indexes
 from folio.stores.lance_s3 import lance_storage_options
 from folio.stores.lance_tuning import LanceTuning
 from folio.stores.lancedb_store import LanceDBStore
@@ -204,7 +205,7 @@ def test_a_creator_that_lost_the_index_race_keeps_the_winners_index(tmp_path: Pa
             return self.table.create_index(*args, **kwargs)
 
     late = LateView(_table(store))
-    LanceDBStore(str(tmp_path / "v"), dim=8)._ensure_scalar_indexes(late)
+    ensure_scalar_indexes(late)
     assert late.looks == 2
     indexed = [tuple(i.columns) for i in _table(store).list_indices()]
     assert sorted(indexed) == [("doc_id",), ("id",), ("source",)]

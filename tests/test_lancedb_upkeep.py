@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from folio.stores import lance_indexes
 from folio.stores.base import DocumentVectors
 from folio.stores.lance_s3 import lance_storage_options
 from folio.stores.lance_tuning import LanceTuning
@@ -49,9 +50,9 @@ class _Gate:
         self.active = self.most = self.calls = 0
         self._lock = threading.Lock()
         self._fail = fail_first
-        original = LanceDBStore._ensure_vector_index
+        original = lance_indexes.ensure_vector_index
 
-        def held(store: LanceDBStore, table: Any) -> None:
+        def held(table: Any, tuning: LanceTuning) -> None:
             with self._lock:
                 self.calls += 1
                 self.active += 1
@@ -62,12 +63,12 @@ class _Gate:
                 assert self.open.wait(60)
                 if fail:
                     raise RuntimeError("injected maintenance failure")
-                original(store, table)
+                original(table, tuning)
             finally:
                 with self._lock:
                     self.active -= 1
 
-        monkeypatch.setattr(LanceDBStore, "_ensure_vector_index", held)
+        monkeypatch.setattr("folio.stores.lancedb_store.ensure_vector_index", held)
 
 
 def test_upkeep_runs_one_at_a_time_and_coalesces_requests() -> None:

@@ -18,17 +18,16 @@ Every commit adds a fragment and a table version, and rows written after an inde
 built are scanned unindexed; so every ``maintain_every_writes`` writes a store asks its
 background upkeep thread (:mod:`folio.stores.upkeep`) to compact the table, fold new rows
 into the indexes and drop old versions, and to build the ANN vector index (IVF_SQ,
-cosine) once the table passes ``ann_index_min_rows``. Not inline: at 1M rows that took
-minutes, which the write that triggered it (and its batch of documents) waited for.
+cosine; :mod:`folio.stores.lance_indexes`) once the table passes ``ann_index_min_rows``.
+Not inline: at 1M rows that took minutes, which the write that triggered it (and its
+batch of documents) waited for.
 IVF_SQ, not IVF_PQ: on 2 cores PQ training took 77-134 s per 100k 384-dim rows, SQ 5 s.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import threading
-import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -46,6 +45,12 @@ from folio.stores.base import (
     legacy_hit,
 )
 from folio.stores.lance_import import import_lancedb
+from folio.stores.lance_indexes import (
+    SCALAR_INDEXED,
+    ensure_scalar_indexes,
+    ensure_vector_index,
+    vector_index,
+)
 from folio.stores.lance_schema import (
     _RESULT_COLUMNS,
     IMAGE_URI,
@@ -59,14 +64,6 @@ from folio.stores.upkeep import Upkeep
 __all__ = ["LanceDBStore"]
 
 log = logging.getLogger(__name__)
-
-#: the ANN index's name records its partition count (LanceDB does not report it), so
-#: maintenance can tell when the table outgrew the partitions it was trained with
-_VECTOR_INDEX_NAME = re.compile(r"vector_ivf_(\d+)p")
-#: columns the write path filters on: ``id`` (upsert join), ``doc_id`` and ``source``
-#: (stale-row delete, a gone source's delete)
-_SCALAR_INDEXED = ("id", "doc_id", "source")
-
 
 def _sql_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
@@ -172,30 +169,8 @@ class LanceDBStore:
             if not create:
                 return None
         table = db.create_table(self._table_name, schema=self._schema, exist_ok=True)
-        self._ensure_scalar_indexes(table)
+        ensure_scalar_indexes(table)
         return table
-
-    def _ensure_scalar_indexes(self, table: Any) -> None:
-        """BTREE indexes on the write path's filter columns; created with the table so
-        that even its first writes skip a full scan (a racing creator's index is kept)."""
-        from lancedb.index import BTree
-
-        for attempt in range(4):
-            present = {tuple(index.columns) for index in table.list_indices()}
-            missing = [c for c in _SCALAR_INDEXED if (c,) not in present]
-            try:
-                for column in missing:
-                    table.create_index(column, config=BTree(), replace=False)
-                return
-            except Exception as exc:
-                # two workers creating the table at once both build its indexes: the
-                # second commit is preempted ("conflict"), or, when the first one's index
-                # landed after the list above was read, refused ("already exists"); the
-                # first one's index serves both, as the next look at the list shows
-                text = str(exc).lower()
-                if not ("conflict" in text or "already exists" in text) or attempt == 3:
-                    raise
-                time.sleep(0.05 * (attempt + 1))
 
     def _describe(self, exc: BaseException) -> str:
         """Type and first line of a Lance error, with any configured secret blanked out."""
@@ -334,8 +309,8 @@ class LanceDBStore:
             if table is None:
                 return
             try:
-                self._ensure_scalar_indexes(table)
-                self._ensure_vector_index(table)
+                ensure_scalar_indexes(table)
+                ensure_vector_index(table, self.tuning)
                 table.optimize(cleanup_older_than=self.tuning.keep_versions)
             except Exception as exc:
                 self._search_stale = True  # a step may have committed
@@ -365,43 +340,15 @@ class LanceDBStore:
                       retry_s=self.tuning.maintain_retry_s,
                       every_writes=self.tuning.maintain_every_writes)
 
-    def _ensure_vector_index(self, table: Any) -> None:
-        """Build the ANN index past the row threshold, and train it again once the table
-        has doubled its partitions' worth of rows: optimize only appends new rows to the
-        partitions it has, which grow until every search scans most of the table."""
-        from lancedb.index import IvfSq
-
-        rows = table.count_rows()
-        if rows < self.tuning.ann_index_min_rows:
-            return
-        wanted = max(1, rows // self.tuning.ann_rows_per_partition)
-        current = self._vector_index(table)
-        if current is not None:
-            name, partitions = current
-            if partitions == 0 or wanted < 2 * partitions:
-                return  # not ours (leave it) or still fine
-            table.drop_index(name)
-        config = IvfSq(distance_type="cosine", num_partitions=wanted)
-        table.create_index("vector", config=config, name=f"vector_ivf_{wanted}p")
-
-    @staticmethod
-    def _vector_index(table: Any) -> tuple[str, int] | None:
-        """The vector index's name and partition count (0: unknown), or None."""
-        for index in table.list_indices():
-            if index.columns == ["vector"]:
-                match = _VECTOR_INDEX_NAME.fullmatch(index.name)
-                return index.name, int(match.group(1)) if match else 0
-        return None
-
     def has_vector_index(self) -> bool:
         """Whether searches go through an ANN index (else an exact scan)."""
         table = self._open(create=False)
-        return table is not None and self._vector_index(table) is not None
+        return table is not None and vector_index(table) is not None
 
     def vector_index_partitions(self) -> int:
         """Partitions of this store's ANN index (0: none or made elsewhere)."""
         table = self._open(create=False)
-        found = None if table is None else self._vector_index(table)
+        found = None if table is None else vector_index(table)
         return found[1] if found else 0
 
     def _searcher(self) -> Any:
@@ -457,7 +404,7 @@ class LanceDBStore:
         query by query (for an index larger than the cache)."""
         if not self.tuning.prewarm_index:
             return
-        found = self._vector_index(table)
+        found = vector_index(table)
         if found is None:
             return
         try:
@@ -490,7 +437,7 @@ class LanceDBStore:
             return
         try:
             names = [index.name for index in table.list_indices()
-                     if tuple(index.columns) in {(c,) for c in _SCALAR_INDEXED}]  # fmt: skip
+                     if tuple(index.columns) in {(c,) for c in SCALAR_INDEXED}]  # fmt: skip
             for name in names:
                 table.prewarm_index(name)
         except Exception as exc:  # a hint: writes work without it, with more reads
