@@ -48,11 +48,8 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-from pydantic import BaseModel
 
 from folio import progress
 from folio.io.sources import SourceRef
@@ -62,6 +59,7 @@ from folio.pipeline.outcome import page_failed, quarantine
 from folio.pipeline.page_jobs import needs_engine, worker_jobs
 from folio.pipeline.pages import discard_image, process_page
 from folio.pipeline.prepare import PreparedDocument
+from folio.pipeline.scheduler_records import QueueSample, _Document, _Ready
 from folio.pipeline.services import Services
 
 if TYPE_CHECKING:
@@ -74,49 +72,6 @@ log = logging.getLogger(__name__)
 FIRST_PAGE_ESTIMATE = 512 * 1024
 
 Prepare = Callable[[SourceRef], "PreparedDocument | DocumentResult"]
-
-
-class QueueSample(BaseModel):
-    """What stood in front of the engine ``t`` seconds after the scheduler started:
-    pages rendered and waiting for a ladder slot, pages in the ladder (at the engine),
-    pages being rendered, documents being prepared and admitted. A GPU run whose engine
-    went short shows it here: ``in_ladder`` under the budget while ``ready`` is 0.
-    ``at_server``: requests sent and not yet answered (generative engines; None else)."""
-
-    t: float
-    ready: int
-    in_ladder: int
-    rendering: int
-    preparing: int
-    documents: int
-    at_server: int | None = None
-
-
-@dataclass
-class _Document:
-    """One admitted document's page accounting."""
-
-    prep: PreparedDocument
-    jobs: deque[WorkerJob]
-    deadline: float
-    results: dict[int, PageResult] = field(default_factory=dict)
-    running_jobs: int = 0
-    last_done: int = -1  # the highest page index with a result
-
-    @property
-    def source(self) -> str:
-        return self.prep.result.source
-
-    @property
-    def outstanding(self) -> int:
-        return self.prep.result.page_count - len(self.results)
-
-
-@dataclass
-class _Ready:
-    doc: _Document
-    page: PagePrep
-    size: int
 
 
 class PageScheduler:
