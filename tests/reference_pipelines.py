@@ -15,7 +15,8 @@ dependencies by ``scripts/setup.sh --test``:
 - Chandra 2: ``chandra-ocr`` 0.2.0 (in the venv). Chandra 1: ``chandra-ocr`` 0.1.8, the
   same package name, so it lives in ``.venv/reference/chandra1`` and runs in a child
   process with that directory first on ``PYTHONPATH``. Both run in a child (one per
-  version, kept for the session): ``InferenceManager(method="vllm").generate`` runs as
+  version, kept for the session; tests/reference_chandra_child.py):
+  ``InferenceManager(method="vllm").generate`` runs as
   the chandra CLI runs it, with page images from ``chandra.input.load_pdf_images``, against
   a stand-in for the ``openai`` client that records every request and answers with a
   looping text, so the reference's own retry loop walks its whole sampling ladder.
@@ -40,13 +41,22 @@ import subprocess
 import sys
 import tempfile
 import threading
-import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
+
+from tests import reference_chandra_child as chandra_child
+from tests.reference_chandra_child import WORKER_FLAG
+from tests.reference_records import (
+    FrontMatter,
+    Order,
+    ReferenceBlock,
+    ReferenceMissingError,
+    ReferenceRequest,
+)
 
 OLMOCR_VERSION = "0.4.27"
 CHANDRA_VERSIONS = {1: "0.1.8", 2: "0.2.0"}
@@ -58,11 +68,6 @@ PRESET_REFERENCE: dict[str, tuple[str, int]] = {
 }
 #: what setup.sh installs Chandra 1's wheel into (``--target``)
 CHANDRA1_DIR = Path(sys.prefix) / "reference" / "chandra1"
-_WORKER_FLAG = "--chandra-reference-worker"
-#: a model answer both versions' retry loops take for a repetition loop (0.1.8 looks for
-#: it in the markdown of the layout divs, text outside them is invisible to it; 0.2.0 in
-#: the raw answer less its last 50 characters)
-_LOOPING_ANSWER = '<div data-bbox="0 0 1000 1000" data-label="Text"><p>' + "a" * 1000 + "</p></div>"
 _WORKER_TIMEOUT_S = 300.0
 
 #: the corpus pages (paths under the corpus directory, page from 0) the tests compare on:
@@ -78,58 +83,6 @@ CORPUS_PAGES: dict[str, tuple[str, int]] = {
     "cropbox": ("ocrmypdf/type3_font_nomapping.pdf", 0),
     "forms": ("pypdf_sample_files/pdflatex-forms.pdf", 0),
 }
-
-Order = tuple[Literal["text", "image"], Literal["text", "image"]]
-
-
-class ReferenceMissingError(RuntimeError):
-    """A reference package is not installed (run ``scripts/setup.sh --test``)."""
-
-
-@dataclass(frozen=True)
-class ReferenceRequest:
-    """One page's request as the reference sends it."""
-
-    prompt: str
-    #: content parts of the user message, in order
-    order: Order
-    #: (width, height) of the image sent
-    image_size: tuple[int, int]
-    #: PIL's name for the image's format ("PNG")
-    image_format: str
-    max_tokens: int
-    #: (temperature, top_p) of each attempt in turn, first try first; top_p None: the
-    #: request leaves it out (the server's default applies)
-    sampling: list[tuple[float, float | None]]
-    #: the image bytes as sent
-    image: bytes = field(repr=False, compare=False)
-    #: every other key of the request body (model name excluded), attempt 0
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
-    #: (width, height) of the page render, before the request's own resizing (Chandra's
-    #: scale_to_fit; olmOCR sends its render as it is)
-    rendered_size: tuple[int, int] | None = field(default=None, compare=False)
-
-
-@dataclass(frozen=True)
-class ReferenceBlock:
-    """One of Chandra's ``parse_layout`` blocks: label, box in image pixels, inner HTML."""
-
-    label: str
-    bbox: tuple[int, int, int, int]
-    content: str
-
-
-@dataclass(frozen=True)
-class FrontMatter:
-    """olmOCR's reading of an answer: the PageResponse fields, or why it was rejected.
-
-    ``fields`` holds primary_language, is_rotation_valid, rotation_correction, is_table,
-    is_diagram and natural_text (the body, None when empty); ``error`` is the message of
-    the exception that makes olmOCR's pipeline discard the attempt."""
-
-    fields: dict[str, Any] | None
-    error: str | None = None
-
 
 # --- olmOCR ------------------------------------------------------------------------------
 
@@ -388,7 +341,8 @@ class _ChandraWorker:
         self._stderr = tempfile.TemporaryFile()
         self._lock = threading.Lock()
         self._proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), _WORKER_FLAG, str(version)],
+            [sys.executable, str(Path(chandra_child.__file__).resolve()), WORKER_FLAG,
+             str(version), CHANDRA_VERSIONS[version]],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
             env=env, cwd=tempfile.gettempdir(),
         )
@@ -522,111 +476,3 @@ def reference_chandra_layout(
     return [ReferenceBlock(label=b["label"], bbox=(b["bbox"][0], b["bbox"][1], b["bbox"][2],
                                                    b["bbox"][3]), content=b["content"])
             for b in got]
-
-
-# --- Chandra (child side) -----------------------------------------------------------------
-
-
-def _worker_main(version: int) -> None:  # pragma: no cover - runs in the child
-    protocol = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)  # chandra prints progress to stdout: keep the protocol's stream clean
-    sys.stdout = sys.stderr
-    ops = _worker_setup(version)
-    for line in sys.stdin:
-        request = json.loads(line)
-        try:
-            reply: dict[str, Any] = {"ok": ops[request["op"]](**request["args"])}
-        except Exception:
-            reply = {"error": traceback.format_exc()}
-        protocol.write(json.dumps(reply) + "\n")
-        protocol.flush()
-
-
-def _worker_setup(version: int) -> dict[str, Callable[..., Any]]:  # pragma: no cover
-    import types
-
-    expected = CHANDRA_VERSIONS[version]
-    try:
-        dist = metadata.distribution("chandra-ocr")
-    except metadata.PackageNotFoundError:
-        raise SystemExit("chandra-ocr is not installed: run scripts/setup.sh --test") from None
-    if dist.version != expected:
-        raise SystemExit(f"chandra-ocr {dist.version} found, {expected} expected")
-    if version == 1:
-        # 0.1.8's settings import torch for one computed field (TORCH_DTYPE) nothing here
-        # reads: a stand-in module, with an annotation pydantic accepts
-        torch = types.ModuleType("torch")
-        torch.dtype = Any  # type: ignore[attr-defined]
-        torch.bfloat16 = "bfloat16"  # type: ignore[attr-defined]
-        sys.modules["torch"] = torch
-    # chandra.model imports its transformers backend (hf.py: torch) beside the vLLM one
-    hf = types.ModuleType("chandra.model.hf")
-
-    def _no_hf(*_: Any, **__: Any) -> Any:
-        raise RuntimeError("the reference harness runs chandra's vLLM path only")
-
-    hf.load_model = hf.generate_hf = _no_hf  # type: ignore[attr-defined]
-    sys.modules["chandra.model.hf"] = hf
-
-    import chandra
-    import chandra.input
-    import chandra.model
-    import chandra.model.vllm
-    import chandra.output
-    import chandra.prompts
-    import chandra.settings
-    from chandra.model.schema import BatchInputItem
-    from PIL import Image
-
-    package_dir = Path(chandra.__file__).resolve().parent
-    if not str(package_dir).startswith(str(Path(str(dist.locate_file(""))).resolve())):
-        raise SystemExit(f"chandra imported from {package_dir}, not from {expected}'s files")
-    settings = chandra.settings.settings
-    defaults = {name: f.get_default(call_default_factory=True)
-                for name, f in type(settings).model_fields.items()}
-    changed = {k: getattr(settings, k) for k, v in defaults.items() if getattr(settings, k) != v}
-    if changed:  # the reference's defaults are the yardstick, not this machine's settings
-        raise SystemExit(f"chandra settings overridden by the environment or a local.env: "
-                         f"{changed}")
-
-    calls: list[dict[str, Any]] = []
-
-    class _Completions:
-        def create(self, **kwargs: Any) -> Any:
-            calls.append(kwargs)
-            message = types.SimpleNamespace(content=_LOOPING_ANSWER)
-            return types.SimpleNamespace(
-                choices=[types.SimpleNamespace(message=message, finish_reason="length")],
-                usage=types.SimpleNamespace(completion_tokens=len(_LOOPING_ANSWER)))
-
-    class _Client:
-        def __init__(self, **_: Any) -> None:
-            self.chat = types.SimpleNamespace(completions=_Completions())
-
-    chandra.model.vllm.OpenAI = _Client  # type: ignore[attr-defined]
-    manager = chandra.model.InferenceManager(method="vllm")
-
-    def info() -> dict[str, Any]:
-        return {"version": dist.version, "package": str(package_dir),
-                "settings": {k: getattr(settings, k) for k in defaults}}
-
-    def request(pdf: str, page: int) -> dict[str, Any]:
-        calls.clear()
-        [image] = chandra.input.load_pdf_images(pdf, [page])
-        manager.generate([BatchInputItem(image=image, prompt_type="ocr_layout")])
-        return {"calls": list(calls), "rendered": [image.width, image.height]}
-
-    def markdown(html: str, include_headers_footers: bool, include_images: bool) -> str:
-        return str(chandra.output.parse_markdown(
-            html, include_headers_footers=include_headers_footers,
-            include_images=include_images))
-
-    def layout(html: str, width: int, height: int) -> list[dict[str, Any]]:
-        blocks = chandra.output.parse_layout(html, Image.new("RGB", (width, height)))
-        return [{"label": b.label, "bbox": list(b.bbox), "content": b.content} for b in blocks]
-
-    return {"info": info, "request": request, "markdown": markdown, "layout": layout}
-
-
-if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == _WORKER_FLAG:
-    _worker_main(int(sys.argv[2]))

@@ -39,6 +39,7 @@ from folio.settings.config import RouteSettings
 from folio.settings.presets import get_preset
 from tests import reference_pipelines as ref
 from tests.openai_fake import thumbnail, thumbnail_distance
+from tests.reference_records import Order, ReferenceRequest
 
 PRESETS = ("olmocr2", "chandra", "chandra2")
 PAGES = tuple(ref.CORPUS_PAGES)
@@ -91,12 +92,12 @@ def folio_request(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Fol
     return get
 
 
-def _reference(corpus: Path, page: str, preset: str) -> ref.ReferenceRequest:
+def _reference(corpus: Path, page: str, preset: str) -> ReferenceRequest:
     path, index = ref.CORPUS_PAGES[page]
     return ref.reference_request(corpus / path, index, preset)
 
 
-def _parts(body: dict[str, Any]) -> tuple[str, ref.Order, bytes]:
+def _parts(body: dict[str, Any]) -> tuple[str, Order, bytes]:
     [message] = body["messages"]
     assert message["role"] == "user"
     return ref.content_parts(message["content"])
