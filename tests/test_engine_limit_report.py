@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.engine_limit import report, save_phase
+from bench.engine_limit_report import report, save_phase
 
 
 def _pipeline(pages_per_s: float, run_on_server: int, **extra: object) -> dict[str, object]:
