@@ -219,3 +219,32 @@ def test_a_document_quarantined_for_good_is_skipped_until_a_rerun_is_forced(
     client.delete_object(Bucket=bucket, Key="bad/good.pdf")
     synced = run_sweep(corpus, "bad", prefix="bad", sync=True)["sync"]
     assert synced["removed"] == [f"s3://{bucket}/bad/good.pdf"] and synced["rows_removed"] > 0
+
+
+def test_a_sweep_reads_a_scan_saved_as_an_image_and_settles_every_other_object(
+    corpus: dict[str, Any], tmp_path: Path,
+) -> None:
+    """Issue 43 on the sweep: a TIFF scan in the bucket is a document (its chunks in the
+    vector table under its own key), a ZIP beside it ends with its line, and the next
+    sweep sends neither to a batch again."""
+    import io
+    import zipfile
+
+    from tests.mixed_folder import page_images
+
+    client, bucket = corpus["client"], corpus["bucket"]
+    pdf = write_text_pdf(tmp_path / "page.pdf", report_pages(seed=321, n=1))
+    scan = io.BytesIO()
+    page_images(pdf, 150)[0].save(scan, format="TIFF", compression="tiff_lzw", dpi=(150, 150))
+    client.put_object(Bucket=bucket, Key="scans/scan.tif", Body=scan.getvalue())
+    bundle = io.BytesIO()
+    with zipfile.ZipFile(bundle, "w") as zf:
+        zf.writestr("notes.txt", "not a document folio reads")
+    client.put_object(Bucket=bucket, Key="scans/bundle.zip", Body=bundle.getvalue())
+    first = run_sweep(corpus, "scan-out", prefix="scans")
+    assert first["documents"] == 2 and first["failed"] == 0, first
+    rows = vector_rows(corpus, "scan-out")
+    assert set(rows["source"]) == {f"s3://{bucket}/scans/scan.tif"}, rows.head()
+    assert sum(len(t) for t in rows["text"]) > 200  # the scan's words, OCR'd
+    second = run_sweep(corpus, "scan-out", prefix="scans")
+    assert second["batches"] == 0 and second["failed"] == 0, second
