@@ -113,7 +113,7 @@ def markdown_summary(report: dict[str, Any], *, links: bool = False,
     ]
     lines += _sync_lines(report.get("sync"))
     if t.get("pages_without_text"):
-        lines[0] += f" Pages read without text on them: {t['pages_without_text']}."
+        lines[0] += f". Pages read without text on them: {t['pages_without_text']}."
     if data_docs:
         lines.append(f"Validation results: {_link('Great Expectations Data Docs', data_docs)}")
     lines += ["", "| document | outcome | pages ok | s |", "|---|---|---|---|"]
