@@ -132,6 +132,31 @@ def run_with_peak_rss(cmd: list[str], *, env: dict[str, str] | None = None,
             "peak_rss_mib": round(peak / 1024, 1), "output_tail": output[-1500:]}
 
 
+class PeakRss:
+    """The peak RSS of this process's tree while the ``with`` block runs, sampled on a
+    thread every ``interval`` seconds; ``children_only`` leaves out what this process
+    held when the block began (a conversion's tree apart from the benchmark itself)."""
+
+    def __init__(self, interval: float = 0.1, *, children_only: bool = False) -> None:
+        self.interval, self.peak_kib = interval, 0
+        self._base = tree_rss_kib(os.getpid()) if children_only else 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak_kib = max(self.peak_kib, tree_rss_kib(os.getpid()) - self._base)
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 

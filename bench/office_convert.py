@@ -26,14 +26,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import zipfile
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _measure import git, save, tree_rss_kib
+from _measure import PeakRss, git, save
 
 from folio.formats.office import convert_to_pdf, find_soffice
 from folio.settings.resources import OfficeSettings
@@ -165,30 +164,6 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-class PeakRss:
-    """Peak resident memory of this process's descendants (the conversion's tree), sampled
-    every 50 ms on a thread while the ``with`` block runs."""
-
-    def __init__(self) -> None:
-        self.peak_kib = 0
-        self._own = tree_rss_kib(os.getpid())
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            self.peak_kib = max(self.peak_kib, tree_rss_kib(os.getpid()) - self._own)
-            time.sleep(0.05)
-
-    def __enter__(self) -> PeakRss:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 def measure(src: Path, work: Path, settings: OfficeSettings, runs: int) -> dict[str, Any]:
     import pypdfium2 as pdfium
 
@@ -196,7 +171,7 @@ def measure(src: Path, work: Path, settings: OfficeSettings, runs: int) -> dict[
     pages = 0
     for run in range(runs + 1):
         load = os.getloadavg()[0]
-        with PeakRss() as rss:
+        with PeakRss(0.05, children_only=True) as rss:
             cpu0, t0 = _children_cpu(), time.monotonic()
             pdf = convert_to_pdf(src, work, timeout_s=settings.timeout_s,
                                  memory_mb=settings.memory_mb)

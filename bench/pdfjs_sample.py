@@ -24,7 +24,6 @@ import json
 import re
 import sys
 import tempfile
-import threading
 import time
 import traceback
 from collections import Counter
@@ -33,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _measure import REPO, command, git, tree_rss_kib
+from _measure import REPO, PeakRss, command, git
 
 from folio.io.sources import discover
 from folio.models import DocumentResult
@@ -97,30 +96,6 @@ def written_words(out: Path, doc: DocumentResult) -> set[str]:
                 if block.get("label") in HEAD_LABELS:
                     words |= set(normalize_words(block.get("content") or ""))
     return words
-
-
-class PeakRss:
-    """The peak summed RSS of this process and its children while in the block."""
-
-    def __init__(self, interval: float = 0.1) -> None:
-        self.interval, self.peak_kib = interval, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        import os
-
-        while not self._stop.is_set():
-            self.peak_kib = max(self.peak_kib, tree_rss_kib(os.getpid()))
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> PeakRss:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def page_class(page: dict[str, Any]) -> str:
