@@ -25,7 +25,6 @@ import argparse
 import datetime as dt
 import json
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -34,13 +33,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _measure import command, corpus_dir, git
-from heading_recall import GT_DIR, GT_LABELS, docling_runs, run, same_heading
+from heading_recall import GT_LABELS, docling_runs, docling_services, run, same_heading
 
 from folio.hierarchy.levels import HEADING_LABELS, HeadingLeveler, heading_text, level_document
 from folio.hierarchy.numbering import numbering_level
 from folio.models import Chunk, DocumentResult, PageOutcome
-from folio.pipeline import Services
-from folio.settings.config import PipelineConfig
 
 REPO = Path(__file__).resolve().parents[1]
 #: corpus PDFs with a multi-level outline (found by reading every corpus PDF's outline)
@@ -140,35 +137,26 @@ def main(argv: list[str] | None = None) -> None:
                         help="a corpus-relative PDF with a multi-level outline (repeatable)")
     args = parser.parse_args(argv)
     corpus = Path(args.corpus).resolve()
-    gt_dir = corpus / GT_DIR
-    if not gt_dir.is_dir():
-        raise SystemExit(f"corpus absent at {corpus}: pass --corpus or set FOLIO_CORPUS_DIR")
     started = time.monotonic()
     docling: list[dict[str, Any]] = []
     outlines: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="folio-levels-") as tmp:
-        config = PipelineConfig.model_validate(
-            {"store": {"kind": "none"}, "work_dir": str(Path(tmp) / "work")})
-        services = Services(config, str(Path(tmp) / "out"))
-        try:
-            for gt_file, pdf, doc, chunks, error in docling_runs(corpus, services, config):
-                if doc is not None:
-                    level_document(doc)
-                row = score_docling(truth_items(json.loads(gt_file.read_text())),
-                                    headings(doc), chunks)
-                docling.append({"source": f"docling/{pdf.name}", "error": error, **row})
-                print(f"{pdf.name:36} truth {row['truth']:3} hit {row['truth_found']:3} "
-                      f"numbered {row['numbered_same_level_as_numbering']}/"
-                      f"{row['numbered_truth_found']} paths {row['chunk_path_depths']}",
-                      flush=True)
-            for rel in args.outline_pdf or OUTLINE_PDFS:
-                doc, _, error = run(corpus / rel, services, config)
-                row = {"source": rel, "error": error, **score_outline(doc)}
-                outlines.append(row)
-                print(rel, json.dumps({k: v for k, v in row.items() if k != "source"}),
-                      flush=True)
-        finally:
-            services.close()
+    with docling_services(corpus, "folio-levels-") as (services, config):
+        for gt_file, pdf, doc, chunks, error in docling_runs(corpus, services, config):
+            if doc is not None:
+                level_document(doc)
+            row = score_docling(truth_items(json.loads(gt_file.read_text())),
+                                headings(doc), chunks)
+            docling.append({"source": f"docling/{pdf.name}", "error": error, **row})
+            print(f"{pdf.name:36} truth {row['truth']:3} hit {row['truth_found']:3} "
+                  f"numbered {row['numbered_same_level_as_numbering']}/"
+                  f"{row['numbered_truth_found']} paths {row['chunk_path_depths']}",
+                  flush=True)
+        for rel in args.outline_pdf or OUTLINE_PDFS:
+            doc, _, error = run(corpus / rel, services, config)
+            row = {"source": rel, "error": error, **score_outline(doc)}
+            outlines.append(row)
+            print(rel, json.dumps({k: v for k, v in row.items() if k != "source"}),
+                  flush=True)
     keys = ("truth", "found", "truth_found", "found_true", "matched_same_level_as_truth",
             "numbered_truth_found", "numbered_same_level_as_numbering", "chunks",
             "chunks_with_path_depth_2_or_more")

@@ -31,6 +31,7 @@ import time
 import traceback
 import unicodedata
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +134,23 @@ def _share(num: int, den: int) -> float | None:
     return round(num / den, 4) if den else None
 
 
+@contextmanager
+def docling_services(corpus: Path, prefix: str) -> Iterator[tuple[Services, PipelineConfig]]:
+    """The pipeline's services for a run over the corpus's docling PDFs (store none, a
+    temporary work folder), after checking the ground truth is there (also for
+    bench/heading_levels.py)."""
+    if not (corpus / GT_DIR).is_dir():
+        raise SystemExit(f"corpus absent at {corpus}: pass --corpus or set FOLIO_CORPUS_DIR")
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        config = PipelineConfig.model_validate(
+            {"store": {"kind": "none"}, "work_dir": str(Path(tmp) / "work")})
+        services = Services(config, str(Path(tmp) / "out"))
+        try:
+            yield services, config
+        finally:
+            services.close()
+
+
 def docling_runs(corpus: Path, services: Services, config: PipelineConfig
                  ) -> Iterator[tuple[Path, Path, DocumentResult | None, list[Chunk], str | None]]:
     """Each docling PDF of the corpus that has a JSON ground truth, run through the
@@ -151,25 +169,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--phase", default="after", help="the key this run is written under")
     args = parser.parse_args(argv)
     corpus = Path(args.corpus).resolve()
-    gt_dir = corpus / GT_DIR
-    if not gt_dir.is_dir():
-        raise SystemExit(f"corpus absent at {corpus}: pass --corpus or set FOLIO_CORPUS_DIR")
     started = time.monotonic()
     docs: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="folio-headings-") as tmp:
-        config = PipelineConfig.model_validate(
-            {"store": {"kind": "none"}, "work_dir": str(Path(tmp) / "work")})
-        services = Services(config, str(Path(tmp) / "out"))
-        try:
-            for gt_file, pdf, doc, chunks, error in docling_runs(corpus, services, config):
-                row = score(truth_headings(json.loads(gt_file.read_text())),
-                            found_headings(doc), chunks)
-                docs.append({"source": f"docling/{pdf.name}", "error": error, **row})
-                print(f"{pdf.name:36} truth {row['truth']:3} found {row['found']:3} "
-                      f"hit {row['truth_found']:3} true {row['found_true']:3} chunks "
-                      f"{row['chunks_with_heading_path']}/{row['chunks']}", flush=True)
-        finally:
-            services.close()
+    with docling_services(corpus, "folio-headings-") as (services, config):
+        for gt_file, pdf, doc, chunks, error in docling_runs(corpus, services, config):
+            row = score(truth_headings(json.loads(gt_file.read_text())),
+                        found_headings(doc), chunks)
+            docs.append({"source": f"docling/{pdf.name}", "error": error, **row})
+            print(f"{pdf.name:36} truth {row['truth']:3} found {row['found']:3} "
+                  f"hit {row['truth_found']:3} true {row['found_true']:3} chunks "
+                  f"{row['chunks_with_heading_path']}/{row['chunks']}", flush=True)
     totals = {k: sum(d[k] for d in docs) for k in
               ("truth", "found", "truth_found", "found_true", "chunks", "chunks_with_heading_path")}
     summary = {
