@@ -45,7 +45,8 @@ OUTLINE_PDFS = ("pypdf_sample_files/GeoTopo-komprimiert.pdf", "ocrmypdf/multipag
 SETTINGS = {
     "store.kind": "none: levels and chunk paths are scored on the blocks and on "
                   "chunk_document's output; embeddings would not change them",
-    "runner": "folio.pipeline.process_document, one document at a time, no Prefect",
+    "runner": "folio.pipeline.process_document, one document at a time, no Prefect: the "
+              "flow adds scheduling and loading, neither of which changes a heading's level",
 }
 
 

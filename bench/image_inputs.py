@@ -50,7 +50,9 @@ FORMATS: dict[str, tuple[str, dict[str, Any]]] = {
            "png": ("PNG", {}), "jpeg": ("JPEG", {"quality": 90}),
            "tiff": ("TIFF", {"compression": "tiff_lzw"})}
 CHANGED = {"store.kind": ("none", "no vector store: embeddings do not change a page's text"),
-           "validation.enabled": (False, "Great Expectations adds the same to both sides")}
+           "validation.enabled": (False, "Great Expectations adds the same to both sides"),
+           "reprocess": (True, "CPU part only: each repeat reads the page again instead of "
+                               "answering from the first run's result")}
 
 
 def born_digital_pages(limit: int) -> list[tuple[Path, str]]:
