@@ -83,7 +83,7 @@ def live_path(uri: str) -> str:
 def live_prefix(root: str) -> str:
     """The folder of the records of every source under ``root`` (a folder or prefix,
     read as a folder: ``s3://b/in`` covers ``in/...``, never ``inbox/...``)."""
-    parts = [p for p in _parts(root)]
+    parts = _parts(root)
     while len(parts) > 1 and parts[-1] == "":  # a trailing slash
         parts.pop()
     return f"{LIVE}/" + "/".join(_segment(p) for p in parts) + "/"

@@ -114,7 +114,6 @@ def _why_not_readable(path: Path, real_root: Path) -> str | None:
 
 
 #: folio's record folders right under an output location (folio.io.layout)
-_RECORD_FOLDERS = RECORD_FOLDERS
 #: a document's output folder, ``{stem}-{id12}`` (folio.io.keys.doc_slug), and its files
 _DOC_FOLDER = re.compile(r"[^/]+-[0-9a-f]{12}")
 _DOC_FILES = frozenset({"document.md", "document.json", "pages.jsonl"})
@@ -149,7 +148,7 @@ def is_own(entry: str, source: str, own: Iterable[str]) -> bool:
         rel = entry[len(mine):]
         first, _, rest = rel.partition("/")
         # a document folder's files, its figure crops (folio.figures) included
-        if first in _RECORD_FOLDERS or (
+        if first in RECORD_FOLDERS or (
                 (rest in _DOC_FILES or rest.startswith("figures/"))
                 and _DOC_FOLDER.fullmatch(first) is not None):
             return True

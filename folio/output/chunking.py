@@ -15,6 +15,7 @@ import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Literal
 
 from folio.figures.links import is_written
 from folio.figures.text import picture_text
@@ -171,7 +172,7 @@ class _Draft:
     parts: list[str] = field(default_factory=list)
     pages: list[int] = field(default_factory=list)
     boxes: list[tuple[int, BBox]] = field(default_factory=list)
-    kind: str = "text"
+    kind: Literal["text", "table", "figure"] = "text"
     image_uri: str | None = None  # a figure chunk's crop
     #: the boxes already in ``boxes`` as plain tuples: a membership test on the list
     #: compared pydantic models one by one (a chunk of many small blocks took quadratic
@@ -238,8 +239,7 @@ class _Chunker:
                 source=self.doc.source,
                 index=index,
                 text="\n\n".join(draft.parts),
-                kind="table" if draft.kind == "table" else (
-                    "figure" if draft.kind == "figure" else "text"),
+                kind=draft.kind,
                 page_start=min(draft.pages),
                 page_end=max(draft.pages),
                 headings=draft.headings,

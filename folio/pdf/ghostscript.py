@@ -33,7 +33,7 @@ from folio.errors import (
     TimeoutExpired,
 )
 from folio.models import CompressionInfo
-from folio.security.redaction import child_env
+from folio.security.redaction import child_env, redact_text
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ def _run_pdfwrite(
         log.debug("running %s", argv)
         returncode, output = _run(argv, env=env, cwd=tmp, timeout_s=timeout_s,
                                   memory_mb=memory_mb)
-        _check(returncode, _redact_text(output, password), out, memory_mb)
+        _check(returncode, redact_text(output, [password]), out, memory_mb)
         os.chmod(out, 0o600)
         os.replace(out, dst)
 
@@ -244,5 +244,3 @@ def _looks_like_pdf(path: Path) -> bool:
     return head.startswith(b"%PDF-") and b"%%EOF" in tail
 
 
-def _redact_text(text: str, password: str | None) -> str:
-    return text.replace(password, "***") if password else text

@@ -21,7 +21,7 @@ from folio.models import DocumentResult
 from folio.pipeline.limits import SchedulerLimits, ocr_concurrency
 from folio.pipeline.load import load_document
 from folio.pipeline.outcome import page_failed, quarantine
-from folio.pipeline.pages import clip_blocks, page_problem, process_page
+from folio.pipeline.pages import page_problem, process_page
 from folio.pipeline.prepare import (
     COMPRESS_MIN_BYTES_PER_PAGE,
     COMPRESS_MIN_SAVING,
@@ -36,7 +36,7 @@ from folio.pipeline.validate import decide_outcome, validate_document
 
 __all__ = [
     "COMPRESS_MIN_BYTES_PER_PAGE", "COMPRESS_MIN_SAVING", "PageScheduler", "PreparedDocument",
-    "SchedulerLimits", "Services", "clip_blocks", "compression_dpi", "decide_outcome",
+    "SchedulerLimits", "Services", "compression_dpi", "decide_outcome",
     "load_document", "ocr_concurrency", "page_failed", "page_problem",
     "process_document", "process_documents", "process_page", "quarantine", "sha256_file",
     "start_document", "validate_document",

@@ -11,7 +11,7 @@ from folio.engines.markdown import BLOCK_MARKDOWN_ENGINES, blocks_to_markdown
 from folio.engines.text_layer import TextLayerEngine
 from folio.errors import BadOutputError, FolioError, TransientError, is_transient_code
 from folio.figures.regions import find_pictures
-from folio.models import Attempt, Block, PageOutcome, PagePrep, PageResult
+from folio.models import Attempt, PageOutcome, PagePrep, PageResult
 from folio.page.answer_gate import answer_work
 from folio.page.caption_order import captions_beside
 from folio.page.layer_or_ocr import layer_holds_text, layer_is_better
@@ -218,12 +218,6 @@ def apply_layout(output: EngineOutput, engine: str, page: PagePrep, min_cover: f
     if changed or moved or restored:
         output.blocks = blocks
         output.markdown = blocks_to_markdown(blocks)
-
-
-def clip_blocks(blocks: list[Block], width: float, height: float) -> list[Block]:
-    """Clip every box to the page (:func:`folio.pipeline.geometry.fit_blocks`, its note
-    dropped): geometry never drops a page's text."""
-    return fit_blocks(blocks, width, height)[0]
 
 
 def page_problem(
