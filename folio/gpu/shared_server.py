@@ -54,7 +54,7 @@ from folio.gpu.inflight_slots import SlotSemaphore, slot_semaphore
 from folio.gpu.server_probe import probe_server, read_metrics
 from folio.process_files import flocked, pid_alive, pid_owned, proc_start_time, write_atomic
 from folio.security.private_dir import ensure_private_dir, read_or_make_secret
-from folio.security.redaction import child_env
+from folio.security.redaction import MODEL_HUB_SECRETS, child_env
 
 log = logging.getLogger(__name__)
 
@@ -200,8 +200,6 @@ def read_lease(path: Path) -> tuple[int | None, int | None]:
 
 # --- acquire -------------------------------------------------------------------------------------
 
-#: secrets a model server may need (a gated model's download)
-_SERVER_SECRETS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 _SPAWNED: list[subprocess.Popen[bytes]] = []  # supervisors this process started (to reap them)
 
 
@@ -265,7 +263,7 @@ def _spawn_supervisor(spec: SharedServerSpec, files: ServerFiles, owner_pid: int
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True, close_fds=True, cwd=files.dir,
                                 # no secret of the run lives on in it for idle minutes
-                                env=child_env(keep=_SERVER_SECRETS, PYTHONPATH=path))
+                                env=child_env(keep=MODEL_HUB_SECRETS, PYTHONPATH=path))
     _SPAWNED.append(proc)
     now = time.time()
     state = SharedState(

@@ -34,7 +34,7 @@ from typing import IO, TYPE_CHECKING, Protocol, Self
 
 from folio.errors import EngineUnavailableError
 from folio.gpu.server_probe import free_port, probe_server, read_metrics
-from folio.security.redaction import child_env
+from folio.security.redaction import MODEL_HUB_SECRETS, child_env
 
 if TYPE_CHECKING:
     from folio.settings.config import OcrSettings
@@ -418,7 +418,7 @@ class VLLMServer:
         if sys.platform.startswith("linux"):
             argv = [sys.executable, "-S", "-c", _LAUNCHER, str(os.getpid()), *argv]
         # the run's secrets stay out of a server that outlives it (docs/security.md)
-        env = {**child_env(keep=("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")), **self.env}
+        env = {**child_env(keep=MODEL_HUB_SECRETS), **self.env}
         if self.api_key:
             env["VLLM_API_KEY"] = self.api_key
         proc = subprocess.Popen(

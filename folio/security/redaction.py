@@ -28,7 +28,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
-__all__ = ["SECRET_SETTINGS", "child_env", "is_secret_env", "redact_text", "redact_uri",
+__all__ = ["MODEL_HUB_SECRETS", "PG_DSN_ENV", "SECRET_SETTINGS", "child_env", "is_secret_env", "redact_text", "redact_uri",
            "secret_env_name"]
 
 #: settings that hold secrets: from the run's environment, never a flow-run parameter
@@ -36,11 +36,16 @@ SECRET_SETTINGS = frozenset({"password", "ocr.api_key", "s3.secret_access_key",
                              "s3.session_token", "s3.access_key_id"})
 
 #: variables that carry secrets by name (besides those matched by :data:`_SECRET_WORDS`)
-_SECRET_NAMES = frozenset({"FOLIO_PG_DSN", "FOLIO_STORE__URI", "AWS_ACCESS_KEY_ID",
+#: the variable a PostgreSQL DSN with its password comes in (never a run's setting)
+PG_DSN_ENV = "FOLIO_PG_DSN"
+_SECRET_NAMES = frozenset({PG_DSN_ENV, "FOLIO_STORE__URI", "AWS_ACCESS_KEY_ID",
                            "DATABASE_URL", "PGPASSFILE"})
 _SECRET_WORDS = re.compile(r"PASSWORD|PASSWD|SECRET|TOKEN|API_KEY|APIKEY|AUTH_STRING|"
                            r"CREDENTIAL|_DSN$|PRIVATE_KEY", re.IGNORECASE)
 _MASK = "***"
+#: what a model server may need from the environment to fetch its weights: kept in the
+#: environments of the vLLM servers folio starts (folio.gpu), stripped from every other child
+MODEL_HUB_SECRETS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 _URI_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^/@:\s]*)"
                            r"(?::(?P<password>[^/@\s]*))?@")
 _LIBPQ_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)

@@ -21,12 +21,11 @@ import json
 from typing import Any
 
 from folio.errors import ConfigError
-from folio.security.redaction import SECRET_SETTINGS, redact_uri, secret_env_name
+from folio.security.redaction import PG_DSN_ENV, SECRET_SETTINGS, redact_uri, secret_env_name
 
 __all__ = ["holds_secret", "refuse", "split"]
 
 #: the variable a PostgreSQL DSN is read from (folio.stores.PG_DSN_ENV)
-_PG_DSN_ENV = "FOLIO_PG_DSN"
 
 
 def holds_secret(key: str, value: Any) -> bool:
@@ -49,7 +48,7 @@ def split(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         if not holds_secret(key, value):
             public[key] = value
         elif key == "store.uri" and isinstance(value, str) and _is_dsn(value):
-            env[_PG_DSN_ENV] = value
+            env[PG_DSN_ENV] = value
         elif isinstance(value, (dict, list)):
             env[secret_env_name(key)] = json.dumps(value)
         else:
@@ -68,7 +67,7 @@ def refuse(settings: dict[str, Any]) -> None:
             raise ConfigError(
                 f"setting {key} carries a secret, and a run's settings are stored by Prefect "
                 f"and shown in its UI: give it to the worker in its environment "
-                f"({secret_env_name(key) if key != 'store.uri' else _PG_DSN_ENV}) instead")
+                f"({secret_env_name(key) if key != 'store.uri' else PG_DSN_ENV}) instead")
 
 
 def _is_dsn(value: str) -> bool:

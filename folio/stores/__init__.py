@@ -11,15 +11,16 @@ import os
 from pathlib import Path
 
 from folio.errors import ConfigError
+
+# where a pgvector DSN comes from when ``store.uri`` is unset: an environment variable keeps
+# the password out of flow parameters and settings files (one name, with the redaction)
+from folio.security.redaction import PG_DSN_ENV
 from folio.settings.config import S3Settings, StoreSettings
 from folio.stores.base import NullStore, VectorStore
 
-__all__ = ["NullStore", "VectorStore", "default_vector_uri", "open_store"]
+__all__ = ["PG_DSN_ENV", "NullStore", "VectorStore", "default_vector_uri", "open_store"]
 
 VECTOR_DIR = ".folio/vectors"
-#: where a pgvector DSN may come from when ``store.uri`` is unset: an environment variable
-#: keeps the password out of flow parameters and settings files
-PG_DSN_ENV = "FOLIO_PG_DSN"
 
 
 def default_vector_uri(dest: str) -> str:
