@@ -305,18 +305,28 @@ def sweep_sync(config: PipelineConfig, out: str, prefix: str, listed: list[str],
         claim = ledger.current(uri)
         return claim is not None and claim.held_at(ledger.clock())
 
+    from folio.io.sinks import open_sink
     from folio.pipeline.services import Services
-    from folio.stores.base import NullStore
+    from folio.stores.base import NullStore, VectorStore
 
-    services = Services(config, out)
+    # the run's services (page workers, engines, the embedder) only when rows are to go:
+    # most sweeps only count the indexed sources, which reads records from the sink
+    opened: list[Services] = []
+
+    def store() -> VectorStore:
+        if config.store.kind == "none":
+            return NullStore()
+        if not opened:
+            opened.append(Services(config, out))
+        return opened[0].store()
+
     try:
         return index_sync.sync_roots(
-            services.sink,
-            lambda: NullStore() if config.store.kind == "none" else services.store(),
-            [prefix], listed, apply=apply, dry_run=False, started=started,
-            s3=config.s3, busy=busy).model_dump(mode="json")
+            open_sink(out, config.s3), store, [prefix], listed, apply=apply, dry_run=False,
+            started=started, s3=config.s3, busy=busy).model_dump(mode="json")
     finally:
-        services.close()
+        for services in opened:
+            services.close()
 
 
 def _owner() -> str:
