@@ -24,6 +24,7 @@ from typing import Any
 
 from folio import progress
 from folio.security.display import printable
+from folio.security.secret_settings import is_postgres_dsn
 from folio.settings.vocabulary import ENGINES, ROUTE_REQUESTS
 
 #: what ``folio --help`` says
@@ -128,22 +129,9 @@ def _secret_environment(args: argparse.Namespace) -> dict[str, str]:
     from folio.stores import PG_DSN_ENV
 
     env = {"FOLIO_PASSWORD": args.password} if args.password else {}
-    if args.store_uri and _is_postgres_dsn(args.store_uri):
+    if args.store_uri and is_postgres_dsn(args.store_uri):
         env[PG_DSN_ENV] = args.store_uri
     return env
-
-
-#: libpq keywords a ``key=value`` DSN starts with (a folder may contain "=" too)
-_LIBPQ_KEYWORDS = {"host", "hostaddr", "port", "dbname", "user", "password", "passfile",
-                   "service", "sslmode", "connect_timeout", "application_name", "options"}
-
-
-def _is_postgres_dsn(uri: str) -> bool:
-    scheme, sep, _ = uri.partition("://")
-    if sep:
-        return scheme.lower() in ("postgresql", "postgres")
-    first = uri.split(None, 1)[0] if uri.strip() else ""
-    return first.partition("=")[0] in _LIBPQ_KEYWORDS and "=" in first
 
 
 def _scope_options(parser: argparse.ArgumentParser) -> None:
@@ -173,7 +161,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         settings["compress"] = False
     if args.keep_headers_footers:
         settings["chunk.keep_headers_footers"] = True
-    store_uri = None if args.store_uri and _is_postgres_dsn(args.store_uri) else args.store_uri
+    store_uri = None if args.store_uri and is_postgres_dsn(args.store_uri) else args.store_uri
     urls = args.endpoint or []
     if len(urls) > 1:
         settings["ocr.endpoints"] = urls

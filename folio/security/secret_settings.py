@@ -23,9 +23,11 @@ from typing import Any
 from folio.errors import ConfigError
 from folio.security.redaction import PG_DSN_ENV, SECRET_SETTINGS, redact_uri, secret_env_name
 
-__all__ = ["holds_secret", "refuse", "split"]
+__all__ = ["holds_secret", "is_postgres_dsn", "refuse", "split"]
 
-#: the variable a PostgreSQL DSN is read from (folio.stores.PG_DSN_ENV)
+#: libpq keywords a ``key=value`` DSN starts with (a folder may contain "=" too)
+_LIBPQ_KEYWORDS = {"host", "hostaddr", "port", "dbname", "user", "password", "passfile",
+                   "service", "sslmode", "connect_timeout", "application_name", "options"}
 
 
 def holds_secret(key: str, value: Any) -> bool:
@@ -47,7 +49,7 @@ def split(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     for key, value in settings.items():
         if not holds_secret(key, value):
             public[key] = value
-        elif key == "store.uri" and isinstance(value, str) and _is_dsn(value):
+        elif key == "store.uri" and isinstance(value, str) and is_postgres_dsn(value):
             env[PG_DSN_ENV] = value
         elif isinstance(value, (dict, list)):
             env[secret_env_name(key)] = json.dumps(value)
@@ -70,6 +72,11 @@ def refuse(settings: dict[str, Any]) -> None:
                 f"({secret_env_name(key) if key != 'store.uri' else PG_DSN_ENV}) instead")
 
 
-def _is_dsn(value: str) -> bool:
-    scheme = value.partition("://")[0].lower()
-    return scheme in ("postgresql", "postgres") or "password=" in value.lower()
+def is_postgres_dsn(uri: str) -> bool:
+    """Whether a store URI is a PostgreSQL DSN (a URL, or libpq's ``key=value`` form), which
+    travels as FOLIO_PG_DSN rather than as ``store.uri`` (it may hold a password)."""
+    scheme, sep, _ = uri.partition("://")
+    if sep:
+        return scheme.lower() in ("postgresql", "postgres")
+    first = uri.split(None, 1)[0] if uri.strip() else ""
+    return first.partition("=")[0] in _LIBPQ_KEYWORDS and "=" in first
