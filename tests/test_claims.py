@@ -14,12 +14,11 @@ from folio.claims import (
     ClaimKeeper,
     ClaimLedger,
     key_hash,
-    list_entries,
-    list_pdfs,
     record_lines,
 )
 from folio.io.s3 import ObjectRef, make_client
 from folio.io.sinks import LocalSink, S3Sink, Sink
+from folio.io.sources import list_s3_entries
 from folio.settings.config import SourceSettings
 
 
@@ -205,11 +204,11 @@ def test_list_entries_paginates_keeps_to_the_folder_and_lists_every_object(
                                                      "in/s/"]
     for key in keys:
         s3_server.client.put_object(Bucket=bucket, Key=key, Body=b"%PDF")
-    found = [o.key for o in list_entries(f"s3://{bucket}/in", s3_server.settings, page_size=2)]
+    found = [o.key for o in list_s3_entries(f"s3://{bucket}/in", s3_server.settings, page_size=2)]
     assert found == [f"in/{i:03d}.pdf" for i in range(7)] + ["in/notes.txt", "in/s/d.PDF"]
-    assert all(o.etag for o in list_pdfs(f"s3://{bucket}/in/", s3_server.settings))
+    assert all(o.etag for o in list_s3_entries(f"s3://{bucket}/in/", s3_server.settings))
     left: list[str] = []
-    scoped = [o.key for o in list_entries(f"s3://{bucket}/in", s3_server.settings,
+    scoped = [o.key for o in list_s3_entries(f"s3://{bucket}/in", s3_server.settings,
                                           scope=SourceSettings(exclude=["s/*", "00[0-5].pdf"]),
                                           on_excluded=lambda o: left.append(o.key))]
     assert scoped == ["in/006.pdf", "in/notes.txt"] and len(left) == 7
@@ -295,7 +294,7 @@ def test_plan_skips_done_gives_up_on_bad_input_and_lists_the_rest(s3_server: Any
     src = s3_server.create_bucket()
     for name in ("a", "b", "c", "d"):
         s3_server.client.put_object(Bucket=src, Key=f"in/{name}.pdf", Body=name.encode())
-    listed = {o.key: o for o in list_pdfs(f"s3://{src}/in", s3_server.settings)}
+    listed = {o.key: o for o in list_s3_entries(f"s3://{src}/in", s3_server.settings)}
     ledger = ClaimLedger(S3Sink(s3_server.create_bucket(), "out", make_client(s3_server.settings)),
                          "cfg")  # fmt: skip
     for key in ("in/a.pdf", "in/b.pdf"):

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from folio.claims.keeper import ClaimKeeper
 from folio.claims.ledger import ClaimLedger, Clock
-from folio.claims.listing import list_entries, list_pdfs
 from folio.claims.outcomes import line_from_outputs, line_outcome, record_lines, report_lines
 from folio.claims.records import Claim, DoneRecord, Failure, fingerprint, key_hash
 
@@ -48,8 +47,6 @@ __all__ = [
     "key_hash",
     "line_from_outputs",
     "line_outcome",
-    "list_entries",
-    "list_pdfs",
     "record_lines",
     "report_lines",
 ]

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
 
 from folio.claims.ledger import ClaimLedger
-from folio.claims.listing import list_entries
 from folio.claims.records import key_hash
 from folio.io.s3 import ObjectRef
+from folio.io.sources import list_s3_entries
 from folio.settings.config import S3Settings, SourceSettings
 
 __all__ = ["Verdict", "plan_sweep"]
@@ -33,7 +33,7 @@ def plan_sweep(
     leaves out go to ``on_excluded``). The done and failed records are listed once,
     before the first source; a failed source costs one read of its failure record."""
     done, failed = ledger.done_names(), ledger.failed_names()
-    for obj in list_entries(prefix, s3, scope=scope, on_excluded=on_excluded, own=own):
+    for obj in list_s3_entries(prefix, s3, scope=scope, on_excluded=on_excluded, own=own):
         if ledger.is_done(obj, done):
             yield obj, "skipped"
         elif key_hash(obj.uri) in failed and not ledger.should_retry(obj, max_attempts):

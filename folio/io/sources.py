@@ -23,7 +23,7 @@ import hashlib
 import os
 import re
 import stat as stat_mod
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -36,7 +36,7 @@ from folio.io.layout import RECORD_FOLDERS
 from folio.settings.config import S3Settings, SourceSettings
 
 __all__ = ["Discovery", "SourceRef", "discover", "discover_entries", "fetch", "in_scope",
-           "is_own", "own_locations"]
+           "is_own", "list_s3_entries", "own_locations"]
 
 
 class SourceRef(BaseModel, frozen=True):
@@ -198,22 +198,39 @@ def _named_link(path: Path) -> str | None:
     return None if path.is_file() else "not a regular file"
 
 
-def _iter_s3(uri: str, settings: S3Settings, scope: SourceSettings,
-             excluded: list[int], own: list[str]) -> Iterator[SourceRef]:
-    """Every key under a prefix, read as a folder: ``s3://b/in`` lists ``in/...`` and an
-    exact key ``in``, never ``inbox/...``; page by page, as S3 answers."""
+def list_s3_entries(uri: str, s3: S3Settings, *, page_size: int = 1000,
+                    scope: SourceSettings | None = None,
+                    on_excluded: Callable[[s3io.ObjectRef], None] | None = None,
+                    own: Iterable[str] = ()) -> Iterator[s3io.ObjectRef]:
+    """Every object under ``s3://bucket/prefix`` read as a folder (``in`` lists ``in/...``
+    and the key ``in`` itself, never ``inbox/...``), streamed page by page in key order, as
+    S3 answers. Keys ending in ``/`` are folder markers; nothing under the run's ``own``
+    locations is listed (outputs under the source prefix); those ``scope``'s globs leave
+    out go to ``on_excluded`` instead. A run's discovery and a sweep's listing both read
+    a prefix through this one function."""
+    mine = own_locations(own)
     bucket, prefix = s3io.parse_s3_uri(uri)
     folder = prefix if not prefix or prefix.endswith("/") else prefix + "/"
-    client = s3io.client_for(settings)
-    for obj in s3io.list_objects(client, bucket, prefix):
+    client = s3io.client_for(s3)
+    for obj in s3io.list_objects(client, bucket, prefix, page_size=page_size):
         exact = obj.key == prefix
         if obj.key.endswith("/") or not (exact or obj.key.startswith(folder)):
             continue  # a folder marker, or a sibling (inbox/ under in)
-        if own and is_own(obj.uri, f"s3://{bucket}/{folder}", own):
-            continue  # the run's own outputs under the source prefix
-        if not exact and not in_scope(obj.key[len(folder):], scope):
-            excluded[0] += 1
+        if mine and is_own(obj.uri, f"s3://{bucket}/{folder}", mine):
             continue
+        if scope is not None and not exact and not in_scope(obj.key[len(folder):], scope):
+            if on_excluded is not None:
+                on_excluded(obj)
+            continue
+        yield obj
+
+
+def _iter_s3(uri: str, settings: S3Settings, scope: SourceSettings,
+             excluded: list[int], own: list[str]) -> Iterator[SourceRef]:
+    def count(_: s3io.ObjectRef) -> None:
+        excluded[0] += 1
+
+    for obj in list_s3_entries(uri, settings, scope=scope, on_excluded=count, own=own):
         yield SourceRef(uri=obj.uri, size=obj.size, name=obj.key.rsplit("/", 1)[-1],
                         etag=obj.etag or None, mtime=obj.last_modified)
 
