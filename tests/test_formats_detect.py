@@ -121,6 +121,20 @@ def test_ole2_without_an_office_stream_is_unsupported(tmp_path: Path) -> None:
     assert (found.kind, found.mime) == ("unsupported", "application/x-ole-storage")
 
 
+def test_a_damaged_compound_file_goes_to_the_office_path_which_names_the_damage(
+        tmp_path: Path) -> None:
+    """Skipping it would hide a damaged DOC; the Office reader ends it with a reason."""
+    from folio.errors import OfficeConversionError
+    from folio.formats.office_kind import sniff_office
+
+    whole = _compound_file(tmp_path / "whole.doc", "WordDocument").read_bytes()
+    damaged = tmp_path / "damaged.doc"
+    damaged.write_bytes(whole[:300])  # the header cut short
+    assert detect_file(damaged).kind == "office"
+    with pytest.raises(OfficeConversionError, match="corrupt compound file"):
+        sniff_office(damaged)
+
+
 def test_rtf_text_markdown_html() -> None:
     assert detect_bytes(b"{\\rtf1\\ansi hello}").name == "rtf"
     assert detect_bytes(b"  <!DOCTYPE html><html><body>x</body></html>").mime == "text/html"

@@ -26,6 +26,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from folio.formats.cfb import CfbError, CompoundFile, is_cfb
+
 __all__ = ["Format", "FormatKind", "detect_bytes", "detect_file"]
 
 FormatKind = Literal["pdf", "image", "office", "text", "unsupported"]
@@ -33,7 +35,6 @@ FormatKind = Literal["pdf", "image", "office", "text", "unsupported"]
 #: bytes read to decide (a PDF header may sit anywhere in the first KiB)
 HEAD_BYTES = 8192
 _PDF_WINDOW = 1024
-_CFB_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 #: a ZIP with more entries than this is not an office document worth opening to look
 _MAX_ZIP_ENTRIES = 100_000
 
@@ -119,7 +120,7 @@ def detect_file(path: Path, name: str | None = None) -> Format:
     shown = name if name is not None else path.name
     if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
         return _zip_format(path)
-    if head.startswith(_CFB_MAGIC):
+    if is_cfb(head):
         return _ole_format(path)
     return detect_bytes(head, shown)
 
@@ -138,7 +139,7 @@ def detect_bytes(head: bytes, name: str = "") -> Format:
         return Format(kind="office", name="rtf", mime="application/rtf")
     if head.startswith(b"PK\x03\x04"):
         return Format(kind="unsupported", name="zip", mime="application/zip")
-    if head.startswith(_CFB_MAGIC):
+    if is_cfb(head):
         return Format(kind="unsupported", name="ole2", mime="application/x-ole-storage")
     for signature, mime in _OTHER_SIGNATURES:
         if head.startswith(signature):
@@ -207,50 +208,15 @@ def _zip_format(path: Path) -> Format:
 
 
 def _ole_format(path: Path) -> Format:
-    """DOC, PPT or XLS by the streams of the compound file's root directory."""
-    names = set(_cfb_entry_names(path))
+    """DOC, PPT or XLS by the streams of the compound file's directory. A container too
+    damaged to list is still handed to the Office path, whose reader ends it
+    ``office-conversion`` with what is broken (a skip would hide a damaged DOC)."""
+    try:
+        with path.open("rb") as handle:
+            names = CompoundFile(handle, path.stat().st_size).names()
+    except (CfbError, struct.error):
+        return Format(kind="office", name="ole2", mime="application/x-ole-storage")
     for stream, short, mime in _OLE:
         if stream in names:
             return Format(kind="office", name=short, mime=mime)
     return Format(kind="unsupported", name="ole2", mime="application/x-ole-storage")
-
-
-def _cfb_entry_names(path: Path, max_sectors: int = 4096) -> list[str]:
-    """The directory entry names of an OLE2 compound file (MS-CFB): the header's sector
-    size and first directory sector, the FAT from the header's 109 DIFAT slots (enough
-    for files up to about 7 MB of FAT-addressed sectors at 512 bytes; the directory of
-    an office file sits in that range), then the directory's sector chain. Damage gives
-    what could be read."""
-    names: list[str] = []
-    try:
-        with path.open("rb") as fh:
-            header = fh.read(512)
-            if len(header) < 512:
-                return names
-            shift = struct.unpack_from("<H", header, 0x1E)[0]
-            if shift not in (9, 12):
-                return names
-            size = 1 << shift
-            first_dir = struct.unpack_from("<I", header, 0x30)[0]
-            difat = struct.unpack_from("<109I", header, 0x4C)
-            fat: list[int] = []
-            for sector in difat:
-                if sector >= 0xFFFFFFFA:
-                    break
-                fh.seek((sector + 1) * size)
-                block = fh.read(size)
-                fat += struct.unpack(f"<{len(block) // 4}I", block[: len(block) // 4 * 4])
-            sector, seen = first_dir, 0
-            while sector < 0xFFFFFFFA and seen < max_sectors:
-                fh.seek((sector + 1) * size)
-                block = fh.read(size)
-                for start in range(0, len(block) - 127, 128):
-                    length = struct.unpack_from("<H", block, start + 64)[0]
-                    if 2 <= length <= 64:
-                        raw = block[start:start + length - 2]
-                        names.append(raw.decode("utf-16-le", errors="replace"))
-                seen += 1
-                sector = fat[sector] if sector < len(fat) else 0xFFFFFFFE
-    except (OSError, struct.error):
-        return names
-    return names
