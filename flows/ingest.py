@@ -43,7 +43,6 @@ from folio.pipeline import PageScheduler, PreparedDocument, Services
 from folio.pipeline.stage_clock import StageClock
 from folio.settings.run_config import IngestRequest, resolve_config
 from folio.settings.vocabulary import EngineName, RouteRequest
-from folio.stores.base import NullStore, VectorStore
 from folio_prefect.flows.vllm_runner import raise_startup_failure
 from folio_prefect.tasks.discover import discover_sources
 from folio_prefect.tasks.load import load
@@ -218,7 +217,7 @@ def run_request(request: IngestRequest, *, report: str | None,
         docs, scheduler = ingest_documents(refs, services)
         loaded = time.monotonic()
         synced = index_sync.sync_roots(
-            services.sink, lambda: _store(services), request.sources, present,
+            services.sink, services.store, request.sources, present,
             apply=request.sync, dry_run=False, started=sync_started, s3=config.s3)
     except KeyboardInterrupt as stop:  # SIGINT, SIGTERM (folio.cli.Terminated)
         if report:
@@ -239,16 +238,11 @@ def run_request(request: IngestRequest, *, report: str | None,
     return summary
 
 
-def _store(services: Services) -> VectorStore:
-    """The run's store, without loading the embedder when there is none."""
-    return NullStore() if services.config.store.kind == "none" else services.store()
-
-
 def sync_dry_run(request: IngestRequest, services: Services, present: list[str],
                  started: float, sync_started: Any, report: str | None) -> dict[str, Any]:
     """``--sync --dry-run``: what would be removed; nothing ingested, nothing removed."""
     synced = index_sync.sync_roots(
-        services.sink, lambda: _store(services), request.sources, present, apply=True,
+        services.sink, services.store, request.sources, present, apply=True,
         dry_run=True, started=sync_started, s3=services.config.s3)
     summary = build_report([], seconds=time.monotonic() - started, out=request.out)
     summary["sync"] = synced.model_dump(mode="json")

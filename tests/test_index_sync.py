@@ -294,3 +294,17 @@ def test_trigger_requests_carry_sync_without_changing_older_keys() -> None:
     synced = plain.model_copy(update={"sync": True})
     assert plain.parameters()["sync"] is False and synced.parameters()["sync"] is True
     assert plain.key != synced.key
+
+
+def test_a_run_without_a_store_syncs_without_loading_the_embedder(tmp_path: Path) -> None:
+    """With ``store.kind`` none the embedding model is never needed: a missing one must not
+    stop a sync (or a quarantined document's clean-up), which ask for the run's store."""
+    config = _config(tmp_path, {"kind": "none"},
+                     embedding={"model_path": str(tmp_path / "no-such-model.onnx")})
+    services = Services(config, str(tmp_path / "out"))
+    try:
+        store = services.store()  # loading the model would raise: it is not there
+        assert isinstance(store, NullStore)
+        store.delete_sources(["file:///gone.pdf"])
+    finally:
+        services.close()

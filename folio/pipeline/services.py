@@ -100,6 +100,12 @@ class Services:
             return self._embedder
 
     def store(self) -> VectorStore:
+        """The run's vector store; with ``store.kind`` none, a store that holds nothing,
+        and the embedder (whose dimension a real store needs) is never loaded."""
+        if self.config.store.kind == "none":
+            from folio.stores.base import NullStore
+
+            return NullStore()
         embedder = self.embedder()
         with self._lock:
             if self._store is None:
