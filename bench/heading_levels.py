@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _measure import command, corpus_dir, git
 from heading_recall import GT_LABELS, docling_runs, docling_services, run, same_heading
 
-from folio.hierarchy.levels import HEADING_LABELS, HeadingLeveler, heading_text, level_document
+from folio.hierarchy.levels import HeadingLeveler, heading_text, level_document
 from folio.hierarchy.numbering import numbering_level
-from folio.models import Chunk, DocumentResult, PageOutcome
+from folio.models import HEADING_LABELS, Chunk, DocumentResult, PageOutcome
 
 REPO = Path(__file__).resolve().parents[1]
 #: corpus PDFs with a multi-level outline (found by reading every corpus PDF's outline)

@@ -54,6 +54,8 @@ class Label(StrEnum):
 
 
 KNOWN_LABELS: frozenset[str] = frozenset(label.value for label in Label)
+#: the labels of a heading: a document's title and its section headers
+HEADING_LABELS: frozenset[str] = frozenset({Label.TITLE.value, Label.SECTION_HEADER.value})
 
 
 class BBox(BaseModel):

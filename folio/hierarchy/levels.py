@@ -26,7 +26,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from folio.hierarchy.numbering import numbering_level
-from folio.models import Block, DocumentResult, Label, OutlineEntry, PageOutcome, PageResult
+from folio.models import (
+    HEADING_LABELS,
+    Block,
+    DocumentResult,
+    Label,
+    OutlineEntry,
+    PageOutcome,
+    PageResult,
+)
 
 #: a heading with no other sign of its level (a section header of unknown size)
 DEFAULT_LEVEL = 2
@@ -41,7 +49,6 @@ OUTLINE_PAGES = 1
 #: a heading the outline names by a longer title holds at least this share of it
 OUTLINE_SHARE = 0.6
 
-HEADING_LABELS = frozenset({Label.TITLE.value, Label.SECTION_HEADER.value})
 _MD_MARKS = re.compile(r"^(#{1,6})\s+")
 
 

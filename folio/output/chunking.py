@@ -21,13 +21,22 @@ from folio.figures.links import is_written
 from folio.figures.text import picture_text
 from folio.hierarchy.levels import HeadingLeveler
 from folio.hierarchy.numbering import is_bare_number, section_number
-from folio.models import BBox, Block, Chunk, DocumentResult, Label, PageOutcome, PageResult
+from folio.models import (
+    HEADING_LABELS,
+    BBox,
+    Block,
+    Chunk,
+    DocumentResult,
+    Label,
+    PageOutcome,
+    PageResult,
+)
 from folio.page import running_heads
 from folio.settings.config import ChunkSettings
 
 __all__ = ["ChunkStream", "chunk_document", "chunk_id", "embedding_text"]
 
-_HEADING_LABELS = frozenset({Label.TITLE.lower(), Label.SECTION_HEADER.lower()})
+_HEADING_LABELS = frozenset(label.lower() for label in HEADING_LABELS)
 _SKIP_LABELS = frozenset(label.lower() for label in running_heads.HEAD_LABELS)
 _TABLE_LABEL = Label.TABLE.lower()
 _DEFAULT_SECTION_LEVEL = 2

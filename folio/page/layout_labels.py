@@ -46,7 +46,7 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 
-from folio.models import BBox, Block, Label, Region, TableCell, WordBox, joined_box
+from folio.models import HEADING_LABELS, BBox, Block, Label, Region, TableCell, WordBox, joined_box
 from folio.page.headings import keeps_heading, refuses_heading
 from folio.page.quality import normalize_words
 from folio.page.running_heads import BAND
@@ -69,7 +69,6 @@ PRIORITY: tuple[Label, ...] = (
     Label.TEXT,
 )
 _RANK = {label: rank for rank, label in enumerate(PRIORITY)}
-_HEADING_LABELS = frozenset({Label.TITLE.value, Label.SECTION_HEADER.value})
 
 
 def cover(block: BBox, region: BBox) -> float:
@@ -126,7 +125,7 @@ def label_blocks(blocks: Sequence[Block], regions: Sequence[Region], min_cover: 
     frames: dict[int, BBox] = {}
     originals: dict[int, Block] = {}
     figures: dict[int, tuple[Region, list[tuple[Block, Block]]]] = {}
-    heads = [b.bbox for b in blocks if b.bbox is not None and b.label in _HEADING_LABELS]
+    heads = [b.bbox for b in blocks if b.bbox is not None and b.label in HEADING_LABELS]
     for original in blocks:
         block = original
         region = region_for(block.bbox, regions, min_cover) if block.bbox is not None else None
@@ -238,7 +237,7 @@ def _prose_figure(region: Region, pairs: Sequence[tuple[Block, Block]],
     swap: dict[int, Block] = {}
     for original, block in pairs:
         freed = _outside(original, rest, min_cover)
-        if freed.label in _HEADING_LABELS and not _heads_prose(freed, others, prose, words):
+        if freed.label in HEADING_LABELS and not _heads_prose(freed, others, prose, words):
             freed = freed.model_copy(update={"label": Label.TEXT.value})
         swap[id(block)] = freed
     return swap

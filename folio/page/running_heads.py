@@ -63,7 +63,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from folio.engines.markdown import BLOCK_MARKDOWN_ENGINES, blocks_to_markdown
-from folio.models import Block, Label, PageResult, joined_box
+from folio.models import HEADING_LABELS, Block, Label, PageResult, joined_box
 
 __all__ = ["APART_GAP", "BAND", "DISPLAY", "FOLIO_WORDS", "HEAD_LABELS", "MARGIN",
            "MARGIN_GAP", "MARGIN_PT", "MAX_CHARS", "MERGE_GAP", "NUMBER_BAND", "ONE_LINE",
@@ -151,7 +151,6 @@ def _key(text: str) -> str:
     return _SPACE.sub(" ", _DIGITS.sub("#", text.lower())).strip(" .,:;-–—|")
 
 
-_HEADING_LABELS = frozenset({Label.SECTION_HEADER.value, Label.TITLE.value})
 #: labels that say a block is something other than a running head's kind of text
 _NOT_ALONE = frozenset({Label.CAPTION.value, Label.TABLE.value, Label.FIGURE.value,
                         Label.EQUATION.value, Label.LIST_ITEM.value})
@@ -179,7 +178,7 @@ def candidates(page: PageResult) -> list[Candidate]:
         else:
             continue
         if box.y1 > BAND * height and box.y0 < (1 - BAND) * height and (
-                _BRACKETED.match(text) or block.label in _HEADING_LABELS
+                _BRACKETED.match(text) or block.label in HEADING_LABELS
                 or not _outermost(page.blocks, n, band)):
             continue
         key = _key(text)
@@ -235,14 +234,14 @@ def _alone(blocks: Sequence[Block], n: int, band: str, body: float, height: floa
             or band == "bottom" and _NOTE_MARK.match(text)):
         return False
     margin = min(MARGIN_PT, MARGIN * height)
-    if (height > 0 and block.label not in _HEADING_LABELS
+    if (height > 0 and block.label not in HEADING_LABELS
             and (box.y1 <= margin if band == "top" else box.y0 >= height - margin)
             and _gap(blocks, n, band) >= MARGIN_GAP * own):
         return True
     if "\n" in text or own > ONE_LINE * type_size(block):
         return False
     display = body > 0 and own > DISPLAY * body  # a chapter's "12" over its title
-    if block.label not in _HEADING_LABELS and not display and _folio_line(text):
+    if block.label not in HEADING_LABELS and not display and _folio_line(text):
         return True
     if body <= 0 or type_size(block) > SMALL_TYPE * body or _sentence(text):
         return False  # a sentence of prose is the page's (one line measures small)
