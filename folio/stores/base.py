@@ -28,6 +28,8 @@ if TYPE_CHECKING:  # numpy only for the types: 0.3 s of a CLI start that stores 
     import numpy.typing as npt
 
 __all__ = [
+    "IMAGE_URI_COLUMN",
+    "VERSION_COLUMNS",
     "DocumentVectors",
     "NullStore",
     "VectorStore",
@@ -37,6 +39,12 @@ __all__ = [
     "check_vectors",
     "legacy_hit",
 ]
+
+#: the version a row belongs to (docs/index-sync.md), after the columns older tables have:
+#: each store adds them to such a table on its first write (NULL in the old rows)
+VERSION_COLUMNS = ("sha256", "config_hash")
+#: a figure chunk's crop; tables made before figure chunks get it the same way
+IMAGE_URI_COLUMN = "image_uri"
 
 
 def box_records(chunk: Chunk) -> list[dict[str, Any]]:

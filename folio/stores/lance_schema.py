@@ -13,13 +13,10 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from folio.models import Chunk
-from folio.stores.base import box_records
+from folio.stores.base import IMAGE_URI_COLUMN, VERSION_COLUMNS, box_records
 
 __all__ = ["BOXES_TYPE", "IMAGE_URI", "VERSION_COLUMNS", "chunk_schema"]
 
-#: the version a row belongs to (docs/index-sync.md), after the columns older tables
-#: have: :meth:`LanceDBStore._check_schema` adds them to such a table (NULL in old rows)
-VERSION_COLUMNS = ("sha256", "config_hash")
 
 _RESULT_COLUMNS = [
     "id",
@@ -50,7 +47,7 @@ BOXES_TYPE = pa.list_(pa.struct([
 
 
 #: a figure chunk's crop (local path or s3:// URI; null for other chunks: folio.figures)
-IMAGE_URI = pa.field("image_uri", pa.string())
+IMAGE_URI = pa.field(IMAGE_URI_COLUMN, pa.string())
 
 
 def chunk_schema(dim: int) -> pa.Schema:

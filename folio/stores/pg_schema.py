@@ -25,9 +25,6 @@ _COLUMNS = (
     "page_start", "page_end", "headings", "boxes", "vector", "sha256", "config_hash",
     "image_uri",
 )  # fmt: skip
-#: the version a row belongs to (docs/index-sync.md), last: tables made before them get
-#: them added (:func:`add_version_columns`), NULL in their old rows
-VERSION_COLUMNS = ("sha256", "config_hash")
 
 
 def _vector_text(row: npt.NDArray[np.float32]) -> str:
@@ -63,7 +60,7 @@ def create_tables(conn: psycopg.Connection[Any], table: str, delta_table: str, d
         " vector vector({dim}) NOT NULL,"
         " sha256 text,"
         " config_hash text,"
-        " image_uri text"  # last: a figure chunk crop (add_image_uri for older tables)
+        " image_uri text"  # last: a figure chunk crop (add_text_columns for older tables)
     ).format(dim=sql.Literal(dim))
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK_KEY,))
@@ -96,40 +93,27 @@ def _source_indexes(conn: psycopg.Connection[Any], names: tuple[str, ...]) -> No
             i=sql.Identifier(f"{name}_source_idx"), t=sql.Identifier(name)))
 
 
-def has_version_columns(conn: psycopg.Connection[Any], table: str) -> bool:
-    """Whether ``table`` has the version columns (a table from before them does not)."""
+def has_columns(conn: psycopg.Connection[Any], table: str, columns: tuple[str, ...]) -> bool:
+    """Whether ``table`` has every one of ``columns`` (a table made before a column came
+    in has not: the version columns, ``image_uri``)."""
     row = conn.execute(
         "SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass(%s)"
         " AND attname = ANY(%s) AND NOT attisdropped",
-        (sql.Identifier(table).as_string(conn), list(VERSION_COLUMNS))).fetchone()
-    return row is not None and int(row[0]) == len(VERSION_COLUMNS)
+        (sql.Identifier(table).as_string(conn), list(columns))).fetchone()
+    return row is not None and int(row[0]) == len(columns)
 
 
-def add_version_columns(conn: psycopg.Connection[Any], table: str, delta_table: str) -> None:
-    """Give tables made before rows carried their version the version columns and the
-    ``source`` indexes (under the DDL lock; idempotent when writers race)."""
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK_KEY,))
-        for name in (table, delta_table):
-            conn.execute(sql.SQL(
-                "ALTER TABLE {t} ADD COLUMN IF NOT EXISTS sha256 text,"
-                " ADD COLUMN IF NOT EXISTS config_hash text").format(t=sql.Identifier(name)))
-        _source_indexes(conn, (table, delta_table))
-def has_image_uri(conn: psycopg.Connection[Any], table: str) -> bool:
-    """Whether ``table`` has the ``image_uri`` column (tables made before figure chunks
-    have none)."""
-    row = conn.execute(
-        "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s)"
-        " AND attname = 'image_uri' AND NOT attisdropped)",
-        (sql.Identifier(table).as_string(conn),)).fetchone()
-    return bool(row and row[0])
-
-
-def add_image_uri(conn: psycopg.Connection[Any], tables: tuple[str, ...]) -> None:
-    """Give tables made before figure chunks the ``image_uri`` column (null in their
-    rows), under the schema lock (:data:`_DDL_LOCK_KEY`)."""
+def add_text_columns(conn: psycopg.Connection[Any], tables: tuple[str, ...],
+                     columns: tuple[str, ...], *, source_index: bool = False) -> None:
+    """Give tables made before ``columns`` came in those text columns (NULL in their old
+    rows), and with ``source_index`` the ``source`` index the version columns came with;
+    under the DDL lock, idempotent when writers race."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK_KEY,))
         for name in tables:
-            conn.execute(sql.SQL("ALTER TABLE IF EXISTS {t} ADD COLUMN IF NOT EXISTS image_uri text")
-                         .format(t=sql.Identifier(name)))
+            conn.execute(sql.SQL("ALTER TABLE IF EXISTS {t} ").format(t=sql.Identifier(name))
+                         + sql.SQL(", ").join(
+                             sql.SQL("ADD COLUMN IF NOT EXISTS {c} text").format(
+                                 c=sql.Identifier(c)) for c in columns))
+        if source_index:
+            _source_indexes(conn, tables)

@@ -45,6 +45,8 @@ from psycopg.types.json import Jsonb
 from folio.errors import ConfigError, StorageError
 from folio.models import Chunk
 from folio.stores.base import (
+    IMAGE_URI_COLUMN,
+    VERSION_COLUMNS,
     DocumentVectors,
     batch_label,
     box_records,
@@ -56,11 +58,9 @@ from folio.stores.pg_move import lock_documents, move_side_rows
 from folio.stores.pg_schema import (
     _COLUMNS,
     _vector_text,
-    add_image_uri,
-    add_version_columns,
+    add_text_columns,
     create_tables,
-    has_image_uri,
-    has_version_columns,
+    has_columns,
 )
 from folio.stores.upkeep import Upkeep
 
@@ -266,13 +266,14 @@ class PgVectorStore:
                 f"vector table {self._table_name} at {self._shown} holds {held}, the embedder "
                 f"makes {self.dim}: use another store.table or store.uri"
             )
-        self._has_version = has_version_columns(conn, self._table_name)
+        tables = (self._table_name, self.delta_table)
+        self._has_version = has_columns(conn, self._table_name, VERSION_COLUMNS)
         if create and not self._has_version:  # a table from before rows had versions
-            add_version_columns(conn, self._table_name, self.delta_table)
+            add_text_columns(conn, tables, VERSION_COLUMNS, source_index=True)
             self._has_version = True
-        self._has_image_uri = has_image_uri(conn, self._table_name)
+        self._has_image_uri = has_columns(conn, self._table_name, (IMAGE_URI_COLUMN,))
         if create and not self._has_image_uri:  # made before figure chunks: add it
-            add_image_uri(conn, (self._table_name, self.delta_table))
+            add_text_columns(conn, tables, (IMAGE_URI_COLUMN,))
             self._has_image_uri = True
         self._ready, self._has_delta = True, has_delta
         return True
