@@ -6,27 +6,26 @@ for a result (:func:`gpu_name`).
 from __future__ import annotations
 
 import statistics
-import threading
 import time
-from typing import Any, Self
+from typing import Any
 
 # imported here, not in the sampler's thread: importing beside Prefect's own imports in
 # another thread can deadlock on a module lock
 import httpx
 
+from bench._measure import Sampling
 from folio.gpu.server_probe import read_metrics
 
 
-class Sampler:
+class Sampler(Sampling):
     """NVML utilization of one GPU and vLLM's queue (/metrics), every half second."""
 
     def __init__(self, gpu: int | list[int], base_url: str | None | Any) -> None:
         """``base_url``: the server's URL, or a function that finds it (or a list of
         servers' URLs, whose queues are summed) once it runs; several GPUs: their mean."""
+        super().__init__()
         self.gpu, self.base_url = gpu, base_url
         self.samples: list[tuple[float, float | None, float, float]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         gpus = self.gpu if isinstance(self.gpu, list) else [self.gpu]
@@ -40,14 +39,6 @@ class Sampler:
                 self.samples.append((time.monotonic(), util,
                                      sum(m.get("running", 0.0) for m in ms),
                                      sum(m.get("waiting", 0.0) for m in ms)))
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
     def summary(self, start: float, end: float) -> dict[str, Any]:
         window = [s for s in self.samples if start <= s[0] <= end]
