@@ -326,12 +326,12 @@ def step_served(args: argparse.Namespace) -> dict[str, Any]:
         assert endpoint is not None
         model = endpoint.served_model_name or config.ocr.model or "fake-ocr"
         send = raw_request(config)
-        warm = asyncio.run(send_raw(endpoint.base_url, model, images[:4], **send))
+        warm = asyncio.run(send_raw(endpoint, model, images[:4], **send))
         if args.step == "warm":  # the server only, for a pipeline phase of its own
             return {"phase": "warm", "preset": args.preset, "answers": warm["answers"]}
         with Sampler(args.gpu, endpoint.base_url) as sampler:
             t0 = time.monotonic()
-            result = asyncio.run(send_raw(endpoint.base_url, model, images, **send))
+            result = asyncio.run(send_raw(endpoint, model, images, **send))
             t1 = time.monotonic()
     return {"phase": "served", "preset": args.preset, "variant": args.tag or "default",
             "server_args": variant_args(args), "folio_settings": variant_settings(args),

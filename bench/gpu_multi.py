@@ -126,9 +126,9 @@ def phase_raw(args: argparse.Namespace) -> dict[str, Any]:
         with Sampler(gpu_list(args), bases) as sampler:
             t0 = time.monotonic()
             result = asyncio.run(send_raw(
-                bases, model, images, prompt=preset.prompt, image_first=preset.image_first,
-                max_tokens=config.ocr.max_tokens, in_flight=config.ocr.in_flight,
-                max_pixels=config.render.max_pixels))
+                runner.endpoint, model, images, prompt=preset.prompt,
+                image_first=preset.image_first, max_tokens=config.ocr.max_tokens,
+                in_flight=config.ocr.in_flight, max_pixels=config.render.max_pixels))
             t1 = time.monotonic()
     return {"phase": "raw", "gpus": gpu_list(args), "mode": mode(args), "servers": len(bases),
             **result,

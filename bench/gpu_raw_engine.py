@@ -10,23 +10,31 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from folio.gpu.vllm_server import Endpoint
 
 
-async def send_raw(base_url: str | list[str], model: str, images: list[Path], *, prompt: str,
+async def send_raw(endpoint: Endpoint, model: str, images: list[Path], *, prompt: str,
                    image_first: bool, max_tokens: int, in_flight: int, max_pixels: int,
                    lengths: list[int] | None = None, temperature: float = 0.0,
                    top_p: float | None = None) -> dict[str, Any]:
-    """The pages straight to the server (or servers: each page to the one with the fewest
-    outstanding, ``in_flight`` each, as folio's dispatch does), timed. Each page asks for
+    """The pages straight to the endpoint's server (or a group's servers: each page to the
+    one with the fewest outstanding, ``in_flight`` each, as folio's dispatch does), timed,
+    with the API key each server requires (folio's engine sends it too). Each page asks for
     the token count folio's engine gives it (``lengths``: folio's fixed_length) with the
     preset's first sampling, as folio's first attempt does."""
     from openai import AsyncOpenAI
 
     from folio.engines.openai_wire import encode_image, fixed_length
+    from folio.gpu.vllm_server import endpoint_members
 
-    bases = [base_url] if isinstance(base_url, str) else list(base_url)
-    clients = [AsyncOpenAI(base_url=b, api_key="x", timeout=3600, max_retries=0) for b in bases]
+    servers = endpoint_members(endpoint)
+    bases = [s.base_url for s in servers]
+    # a server folio starts answers /v1 only with its key (VLLM_API_KEY); "x" for one without
+    clients = [AsyncOpenAI(base_url=s.base_url, api_key=getattr(s, "api_key", None) or "x",
+                           timeout=3600, max_retries=0) for s in servers]
     outstanding = [0] * len(bases)
     urls = [encode_image(p, max_pixels)[0] for p in images]
     sem = asyncio.Semaphore(in_flight * len(bases))

@@ -108,8 +108,7 @@ def phase_raw(args: argparse.Namespace) -> dict[str, Any]:
         model = endpoint.served_model_name or config.ocr.model or "fake-ocr"
         with Sampler(args.gpu, endpoint.base_url) as sampler:
             t0 = time.monotonic()
-            result = asyncio.run(send_raw(
-                endpoint.base_url, model, images, **raw_request(config)))
+            result = asyncio.run(send_raw(endpoint, model, images, **raw_request(config)))
             t1 = time.monotonic()
     return {"phase": "raw", "round": args.round, "gpu": args.gpu, **result,
             "queue": sampler.summary(t0, t1), "in_flight": config.ocr.in_flight}
