@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.gpu_bench_settings import ROOT, SETTINGS, resolved
 from bench.gpu_cli_run import run_cli
 from bench.gpu_documents import engine_pages, round_sources
-from bench.gpu_raw_engine import send_raw
+from bench.gpu_raw_engine import raw_request, send_raw
 from bench.gpu_sampler import Sampler, gpu_name
 
 
@@ -112,7 +112,6 @@ def phase_pipeline(args: argparse.Namespace) -> dict[str, Any]:
 
 def phase_raw(args: argparse.Namespace) -> dict[str, Any]:
     from folio.gpu.vllm_server import endpoint_members
-    from folio.settings.presets import get_preset
     from folio_prefect.flows.vllm_runner import VLLMTaskRunner
 
     use_gpus(args)
@@ -121,14 +120,12 @@ def phase_raw(args: argparse.Namespace) -> dict[str, Any]:
     with VLLMTaskRunner.from_config(config) as runner:  # the servers the CLI used
         assert runner.endpoint is not None
         bases = [m.base_url for m in endpoint_members(runner.endpoint)]
-        preset = get_preset(config.ocr.preset)
         model = runner.endpoint.served_model_name or config.ocr.model or "fake-ocr"
         with Sampler(gpu_list(args), bases) as sampler:
             t0 = time.monotonic()
-            result = asyncio.run(send_raw(
-                runner.endpoint, model, images, prompt=preset.prompt,
-                image_first=preset.image_first, max_tokens=config.ocr.max_tokens,
-                in_flight=config.ocr.in_flight, max_pixels=config.render.max_pixels))
+            # the pipeline's token counts and first sampling, as gpu_user_path's raw phase
+            result = asyncio.run(send_raw(runner.endpoint, model, images,
+                                          **raw_request(config)))
             t1 = time.monotonic()
     return {"phase": "raw", "gpus": gpu_list(args), "mode": mode(args), "servers": len(bases),
             **result,
