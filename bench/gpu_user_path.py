@@ -5,7 +5,7 @@ CLI's own code path, in this process so pages and GPU utilization can be timed),
 defaults a user gets: route auto, Ghostscript compression on, validation, outputs,
 chunks, embeddings and the LanceDB vector store, the hardware profile picked from the
 GPU. The benchmark changes only what synthetic weights need and what keeps phases
-independent, each listed in the result with its reason (:data:`SETTINGS`).
+independent, each listed in the result with its reason (bench/gpu_bench_settings.SETTINGS).
 
 The raw phase sends the same pages (those the route sends to the engine, rendered by
 folio's page worker exactly as the pipeline renders them) straight to a vLLM server of
