@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
@@ -132,29 +132,40 @@ def run_with_peak_rss(cmd: list[str], *, env: dict[str, str] | None = None,
             "peak_rss_mib": round(peak / 1024, 1), "output_tail": output[-1500:]}
 
 
-class PeakRss:
-    """The peak RSS of this process's tree while the ``with`` block runs, sampled on a
-    thread every ``interval`` seconds; ``children_only`` leaves out what this process
-    held when the block began (a conversion's tree apart from the benchmark itself)."""
+class Sampling:
+    """A sampler on a thread of its own while a ``with`` block runs: a subclass's ``_run``
+    samples until ``_stop`` is set (:class:`PeakRss`, bench/gpu_sampler.Sampler)."""
 
-    def __init__(self, interval: float = 0.1, *, children_only: bool = False) -> None:
-        self.interval, self.peak_kib = interval, 0
-        self._base = tree_rss_kib(os.getpid()) if children_only else 0
+    def __init__(self) -> None:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak_kib = max(self.peak_kib, tree_rss_kib(os.getpid()) - self._base)
-            self._stop.wait(self.interval)
+        raise NotImplementedError
 
-    def __enter__(self) -> PeakRss:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+class PeakRss(Sampling):
+    """The peak RSS of this process's tree while the ``with`` block runs, sampled on a
+    thread every ``interval`` seconds; ``children_only`` leaves out what this process
+    held when the block began (a conversion's tree apart from the benchmark itself)."""
+
+    def __init__(self, interval: float = 0.1, *, children_only: bool = False) -> None:
+        super().__init__()
+        self.interval, self.peak_kib = interval, 0
+        self._base = tree_rss_kib(os.getpid()) if children_only else 0
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak_kib = max(self.peak_kib, tree_rss_kib(os.getpid()) - self._base)
+            self._stop.wait(self.interval)
 
 
 def median(values: list[float]) -> float:

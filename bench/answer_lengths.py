@@ -7,7 +7,7 @@ Synthetic weights answer noise, so a GPU benchmark fixes each page's token count
 pages (../shared/corpus/olmocr/bench_answers, front matter put back as the model writes
 it), estimated as UTF-8 bytes / 4 rounded up (no Qwen tokenizer ships offline; English
 runs about 4 bytes a token), then 768, the fixed count of earlier runs. Prints the list
-that bench/gpu_user_path.py's ANSWER_LENGTHS holds.
+that bench/gpu_bench_settings.py's ANSWER_LENGTHS holds.
 """
 
 from __future__ import annotations

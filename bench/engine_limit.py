@@ -57,12 +57,16 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
-import gpu_user_path as gup  # the GPU benchmark's documents, sender, sampler
-
 from bench.engine_limit_report import EXTRA_SETTINGS, report, save_phase, seed
+
+# the GPU benchmark's documents, sender, sampler (bench/gpu_user_path.py's pieces)
+from bench.gpu_bench_settings import SETTINGS, resolved, use_gpu
+from bench.gpu_cli_run import run_cli, server_url, spec_key
+from bench.gpu_documents import build_corpus, engine_pages, round_sources
+from bench.gpu_raw_engine import raw_request, send_raw
+from bench.gpu_sampler import Sampler
 
 PRESETS = ("chandra", "chandra2", "olmocr2", "generic")
 
@@ -132,7 +136,7 @@ def _args_for(args: argparse.Namespace, preset: str) -> argparse.Namespace:
 def config_for(args: argparse.Namespace, preset: str) -> Any:
     """What the CLI resolves for ``folio ingest --preset P`` (route ocr, the default) with the
     benchmark's settings (servers, pages and pipeline all read it)."""
-    return gup.resolved(_args_for(args, preset), user_options(args, preset))
+    return resolved(_args_for(args, preset), user_options(args, preset))
 
 
 def variant_args(args: argparse.Namespace) -> list[str]:
@@ -154,7 +158,7 @@ def variant_settings(args: argparse.Namespace) -> list[str]:
 
 
 def user_options(args: argparse.Namespace, preset: str) -> list[str]:
-    """What the benchmark adds to the user's command line beyond bench/gpu_user_path.py's
+    """What the benchmark adds to the user's command line beyond bench/gpu_bench_settings.py's
     settings: the server options of the preset's model shape and, for a
     variant, its own server options (after the benchmark's) and folio settings."""
     # no --route: `--engine vllm` sends every page to the model by default (route ocr),
@@ -162,7 +166,7 @@ def user_options(args: argparse.Namespace, preset: str) -> list[str]:
     out: list[str] = []
     extra = _shape(args, preset)[1] + variant_args(args)
     if extra:
-        base = list(gup.SETTINGS["server.extra_args"][0])
+        base = list(SETTINGS["server.extra_args"][0])
         out += ["--set", f"server.extra_args={json.dumps(base + extra)}"]
     for setting in variant_settings(args):
         out += ["--set", setting]
@@ -187,7 +191,7 @@ def step_pages(args: argparse.Namespace) -> dict[str, Any]:
     reach both) and, for each preset, every page rendered by folio's page worker at that
     preset's size."""
     work = Path(args.work)
-    meta = gup.build_corpus(Path(args.pdfs), work, args.min_pages, args.min_documents)
+    meta = build_corpus(Path(args.pdfs), work, args.min_pages, args.min_documents)
     chosen: list[dict[str, Any]] = []
     pages = 0
     for doc in sorted(meta["documents"], key=lambda d: d["path"]):
@@ -201,7 +205,7 @@ def step_pages(args: argparse.Namespace) -> dict[str, Any]:
         pw.mkdir(parents=True, exist_ok=True)
         (pw / "corpus.json").write_text(json.dumps({**meta, "documents": chosen,
                                                     "pages": pages}, indent=1))
-        images = gup.engine_pages(pw, config_for(args, preset))
+        images = engine_pages(pw, config_for(args, preset))
         out["presets"][preset] = len(images)
     return out
 
@@ -250,7 +254,7 @@ def step_offline(args: argparse.Namespace) -> dict[str, Any]:
     from folio.settings.presets import get_preset
     from folio_prefect.flows.vllm_runner import VLLMTaskRunner
 
-    gup.use_gpu(argparse.Namespace(gpu=args.gpu, work=args.work, owner_pid=None))
+    use_gpu(argparse.Namespace(gpu=args.gpu, work=args.work, owner_pid=None))
     presets = args.presets.split(",")
     models = {_args_for(args, p).model for p in presets}
     if len(models) > 1:  # one LLM per process: vLLM does not give a GPU back reliably
@@ -315,7 +319,7 @@ def step_served(args: argparse.Namespace) -> dict[str, Any]:
     """The preset's pages to the shared server folio starts for its configuration."""
     from folio_prefect.flows.vllm_runner import VLLMTaskRunner
 
-    gup.use_gpu(args)
+    use_gpu(args)
     config = config_for(args, args.preset)
     images = _pages(args, args.preset)
     runner = VLLMTaskRunner.from_config(config)
@@ -323,13 +327,13 @@ def step_served(args: argparse.Namespace) -> dict[str, Any]:
         endpoint = runner.endpoint
         assert endpoint is not None
         model = endpoint.served_model_name or config.ocr.model or "fake-ocr"
-        send = {**gup.raw_request(config), "api_key": getattr(endpoint, "api_key", None)}
-        warm = asyncio.run(gup.send_raw(endpoint.base_url, model, images[:4], **send))
+        send = raw_request(config)
+        warm = asyncio.run(send_raw(endpoint, model, images[:4], **send))
         if args.step == "warm":  # the server only, for a pipeline phase of its own
             return {"phase": "warm", "preset": args.preset, "answers": warm["answers"]}
-        with gup.Sampler(args.gpu, endpoint.base_url) as sampler:
+        with Sampler(args.gpu, endpoint.base_url) as sampler:
             t0 = time.monotonic()
-            result = asyncio.run(gup.send_raw(endpoint.base_url, model, images, **send))
+            result = asyncio.run(send_raw(endpoint, model, images, **send))
             t1 = time.monotonic()
     return {"phase": "served", "preset": args.preset, "variant": args.tag or "default",
             "server_args": variant_args(args), "folio_settings": variant_settings(args),
@@ -342,16 +346,16 @@ def step_served(args: argparse.Namespace) -> dict[str, Any]:
 def step_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     """``folio ingest`` (the engine's default route, ocr) on the documents of the preset's
     pages."""
-    gup.use_gpu(args)
+    use_gpu(args)
     pw = preset_work(args, args.preset)
     pargs = _args_for(args, args.preset)
-    sources = gup.round_sources(pw, 1)
+    sources = round_sources(pw, 1)
     out, report_path = pw / "out", pw / "report.json"
     config = config_for(args, args.preset)
-    key = gup._spec_key(config)
-    run = gup.run_cli(pargs, sources, out, report_path, pw / "cli.log",
-                      gup.Sampler(args.gpu, lambda: gup._server_url(key)),
-                      extra=tuple(user_options(args, args.preset)))
+    key = spec_key(config)
+    run = run_cli(pargs, sources, out, report_path, pw / "cli.log",
+                  Sampler(args.gpu, lambda: server_url(key)),
+                  extra=tuple(user_options(args, args.preset)))
     seconds = run.report["timing"]["seconds"]
     return {"phase": "pipeline", "preset": args.preset, "variant": args.tag or "default",
             "server_args": variant_args(args), "folio_settings": variant_settings(args),

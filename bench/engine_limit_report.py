@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT))
 
-import gpu_user_path as gup  # the GPU benchmark's settings, environment and GPU name
+# the GPU benchmark's settings, environment and GPU name
+from bench.gpu_bench_settings import ENVIRONMENT, SETTINGS
+from bench.gpu_sampler import gpu_name as detected_gpu_name
 
-#: what this benchmark changes beyond bench/gpu_user_path.py's SETTINGS, and why
-#: what the phases change beyond bench/gpu_user_path.py's settings (the route is none of
+#: what this benchmark changes beyond bench/gpu_bench_settings.py's SETTINGS, and why
+#: what the phases change beyond bench/gpu_bench_settings.py's settings (the route is none of
 #: it: `--engine vllm` sends every page to the model by default, so the offline, served
 #: and pipeline phases have the same pages; a variant's own settings are in its row)
 EXTRA_SETTINGS: dict[str, tuple[Any, str]] = {}
@@ -119,8 +121,8 @@ def report(work: Path, out_dir: Path, command: str, gpu_name: str = "") -> dict[
         if preset in offline_by:
             got["offline"] = offline_by[preset]
     settings = {k: {"value": v, "why": why} for k, (v, why) in
-                {**gup.SETTINGS, **EXTRA_SETTINGS}.items()}
-    settings["environment"] = gup.ENVIRONMENT
+                {**SETTINGS, **EXTRA_SETTINGS}.items()}
+    settings["environment"] = ENVIRONMENT
     rows = []
     for (preset, variant), got in sorted(by.items()):
         rate = {ph: round(statistics.median(r["pages_per_s"] for r in rs), 3)
@@ -196,7 +198,7 @@ def report(work: Path, out_dir: Path, command: str, gpu_name: str = "") -> dict[
     not_counted = [{k: p.get(k) for k in ("phase", "preset", "variant", "pages_per_s",
                                           "run_on_server", "invalid")}
                    for p in phases if p.get("invalid")]
-    result = {"gpu": gpu_name or gup._gpu_name(),
+    result = {"gpu": gpu_name or detected_gpu_name(),
               "commit": os.environ.get("FOLIO_BENCH_COMMIT"),
               "results": rows, "variants": variants, "not_counted": not_counted,
               "settings": settings,

@@ -40,10 +40,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import gpu_user_path as gup  # the user-path benchmark's own steps
-
-ROOT = gup.ROOT
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# the user-path benchmark's own pieces (bench/gpu_user_path.py)
+from bench.gpu_bench_settings import ROOT, SETTINGS, resolved
+from bench.gpu_cli_run import run_cli
+from bench.gpu_documents import engine_pages, round_sources
+from bench.gpu_raw_engine import raw_request, send_raw
+from bench.gpu_sampler import Sampler, gpu_name
 
 
 def gpu_list(args: argparse.Namespace) -> list[int]:
@@ -73,9 +76,9 @@ def dp_options(args: argparse.Namespace) -> list[str]:
         return []
     from folio.gpu.profiles import load_profile
 
-    config = gup.resolved(args)
+    config = resolved(args)
     per_gpu = config.ocr.in_flight or load_profile(config.ocr.profile).in_flight
-    extra = [*gup.SETTINGS["server.extra_args"][0], "--data-parallel-size", str(n)]
+    extra = [*SETTINGS["server.extra_args"][0], "--data-parallel-size", str(n)]
     return ["--set", "server.engines=1", "--set", f"ocr.in_flight={per_gpu * n}",
             "--set", f"server.extra_args={json.dumps(extra)}"]
 
@@ -91,11 +94,11 @@ def phase_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     state_dir = use_gpus(args)
     work = Path(args.work)
     tag = phase_tag(args)
-    sources = gup.round_sources(work, 1)
+    sources = round_sources(work, 1)
     out, report_path = work / f"out-multi-{tag}", work / f"report-multi-{tag}.json"
-    run = gup.run_cli(args, sources, out, report_path, work / f"cli-multi-{tag}.log",
-                      gup.Sampler(gpu_list(args), lambda: ready_urls(state_dir)),
-                      extra=tuple(dp_options(args)))
+    run = run_cli(args, sources, out, report_path, work / f"cli-multi-{tag}.log",
+                  Sampler(gpu_list(args), lambda: ready_urls(state_dir)),
+                  extra=tuple(dp_options(args)))
     seconds, pages = run.report["timing"]["seconds"], run.pages
     return {"phase": "pipeline", "gpus": gpu_list(args), "mode": mode(args),
             "servers": len(ready_urls(state_dir)),
@@ -109,24 +112,20 @@ def phase_pipeline(args: argparse.Namespace) -> dict[str, Any]:
 
 def phase_raw(args: argparse.Namespace) -> dict[str, Any]:
     from folio.gpu.vllm_server import endpoint_members
-    from folio.settings.presets import get_preset
     from folio_prefect.flows.vllm_runner import VLLMTaskRunner
 
     use_gpus(args)
-    config = gup.resolved(args, dp_options(args))
-    images = gup.engine_pages(Path(args.work), config)
+    config = resolved(args, dp_options(args))
+    images = engine_pages(Path(args.work), config)
     with VLLMTaskRunner.from_config(config) as runner:  # the servers the CLI used
         assert runner.endpoint is not None
         bases = [m.base_url for m in endpoint_members(runner.endpoint)]
-        preset = get_preset(config.ocr.preset)
         model = runner.endpoint.served_model_name or config.ocr.model or "fake-ocr"
-        with gup.Sampler(gpu_list(args), bases) as sampler:
+        with Sampler(gpu_list(args), bases) as sampler:
             t0 = time.monotonic()
-            result = asyncio.run(gup.send_raw(
-                bases, model, images, prompt=preset.prompt, image_first=preset.image_first,
-                max_tokens=config.ocr.max_tokens, in_flight=config.ocr.in_flight,
-                max_pixels=config.render.max_pixels,
-                api_key=getattr(runner.endpoint, "api_key", None)))
+            # the pipeline's token counts and first sampling, as gpu_user_path's raw phase
+            result = asyncio.run(send_raw(runner.endpoint, model, images,
+                                          **raw_request(config)))
             t1 = time.monotonic()
     return {"phase": "raw", "gpus": gpu_list(args), "mode": mode(args), "servers": len(bases),
             **result,
@@ -156,8 +155,8 @@ def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
             "gpu_utilization_pipeline": pipe["queue"].get("gpu_utilization_mean"),
             "seconds_after_last_page": pipe.get("after_last_page_s"),
         })
-    settings = {k: {"value": v, "why": why} for k, (v, why) in gup.SETTINGS.items()}
-    result = {"gpu": gup._gpu_name(), "commit": os.environ.get("FOLIO_BENCH_COMMIT"),
+    settings = {k: {"value": v, "why": why} for k, (v, why) in SETTINGS.items()}
+    result = {"gpu": gpu_name(), "commit": os.environ.get("FOLIO_BENCH_COMMIT"),
               "cpus": os.cpu_count(), "results": results, "settings": settings,
               "command": command,
               "how": "the 1-GPU and N-GPU pipeline phases are `folio ingest --engine vllm` with "
@@ -173,7 +172,8 @@ def report(work: Path, out_dir: Path, command: str) -> dict[str, Any]:
 def smoke(args: argparse.Namespace) -> None:
     """Every step against the fake server (two fake servers for two GPUs)."""
     base = [sys.executable, __file__, "--work", args.work, "--fake"]
-    subprocess.run([sys.executable, str(Path(gup.__file__)), "corpus", "--work", args.work,
+    user_path = ROOT / "bench" / "gpu_user_path.py"  # its corpus step: the documents, the pages
+    subprocess.run([sys.executable, str(user_path), "corpus", "--work", args.work,
                     "--fake", "--pdfs", args.pdfs, "--min-pages", "30", "--min-docs", "8"],
                    check=True)
     for gpus, how in (("0", "servers"), ("0,1", "servers"), ("0,1", "dp")):

@@ -26,7 +26,7 @@ tokens, 11 a token.
 What the model answers is another matter: random weights decoded greedily fall into a loop
 of a few tokens (`` as Brer as Brer ...``, repeat ratio 0.997), which folio's loop check
 refuses; the benchmarks set ``validation.max_repeat_ratio`` to 1.0 and say why
-(bench/gpu_user_path.py SETTINGS).
+(bench/gpu_bench_settings.py SETTINGS).
 
     python3 .device-carry/make_synthetic_vlm.py /tmp/synthetic-vlm
     python3 bench/synthetic_text_vocab.py /tmp/synthetic-vlm
