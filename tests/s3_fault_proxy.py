@@ -1,5 +1,6 @@
 """An HTTP proxy on 127.0.0.1 in front of the test S3 server that answers some requests
-with S3's own throttling error (503 SlowDown) instead of forwarding them.
+with S3's own throttling error (503 SlowDown), or, while it is down, with S3's own outage
+error (503 ServiceUnavailable), instead of forwarding them.
 
 Why a proxy and not a mock: boto3 and LanceDB's Rust object_store both talk HTTP to it,
 so their real retry logic meets a real 503 with S3's XML body, as from AWS under load.
@@ -7,7 +8,14 @@ so their real retry logic meets a real 503 with S3's XML body, as from AWS under
     proxy = FaultProxy(s3_server.endpoint_url).start()
     proxy.fail_every = 2          # every second request answered 503 ...
     proxy.budget = 20             # ... until 20 have been answered so
-    proxy.down = True             # or every matching request, until set back to False
+    proxy.down = True             # or every matching request 503 ServiceUnavailable, until
+                                  # set back to False
+
+Why two codes: they are what S3 answers to each case, and clients back off differently.
+botocore's standard retries wait ``rand() * 2**i`` seconds after a throttling error and a
+twentieth of that after another 5xx, so a client meeting an outage gives up after its
+attempts within a second or so, and one meeting SlowDown after several seconds (test_faults'
+outage test spent 15 of its 30 s in those waits while it answered SlowDown).
 """
 
 from __future__ import annotations
@@ -20,6 +28,8 @@ from urllib.parse import urlsplit
 
 SLOW_DOWN = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
              b"<Message>Please reduce your request rate.</Message></Error>")
+UNAVAILABLE = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>ServiceUnavailable</Code>'
+               b"<Message>Service is unable to handle request.</Message></Error>")
 _HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"}
 
 
@@ -33,7 +43,7 @@ class FaultProxy:
         self.match, self.methods = match, methods
         self.fail_every = 0  # 0: refuse nothing by count
         self.budget = 0  # how many more requests may be refused by count
-        self.down = False  # refuse every matching request
+        self.down = False  # refuse every matching request (ServiceUnavailable, not SlowDown)
         self.seen = 0  # matching requests
         self.injected = 0  # requests answered 503
         self.forwarded = 0
@@ -82,12 +92,13 @@ class FaultProxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 if proxy._refuse(self.command, self.path):
+                    error = UNAVAILABLE if proxy.down else SLOW_DOWN
                     self.send_response(503)
                     self.send_header("Content-Type", "application/xml")
-                    self.send_header("Content-Length", str(len(SLOW_DOWN)))
+                    self.send_header("Content-Length", str(len(error)))
                     self.end_headers()
                     if self.command != "HEAD":
-                        self.wfile.write(SLOW_DOWN)
+                        self.wfile.write(error)
                     return
                 conn = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port,
                                                   timeout=60)

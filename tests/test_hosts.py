@@ -28,7 +28,11 @@ from tests.test_sweep import audit
 
 pytestmark = pytest.mark.timeout(900)
 
-DOCS = 4  # two batch runs a host: enough to show both hosts work, each run a process start
+#: one batch run a host (each a process start): the two workers are polling before the
+#: sweeps start (:func:`wait_for_workers`), each takes one run at a time (``--limit 1``),
+#: and the two runs are in flight together (``--max-in-flight 2``), so neither host can
+#: take both; four documents (two runs a host) took 76 of the file's 108 s here
+DOCS = 2
 HOSTS = ("host-a", "host-b")
 RESULTS = "prefect-results"
 
@@ -64,9 +68,31 @@ def hosts(prefect_pg_url: str, s3_server: S3Server, tmp_path_factory: pytest.Tem
             _spawn(stack, f"worker-{name}", sys.executable, "-m", "prefect", "worker", "start",
                    "--pool", "folio-cpu", "--type", "process", "--name", name, "--limit", "1",
                    env=env, cwd=folder)
+        wait_for_workers(stack, HOSTS)
         yield {"stack": stack, "bucket": bucket, "envs": envs, "s3": s3_server}
     finally:
         stack.stop()
+
+
+def wait_for_workers(stack: PrefectStack, names: tuple[str, ...], timeout_s: float = 180.0
+                     ) -> None:
+    """Until every worker of ``names`` has told the server it polls ``folio-cpu``: a worker
+    still starting when the runs are scheduled would leave them all to the other."""
+    import time
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.objects import WorkerStatus
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    deadline = time.monotonic() + timeout_s
+    with temporary_settings({PREFECT_API_URL: stack.api_url}), get_client(sync_client=True) as client:
+        while True:
+            online = {w.name for w in client.read_workers_for_work_pool("folio-cpu")
+                      if w.status == WorkerStatus.ONLINE}
+            if set(names) <= online:
+                return
+            assert time.monotonic() < deadline, (online, stack.log_tail())
+            time.sleep(0.2)
 
 
 def start_sweep(env: dict[str, str], bucket: str) -> subprocess.Popen[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from folio.process_files import pid_alive
+from folio.process_files import pid_alive, proc_start_time
 from folio.samples import report_pages, write_text_pdf
 
 pytestmark = pytest.mark.timeout(300)
@@ -26,9 +26,12 @@ def test_cli_runs_share_one_server_that_stops_when_idle(tmp_path: Path) -> None:
     supervisor holds the run's secrets in its environment (issue 44, items 6 and 7)."""
     home = tmp_path / "prefect"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "FOLIO_"))}
-    # idle long enough for the second CLI to start on a loaded host (it took over 4 s at
-    # load average 4-5 on two cores, and found the server gone), short enough to wait out
-    env.update({"FOLIO_PREFECT_HOME": str(home), "FOLIO_PREFECT_SERVER_IDLE_S": "30",
+    # a short idle, waited out below: from the end of the first CLI run until it has
+    # looked at the server, this test holds a lease of its own (as another CLI run
+    # would), so the seconds the second CLI takes to start on a loaded host (over 4 s at
+    # load average 4-5 on two cores) never count as idle; with 30 s of idle for that
+    # instead, the test waited half a minute for the stop
+    env.update({"FOLIO_PREFECT_HOME": str(home), "FOLIO_PREFECT_SERVER_IDLE_S": "4",
                 "FOLIO_PASSWORD": "pw-in-the-run-env-7f3a", "AWS_SECRET_ACCESS_KEY": "aws-7f3a"})
     pdf = write_text_pdf(tmp_path / "a.pdf", report_pages(seed=70, n=1))
 
@@ -41,29 +44,36 @@ def test_cli_runs_share_one_server_that_stops_when_idle(tmp_path: Path) -> None:
     assert first.returncode == 0, first.stderr[-2000:]
     assert "started a Prefect server" in first.stderr
     state = json.loads((home / "server.json").read_text())
-    second = ingest()  # everything done already: answered through the same server
-    assert second.returncode == 0 and "started a Prefect server" not in second.stderr
-    assert json.loads((home / "server.json").read_text())["supervisor_pid"] == \
-        state["supervisor_pid"]
-    assert "log in with the text in" in first.stderr
-    login = home / "auth"
-    assert login.stat().st_mode & 0o777 == 0o600 and home.stat().st_mode & 0o777 == 0o700
-    refused = httpx.post(f"{state['url']}/flow_runs/filter", json={}, timeout=10)
-    assert refused.status_code == 401, "the API wants the login"
-    user, _, password = login.read_text().strip().partition(":")
-    auth = (user, password)
-    runs = httpx.post(f"{state['url']}/flow_runs/filter", json={}, timeout=10, auth=auth).json()
-    assert [r["state_type"] for r in runs].count("COMPLETED") == 2, runs
-    foreign = httpx.options(f"{state['url']}/flow_runs/filter", timeout=10, headers={
-        "Origin": "http://evil.example", "Access-Control-Request-Method": "POST"})
-    assert foreign.headers.get("access-control-allow-origin") in (None, "")
-    for pid in (state["supervisor_pid"], json.loads((home / "server.json").read_text())[
-            "server_pid"]):
-        environ = Path(f"/proc/{pid}/environ").read_bytes()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        assert b"pw-in-the-run-env-7f3a" not in environ and b"aws-7f3a" not in environ
-        assert login.read_text().strip().encode() not in cmdline
-    deadline = time.monotonic() + 90  # idle for 30 s: the server and its supervisor stop
+    # this lease stands for a run until the server has been looked at: the 4 s of idle
+    # start when it goes, not while the checks below run on a loaded host
+    between = home / "leases" / str(os.getpid())  # the format attach() writes
+    between.write_text(json.dumps({"pid": os.getpid(), "start": proc_start_time(os.getpid())}))
+    try:
+        second = ingest()  # everything done already: answered through the same server
+        assert second.returncode == 0 and "started a Prefect server" not in second.stderr
+        assert json.loads((home / "server.json").read_text())["supervisor_pid"] == \
+            state["supervisor_pid"]
+        assert "log in with the text in" in first.stderr
+        login = home / "auth"
+        assert login.stat().st_mode & 0o777 == 0o600 and home.stat().st_mode & 0o777 == 0o700
+        refused = httpx.post(f"{state['url']}/flow_runs/filter", json={}, timeout=10)
+        assert refused.status_code == 401, "the API wants the login"
+        user, _, password = login.read_text().strip().partition(":")
+        auth = (user, password)
+        runs = httpx.post(f"{state['url']}/flow_runs/filter", json={}, timeout=10, auth=auth).json()
+        assert [r["state_type"] for r in runs].count("COMPLETED") == 2, runs
+        foreign = httpx.options(f"{state['url']}/flow_runs/filter", timeout=10, headers={
+            "Origin": "http://evil.example", "Access-Control-Request-Method": "POST"})
+        assert foreign.headers.get("access-control-allow-origin") in (None, "")
+        for pid in (state["supervisor_pid"], json.loads((home / "server.json").read_text())[
+                "server_pid"]):
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            assert b"pw-in-the-run-env-7f3a" not in environ and b"aws-7f3a" not in environ
+            assert login.read_text().strip().encode() not in cmdline
+    finally:
+        between.unlink()
+    deadline = time.monotonic() + 90  # idle for 4 s: the server and its supervisor stop
     while pid_alive(state["supervisor_pid"]) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not pid_alive(state["supervisor_pid"]) and not (home / "server.json").exists()
