@@ -24,7 +24,6 @@ sys.path.insert(0, str(ROOT))
 from bench.gpu_bench_settings import ENVIRONMENT, SETTINGS
 from bench.gpu_sampler import gpu_name as detected_gpu_name
 
-#: what this benchmark changes beyond bench/gpu_bench_settings.py's SETTINGS, and why
 #: what the phases change beyond bench/gpu_bench_settings.py's settings (the route is none of
 #: it: `--engine vllm` sends every page to the model by default, so the offline, served
 #: and pipeline phases have the same pages; a variant's own settings are in its row)
