@@ -96,7 +96,6 @@ class LanceDBStore:
         self._search_table: Any = None  # see _searcher
         self._search_stale = False
         self._legacy = False  # see _check_schema
-        self._no_image_uri = False  # see _check_schema
         self._prewarm_thread: threading.Thread | None = None
         self._writer_prewarm: threading.Thread | None = None  # see _prewarm_writer
         self.tuning = tuning or LanceTuning()
@@ -147,11 +146,12 @@ class LanceDBStore:
                 self._check_schema(self._table.schema)
             return self._table
 
-    def _add_version_columns(self, table: Any) -> None:
-        """A table written before rows carried their version gets its columns (NULL in
-        the old rows, which the next write of each source replaces): reads and writes
-        then see one schema (docs/index-sync.md). Idempotent when workers race."""
-        missing = [c for c in VERSION_COLUMNS if c not in table.schema.names]
+    def _add_missing_columns(self, table: Any) -> None:
+        """A table written by an earlier folio gets the columns it lacks, NULL in its old
+        rows (which the next write of each source replaces): the version columns (before
+        rows carried their version, docs/index-sync.md) and ``image_uri`` (before figure
+        chunks). Reads and writes then see one schema. Idempotent when workers race."""
+        missing = [c for c in (*VERSION_COLUMNS, IMAGE_URI.name) if c not in table.schema.names]
         if not missing:
             return
         try:
@@ -159,7 +159,7 @@ class LanceDBStore:
         except Exception as exc:
             if not all(c in table.schema.names for c in missing):
                 self._table = None
-                raise StorageError(f"lancedb add version columns to {self.uri}/"
+                raise StorageError(f"lancedb add columns {missing} to {self.uri}/"
                                    f"{self._table_name}: {self._describe(exc)}") from None
 
     def _open_or_create(self, db: Any, create: bool) -> Any:
@@ -194,8 +194,6 @@ class LanceDBStore:
         #: written by folio before pages counted from 1: readable (search converts its
         #: rows), not writable (new rows would mix two page conventions in one table)
         self._legacy = schema.field("boxes").type == pa.string() if "boxes" in schema.names else False
-        #: written before figure chunks: the column is added on the first write
-        self._no_image_uri = IMAGE_URI.name not in schema.names
 
     def replace_document(
         self, doc_id: str, chunks: list[Chunk], vectors: npt.NDArray[np.float32]
@@ -227,11 +225,8 @@ class LanceDBStore:
                 "another store.table) and run again with --reprocess to rewrite every "
                 "document's vectors with pages from 1"
             )
-        self._add_version_columns(table)
+        self._add_missing_columns(table)
         try:
-            if self._no_image_uri:  # a table from before figure chunks: null in old rows
-                table.add_columns(IMAGE_URI)
-                self._no_image_uri = False
             if chunks:
                 vectors = np.concatenate([entry.vectors for entry in batch], axis=0)
                 self._upsert(table, _rows(chunks, vectors, self._schema))
