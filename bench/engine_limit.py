@@ -186,19 +186,28 @@ def preset_work(args: argparse.Namespace, preset: str) -> Path:
 # --- pages --------------------------------------------------------------------------------
 
 
+def choose_documents(docs: list[dict[str, Any]], min_pages: int,
+                     min_documents: int) -> list[dict[str, Any]]:
+    """The first documents by path until both ``min_pages`` pages and ``min_documents``
+    documents are reached (issue 47's runs: >= 500 pages of >= 100 documents)."""
+    chosen: list[dict[str, Any]] = []
+    pages = 0
+    for doc in sorted(docs, key=lambda d: d["path"]):
+        if pages >= min_pages and len(chosen) >= min_documents:
+            break
+        chosen.append(doc)
+        pages += doc["pages"]
+    return chosen
+
+
 def step_pages(args: argparse.Namespace) -> dict[str, Any]:
     """The documents (copies until ``--min-pages`` and ``--min-documents``, then as few as
     reach both) and, for each preset, every page rendered by folio's page worker at that
     preset's size."""
     work = Path(args.work)
     meta = build_corpus(Path(args.pdfs), work, args.min_pages, args.min_documents)
-    chosen: list[dict[str, Any]] = []
-    pages = 0
-    for doc in sorted(meta["documents"], key=lambda d: d["path"]):
-        if pages >= args.min_pages and len(chosen) >= args.min_documents:
-            break
-        chosen.append(doc)
-        pages += doc["pages"]
+    chosen = choose_documents(meta["documents"], args.min_pages, args.min_documents)
+    pages = sum(doc["pages"] for doc in chosen)
     out: dict[str, Any] = {"documents": len(chosen), "pages": pages, "presets": {}}
     for preset in args.presets.split(","):
         pw = preset_work(args, preset)

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from bench.engine_limit import DEFAULT_MODEL, config_for, engine_kwargs, user_options
+from bench.engine_limit import (
+    DEFAULT_MODEL,
+    choose_documents,
+    config_for,
+    engine_kwargs,
+    user_options,
+)
 from folio.errors import ConfigError
 from folio.gpu.profiles import load_profile, vllm_args
 from folio.settings.presets import get_preset
@@ -79,3 +85,15 @@ def test_a_served_variant_sets_the_clients_requests_in_flight_and_the_servers_se
     assert config.server.extra_args[-2:] == ["--max-num-seqs", "384"]
     default = config_for(_variant(tmp_path, ""), "olmocr2")
     assert default.ocr.in_flight != 384 and "384" not in default.server.extra_args
+
+
+def test_the_pages_step_takes_documents_until_both_minimums_hold() -> None:
+    """Few long documents would reach 500 pages with a handful: the issue's runs need
+    >= 100 documents too, and no more than reach both."""
+    docs = [{"path": f"c{i // 10:02d}-{i % 10}.pdf", "pages": 117 if i % 10 == 0 else 2}
+            for i in range(300)]
+    chosen = choose_documents(docs, 500, 100)
+    assert len(chosen) == 100 and sum(d["pages"] for d in chosen) >= 500
+    by_pages = choose_documents(docs, 2000, 10)
+    assert sum(d["pages"] for d in by_pages) >= 2000
+    assert sum(d["pages"] for d in by_pages[:-1]) < 2000  # no more than reach it
