@@ -117,9 +117,20 @@ class Block(BaseModel):
     #: a Picture's description by the engine (Chandra's alt text, olmOCR's ``![alt]``)
     alt: str | None = None
     #: a heading's level, 1 (a title, a chapter) to 6, from its numbering, its type, the
-    #: PDF's outline or the model's own ``#`` marks (folio.hierarchy); None for every other
-    #: block (and in documents written before)
+    #: PDF's outline or the model's own ``#`` marks (folio.hierarchy); a List-Item's
+    #: nesting depth, 1 (a top-level item) to 6; None for every other block (and in
+    #: documents written before)
     level: int | None = Field(None, ge=1, le=6)
+    #: a List-Item's marker as its author wrote it, normalised: ``-`` for any bullet
+    #: (•, ◦, ▪, ‣, -, *, a Symbol or Wingdings glyph), else the number or letter with its
+    #: punctuation (``1.``, ``2)``, ``a.``, ``iv.``, ``(a)``); the item's text is
+    #: ``content``, without the marker. None for other blocks, and for list blocks that
+    #: carry their own markdown list (a VLM's answer)
+    marker: str | None = None
+    #: where the block lies in a source without pages of its own (folio.formats' native
+    #: Office readers): ``Shipments!A1:G51`` for a sheet's range, ``slide 3``,
+    #: ``slide 3 notes``; None where the page number says it all
+    location: str | None = None
     #: a heading's type size over the body text's on its page (1.0: the body's size, set
     #: apart by weight or face), as the engine measured it (text layer: glyph sizes;
     #: tesseract: line heights); None where not measured
