@@ -106,9 +106,18 @@ def summary(runs: list[dict[str, Any]], offline: list[dict[str, Any]]) -> dict[s
     return out
 
 
-def add(store: dict[str, Any], result: dict[str, Any], session: str) -> dict[str, Any]:
-    """``store`` with ``session``'s rows replaced by those of ``result``."""
+def add(store: dict[str, Any], result: dict[str, Any], session: str,
+        note: str | None = None) -> dict[str, Any]:
+    """``store`` with ``session``'s rows replaced by those of ``result``; the session's GPU,
+    command and ``note`` (where the time went, what was tried: the issue asks the JSON
+    itself to say so where a target is missed) are kept under ``sessions``, a note given
+    before kept when none is given now."""
     rows = session_rows(result, session)
+    sessions = dict(store.get("sessions") or {})
+    before = sessions.get(session) or {}
+    sessions[session] = {"gpu": result.get("gpu"), "commit": result.get("commit"),
+                         "command": result.get("command"),
+                         "note": note if note is not None else before.get("note")}
     def kept(*keys: str) -> list[dict[str, Any]]:
         return [r for k in keys for r in store.get(k, []) if r["device_session"] != session]
 
@@ -118,7 +127,7 @@ def add(store: dict[str, Any], result: dict[str, Any], session: str) -> dict[str
     settings.update(result.get("settings") or {})
     return {"runs": [r for r in runs if r["variant"] == "default"],
             "variants": [r for r in runs if r["variant"] != "default"],
-            "offline": offline, "settings": settings,
+            "offline": offline, "settings": settings, "sessions": sessions,
             "targets": TARGETS, "summary": summary(runs, offline),
             "how": "bench/gpu_reference.py add: each session's engine_limit.json (served and "
                    "pipeline phases paired in running order on one server)"}
@@ -129,6 +138,7 @@ def main() -> None:
     ap.add_argument("step", choices=["add", "show"])
     ap.add_argument("result", nargs="?", help="add: a session's engine_limit.json")
     ap.add_argument("--session", help="add: the device session's name")
+    ap.add_argument("--note", help="add: where the time went and what was tried")
     ap.add_argument("--out", default=str(RESULT))
     args = ap.parse_args()
     out = Path(args.out)
@@ -136,7 +146,8 @@ def main() -> None:
     if args.step == "add":
         if not args.result or not args.session:
             sys.exit("add needs a result file and --session")
-        store = add(store, json.loads(Path(args.result).read_text()), args.session)
+        store = add(store, json.loads(Path(args.result).read_text()), args.session,
+                    args.note)
         out.write_text(json.dumps(store, indent=1) + "\n")
     print(json.dumps(store.get("summary", {}), indent=1))
 

@@ -88,3 +88,15 @@ def test_the_command_line_writes_the_result(tmp_path: Path) -> None:
                                     "served_pages_per_s", "pipeline_pages_per_s",
                                     "gpu_busy_served", "gpu_busy_pipeline", "commit"}
     assert data["settings"]["ocr.ignore_eos"]["value"] is True
+
+
+def test_a_session_keeps_its_gpu_command_and_note_and_a_re_add_keeps_the_note() -> None:
+    result = {**_session(_phase("served", "olmocr2", 9.0), _phase("pipeline", "olmocr2", 8.0)),
+              "gpu": "NVIDIA H100 80GB HBM3", "command": "bash bench/engine_limit_device.sh"}
+    store = add({}, result, "s1", "the GPU idles while the flow renders")
+    assert store["sessions"]["s1"] == {"gpu": "NVIDIA H100 80GB HBM3", "commit": result.get("commit"),
+                                       "command": "bash bench/engine_limit_device.sh",
+                                       "note": "the GPU idles while the flow renders"}
+    store = add(store, result, "s1")
+    assert store["sessions"]["s1"]["note"] == "the GPU idles while the flow renders"
+    assert add(store, result, "s1", "")["sessions"]["s1"]["note"] == ""
