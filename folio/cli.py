@@ -77,9 +77,19 @@ def _parser() -> argparse.ArgumentParser:
 
     se = sub.add_parser("search", help="search the chunks an ingest wrote")
     se.add_argument("query")
-    se.add_argument("--out", required=True, help="the --out of the ingest (default store)")
-    se.add_argument("--store-uri", help="vector store URI if not the default under --out")
+    se.add_argument("--out", help="the --out of the ingest (its LanceDB index)")
+    se.add_argument("--store", choices=["lancedb", "pgvector"],
+                    help="the ingest's --store (default: store.kind, lancedb)")
+    se.add_argument("--store-uri", help="the ingest's --store-uri: LanceDB folder/URI or "
+                    "PostgreSQL DSN (pgvector: else FOLIO_PG_DSN)")
     se.add_argument("-k", type=int, default=5)
+    se.add_argument("--doc-id", action="append", default=[], help="only this document's "
+                    "chunks (repeat for several)")
+    se.add_argument("--source", action="append", default=[], help="only this source's "
+                    "chunks, as ingest named it (repeat for several)")
+    se.add_argument("--source-prefix", help="only sources under this folder or prefix")
+    se.add_argument("--kind", action="append", default=[], choices=["text", "table", "figure"],
+                    help="only chunks of this kind (repeat for several)")
     se.add_argument("--json", action="store_true", help="the hits as a JSON array: id, "
                     "doc_id, source, page_start, page_end (pages from 1), headings, boxes, "
                     "kind, text, score")
@@ -317,66 +327,22 @@ def report_ingest(args: argparse.Namespace, report: dict[str, Any]) -> int:
 
 def cmd_search(args: argparse.Namespace) -> int:
     """The ``k`` chunks nearest the query: one line each, or ``--json`` for a program (the
-    citation a RAG answer needs: document id, pages from 1, boxes)."""
-    from folio.errors import NothingToDoError
-    from folio.io.layout import VECTORS
-    from folio.io.sinks import open_sink
-    from folio.output.embeddings import Embedder
-    from folio.settings.run_config import resolve_config
-    from folio.stores import open_store
+    citation a RAG answer needs: document id, pages from 1, boxes). A client of
+    :mod:`folio.retrieval`, which a Python program uses to do the same in-process."""
+    from folio.retrieval import open_index
 
-    options = {"s3.endpoint_url": args.s3_endpoint_url, "s3.region": args.s3_region,
-               "store.uri": args.store_uri}
-    # the same settings (and the same one-line errors) as ingest: FOLIO_* and the options
-    config = resolve_config(engine="tesseract", route="auto",
-                            settings={k: v for k, v in options.items() if v})
-    settings = config.store
-    default_uri = open_sink(args.out, config.s3).uri(VECTORS)
-    where = settings.uri or default_uri
-    if settings.kind == "lancedb" and "://" not in where and not Path(where).is_dir():
-        raise NothingToDoError(f"no vectors under {where}: ingest into --out {args.out} first, "
-                               "or give --store-uri")  # and create no folder on the way
-    if settings.kind == "lancedb":  # its import (~1 s) beside the embedding model's load
-        from folio.stores.lance_import import import_lancedb
-
-        threading.Thread(target=import_lancedb, name="folio-import-lancedb", daemon=True).start()
-    embedder = Embedder(config.embedding)
-    query = embedder.embed([args.query])[0]
-    store = open_store(settings, default_uri=default_uri, s3=config.s3, dim=embedder.dim)
-    if store.count() == 0:
-        raise NothingToDoError(f"no vectors in {store.name}: ingest into it first")
-    hits = store.search(query, k=args.k)
+    with open_index(args.out, store=args.store, store_uri=args.store_uri,
+                    s3_endpoint_url=args.s3_endpoint_url, s3_region=args.s3_region) as index:
+        hits = index.search(args.query, k=args.k, doc_id=args.doc_id or None,
+                            source=args.source or None, source_prefix=args.source_prefix,
+                            kind=args.kind or None)
     if args.json:
-        print(json.dumps([search_hit(hit) for hit in hits], ensure_ascii=False))
+        print(json.dumps([hit.model_dump() for hit in hits], ensure_ascii=False))
         return 0
     for hit in hits:
-        pages = f"p{hit['page_start']}" + (
-            f"-{hit['page_end']}" if hit["page_end"] != hit["page_start"] else "")
-        print(f"{hit['score']:.3f}  {printable(str(hit['source']))} {pages}  doc {hit['doc_id']}  "
-              f"{str(hit['text'])[:100]!r}")
+        print(f"{hit.score:.3f}  {printable(hit.source)} {hit.pages}  doc {hit.doc_id}  "
+              f"{hit.text[:100]!r}")
     return 0
-
-
-def search_hit(hit: dict[str, Any]) -> dict[str, Any]:
-    """One store hit as ``folio search --json`` prints it: plain JSON types (numpy's
-    and Arrow's lists become lists), the keys of README's "The vector table"."""
-    return {
-        "id": str(hit["id"]),
-        "doc_id": str(hit["doc_id"]),
-        "source": str(hit["source"]),
-        "chunk_index": int(hit["chunk_index"]),
-        "kind": str(hit["kind"]),
-        "page_start": int(hit["page_start"]),
-        "page_end": int(hit["page_end"]),
-        "headings": [str(h) for h in (hit.get("headings") or [])],
-        "boxes": [{key: (int(box[key]) if key == "page" else float(box[key]))
-                   for key in ("page", "x0", "y0", "x1", "y1")}
-                  for box in (hit.get("boxes") or [])],
-        "score": round(float(hit["score"]), 6),
-        "text": str(hit["text"]),
-        # a figure chunk's crop (local path or s3:// URI); null for text and tables
-        "image_uri": str(hit["image_uri"]) if hit.get("image_uri") else None,
-    }
 
 
 def cmd_samples(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from folio.cli import _parser, _settings, search_hit
+from folio.cli import _parser, _settings
 from folio.figures.crops import crop_size
 from folio.figures.links import resolve_page
 from folio.figures.regions import (
@@ -23,6 +23,7 @@ from folio.figures.regions import (
 from folio.models import BBox, Block, Chunk, DocumentResult, Label, PageOutcome, PageResult, Region
 from folio.output.chunking import chunk_document
 from folio.parsers import chandra
+from folio.retrieval import Hit
 from folio.settings.config import ChunkSettings, S3Settings, StoreSettings
 from folio.stores import open_store
 from folio.stores.lance_schema import chunk_schema
@@ -32,6 +33,11 @@ from tests.store_data import DIM, chunks, vectors
 
 W, H = 612.0, 792.0
 FIGURE = BBox(x0=300, y0=400, x1=560, y1=700)
+
+
+def _record(row: dict[str, object]) -> dict[str, object]:
+    """A store row as ``folio search --json`` prints it."""
+    return Hit.from_row(row).model_dump()
 
 
 def _block(label: str, box: tuple[float, float, float, float], text: str, order: int) -> Block:
@@ -229,11 +235,11 @@ def test_lancedb_rows_carry_image_uri_last_and_an_older_table_gets_the_column(
     lancedb.connect(uri).create_table("chunks", pa.Table.from_pylist([row], schema=old))
     store = LanceDBStore(uri, dim=DIM)
     (hit,) = store.search(vectors(1, 3)[0], k=1)  # read before any write: no column yet
-    assert hit["id"] == "old-0" and search_hit({**hit, "score": 1.0})["image_uri"] is None
+    assert hit["id"] == "old-0" and _record({**hit, "score": 1.0})["image_uri"] is None
     store.replace_document("d", _with_images("d"), vectors(2, 5))
     assert lancedb.connect(uri).open_table("chunks").schema.names[-1] == "image_uri"
     hits = {h["id"]: h for h in store.search(vectors(2, 5)[1], k=3)}
-    assert {search_hit(h)["image_uri"] for h in hits.values()} == {
+    assert {_record(h)["image_uri"] for h in hits.values()} == {
         None, "/out/d/figures/p1-1.png"}
 
 
@@ -259,10 +265,10 @@ def test_pgvector_rows_carry_image_uri_and_an_older_table_gets_the_column(
                        default_uri="ignored", s3=S3Settings(), dim=DIM)
     assert isinstance(older, PgVectorStore)
     try:
-        assert search_hit(older.search(vectors(1, 1)[0], k=1)[0])["image_uri"] is None
+        assert _record(older.search(vectors(1, 1)[0], k=1)[0])["image_uri"] is None
         older.replace_document("d", _with_images("d"), vectors(2, 5))
         hits = older.search(vectors(2, 5)[1], k=3)
-        assert "/out/d/figures/p1-1.png" in {search_hit(h)["image_uri"] for h in hits}
+        assert "/out/d/figures/p1-1.png" in {_record(h)["image_uri"] for h in hits}
     finally:
         older.close()
     with psycopg.connect(pg_dsn) as conn:

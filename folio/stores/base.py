@@ -27,6 +27,8 @@ if TYPE_CHECKING:  # numpy only for the types: 0.3 s of a CLI start that stores 
     import numpy as np
     import numpy.typing as npt
 
+    from folio.stores.search_filter import SearchFilter
+
 __all__ = [
     "IMAGE_URI_COLUMN",
     "VERSION_COLUMNS",
@@ -139,10 +141,11 @@ class VectorStore(Protocol):
         """
         ...
 
-    def search(self, vector: npt.NDArray[np.float32], k: int = 5) -> list[dict[str, Any]]:
-        """The ``k`` nearest chunks, best first: id, doc_id, source, chunk_index, kind,
-        text, page_start, page_end (from 1), headings, boxes (:func:`box_records`),
-        score (cosine similarity)."""
+    def search(self, vector: npt.NDArray[np.float32], k: int = 5,
+               where: SearchFilter | None = None) -> list[dict[str, Any]]:
+        """The ``k`` nearest chunks (of those ``where`` admits), best first: id, doc_id,
+        source, chunk_index, kind, text, page_start, page_end (from 1), headings, boxes
+        (:func:`box_records`), image_uri, score (cosine similarity)."""
         ...
 
     def count(self, doc_id: str | None = None) -> int: ...
@@ -218,7 +221,8 @@ class NullStore:
     def delete_sources(self, sources: Sequence[str]) -> int:
         return 0
 
-    def search(self, vector: npt.NDArray[np.float32], k: int = 5) -> list[dict[str, Any]]:
+    def search(self, vector: npt.NDArray[np.float32], k: int = 5,
+               where: SearchFilter | None = None) -> list[dict[str, Any]]:
         return []
 
     def count(self, doc_id: str | None = None) -> int:

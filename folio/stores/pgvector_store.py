@@ -62,6 +62,7 @@ from folio.stores.pg_schema import (
     create_tables,
     has_columns,
 )
+from folio.stores.search_filter import SearchFilter
 from folio.stores.upkeep import Upkeep
 
 __all__ = ["PgVectorStore"]
@@ -373,10 +374,13 @@ class PgVectorStore:
 
         return self._run(f"delete {len(sources)} source(s)", work, create=False) or 0
 
-    def search(self, vector: npt.NDArray[np.float32], k: int = 5) -> list[dict[str, Any]]:
+    def search(self, vector: npt.NDArray[np.float32], k: int = 5,
+               where: SearchFilter | None = None) -> list[dict[str, Any]]:
         """Nearest chunks by cosine similarity, best first (``score`` = 1 - distance), with
         the keys LanceDBStore returns (``boxes`` a list of dicts, ``headings`` a list):
-        the HNSW table's k nearest and the side table's exact k nearest, merged."""
+        the HNSW table's k nearest and the side table's exact k nearest, merged.
+        ``where`` filters the HNSW scan's candidates (ef_search of them), so a filter
+        that few rows match may return fewer than k."""
         flat = np.asarray(vector, dtype=np.float32).reshape(-1)
         if flat.shape != (self.dim,):
             raise ValueError(f"query vector has {flat.size} values, the store holds {self.dim}")
@@ -387,8 +391,9 @@ class PgVectorStore:
             "(SELECT id, doc_id, source, chunk_index, kind, text, page_start, page_end,"
             " headings, boxes, {version} {image} AS image_uri,"
             " vector <=> %(q)s::vector AS distance"
-            " FROM {t} ORDER BY vector <=> %(q)s::vector LIMIT %(k)s)"
+            " FROM {t}{where} ORDER BY vector <=> %(q)s::vector LIMIT %(k)s)"
         )
+        condition, params = where.pg_where() if where else ("", {})
 
         def work(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
             # a table made before figure chunks, not yet written to, has no image_uri
@@ -396,8 +401,11 @@ class PgVectorStore:
             # one statement: one snapshot of both tables, so a row being moved between
             # them is seen exactly once
             version = sql.SQL("sha256, config_hash,") if self._has_version else sql.SQL("")
-            main = part.format(t=sql.Identifier(self._table_name), version=version, image=image)
-            delta = part.format(t=sql.Identifier(self.delta_table), version=version, image=image)
+            clause = sql.SQL(condition)  # type: ignore[arg-type]  # fixed columns, bound values
+            main = part.format(t=sql.Identifier(self._table_name), version=version, image=image,
+                               where=clause)
+            delta = part.format(t=sql.Identifier(self.delta_table), version=version, image=image,
+                                where=clause)
             parts = [main, delta] if self._has_delta else [main]
             statement = sql.SQL(
                 "SELECT id, doc_id, source, chunk_index, kind, text, page_start, page_end,"
@@ -412,7 +420,7 @@ class PgVectorStore:
                 )
                 if k > _EF_SEARCH_MAX:  # beyond HNSW's reach: exact scan
                     cur.execute("SELECT set_config('enable_indexscan', 'off', true)")
-                cur.execute(statement, {"q": query, "k": k})
+                cur.execute(statement, {"q": query, "k": k, **params})
                 return cur.fetchall()
 
         return [legacy_hit(hit) for hit in self._run("search", work, create=False) or []]
