@@ -305,11 +305,11 @@ def prepare_ingest(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def report_ingest(args: argparse.Namespace, report: dict[str, Any]) -> int:
-    """Print the run's summary; the exit code: 3 when a document this run processed ended
-    partial or quarantined, else 0. Documents an earlier run finished (done, or quarantined
-    for good: ``cached``) stay in the report and the summary but do not decide it, so one
-    bad file does not fail every later run over its folder."""
-    from folio.output.report import markdown_summary
+    """Print the run's summary; the exit code: 3 when a document under the sources is
+    partial or quarantined, whether this run processed it or an earlier run did and it
+    is still so (cached): a rerun over a folder with a broken file says so every time,
+    until the file is fixed, removed or left out (``--exclude``), else 0."""
+    from folio.output.report import markdown_summary, still_failing
 
     print(markdown_summary(report))
     sync = report.get("sync") or {}
@@ -318,11 +318,10 @@ def report_ingest(args: argparse.Namespace, report: dict[str, Any]) -> int:
             print(f"would remove: {uri}")
     if args.report:
         print(f"\nreport: {args.report}")
-    fresh = [d for d in report["documents"] if not d["cached"]]
     # skipped entries (a format folio does not read, a symlink out of the source) are
     # in the report and the summary but do not fail the run: nothing went wrong, and a
     # bucket's every ZIP would otherwise fail every run over it (docs/inputs.md)
-    return 3 if any(d["outcome"] in ("partial", "quarantined") for d in fresh) else 0
+    return EXIT_SOME_FAILED if still_failing(report["documents"]) else 0
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -353,9 +352,10 @@ def cmd_samples(args: argparse.Namespace) -> int:
     return 0
 
 
-#: exit codes (README, "Using it"): 0 all ok; 3 some documents partial or quarantined
+#: exit codes (README, "Using it"): 0 all ok
 EXIT_INTERNAL = 1  # a bug: the traceback is shown with --verbose
 EXIT_USAGE = 2  # bad arguments, a missing source, settings or credentials to fix
+EXIT_SOME_FAILED = 3  # some documents under the sources are partial or quarantined, this run's or an earlier run's (cached) alike
 EXIT_NOTHING = 5  # nothing to work on: no entry under the sources, no vectors to search
 EXIT_UNREACHABLE = 6  # S3, the vector store or an OCR server could not be reached: retry
 

@@ -193,8 +193,6 @@ def exit_codes() -> list[tuple[int, str]]:
                 for tok in tokenize.generate_tokens(io.StringIO(source).readline)
                 if tok.type == tokenize.COMMENT}
     found = [(0, "every document this run processed is done"),
-             (3, "some documents this run processed ended partial or quarantined (documents "
-                 "an earlier run finished are listed as cached and do not decide it)"),
              (130, "Ctrl-C, after the run closed what it opened"),
              (143, "SIGTERM (`docker stop`, an evicted pod), after the run closed what it "
                    "opened")]
@@ -282,6 +280,25 @@ def _json_type(value: Any) -> str:
     return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), "null")
 
 
+#: the report's keys a reader could take two ways
+REPORT_DOCUMENT = {
+    "outcome": "ok, partial, quarantined or skipped; a cached document keeps the outcome "
+               "the run that processed it gave",
+    "seconds": "wall-clock seconds from the start of the document's preparation (download, "
+               "format check) to its outputs and vectors written, waits in the run's queues "
+               "(for the OCR engine, the embedder, the store) included: documents of one run "
+               "overlap, so these do not add up to `totals.seconds`",
+    "cached": "an earlier run's result, served without processing (done, or quarantined "
+              "for good: a cached quarantine still counts in `quarantined` and exit code 3)",
+}
+REPORT_TOTALS = {
+    "seconds": "the run's wall-clock seconds",
+    "pages_per_s": "pages this run processed (cached documents left out) per second",
+    "cached": "documents served from earlier runs (of any outcome)",
+    "quarantined": "documents quarantined, cached ones included",
+}
+
+
 def _keys_table(record: dict[str, Any], notes: dict[str, str]) -> list[str]:
     rows = ["| key | JSON type | meaning |", "|---|---|---|"]
     rows += [f"| `{k}` | {_json_type(v)} | {cell(notes.get(k, ''))} |" for k, v in record.items()]
@@ -350,17 +367,18 @@ def outputs_doc() -> str:
     lines += ["", "## The run report (`--report`)", "",
               "`documents`: one object per document; `totals`: the run's sums; `config`: "
               "the run's settings without secrets (see configuration.md).", "",
-              "### `documents[]`", ""] + _keys_table(built["documents"][0], {})
-    lines += ["", "### `totals`", ""] + _keys_table(built["totals"], {})
+              "### `documents[]`", ""] + _keys_table(built["documents"][0], REPORT_DOCUMENT)
+    lines += ["", "### `totals`", ""] + _keys_table(built["totals"], REPORT_TOTALS)
     lines += ["", "## The vector table", "", "### LanceDB (Arrow schema, `dim`: the "
               "embedding's size)", "", "| column | Arrow type | nullable |", "|---|---|---|"]
     for f in lance_schema.chunk_schema(384):
         lines.append(f"| `{f.name}` | {cell(str(f.type).replace('384', 'dim'))} | "
                      f"{'yes' if f.nullable else 'no'} |")
     conn = _RecordingConnection()
-    pg_schema.create_tables(conn, "folio_chunks", "folio_chunks_delta", 384)  # type: ignore[arg-type]
-    lines += ["", "### pgvector (the statements folio runs; the `_delta` table is the main "
-              "table's side table of recent writes)", "", "```sql"]
+    pg_schema.create_tables(conn, "chunks", "chunks_delta", 384)  # type: ignore[arg-type]
+    lines += ["", "### pgvector (the statements folio runs for the default `store.table`, "
+              "`chunks`; the `chunks_delta` table is its side table of recent writes)", "",
+              "```sql"]
     lines += [s.replace("384", "dim") for s in conn.statements if "lock" not in s]
     lines += ["```", ""]
     return "\n".join(lines)

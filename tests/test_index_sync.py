@@ -254,6 +254,7 @@ def test_sync_stays_inside_its_roots_and_refuses_an_empty_root(tmp_path: Path) -
     counted = sync_roots(sink, NullStore, [root], [str(present)], apply=False, dry_run=False,
                          started=now(), s3=PipelineConfig().s3)
     assert (counted.indexed, counted.gone_count, counted.applied) == (2, 1, False)
+    assert counted.gone == [str(tmp_path / "in/sub/gone.pdf")]  # named without --sync too
     dry = sync_roots(sink, NullStore, [root], [str(present)], apply=True, dry_run=True,
                      started=now(), s3=PipelineConfig().s3)
     assert dry.gone == [str(tmp_path / "in/sub/gone.pdf")] and not dry.applied
@@ -308,3 +309,25 @@ def test_a_run_without_a_store_syncs_without_loading_the_embedder(tmp_path: Path
         store.delete_sources(["file:///gone.pdf"])
     finally:
         services.close()
+
+
+def test_a_run_without_sync_names_the_first_gone_sources_and_counts_the_rest(
+    tmp_path: Path,
+) -> None:
+    from folio.index.sync import GONE_NAMED
+    from folio.output.report import markdown_summary
+
+    sink = LocalSink(tmp_path / "out")
+    root = tmp_path / "in"
+    for i in range(GONE_NAMED + 5):
+        _record(sink, str(root / f"gone{i:02d}.pdf"), f"gone{i:02d}")
+    counted = sync_roots(sink, NullStore, [str(root)], [], apply=False, dry_run=False,
+                         started=now(), s3=PipelineConfig().s3)
+    assert counted.gone_count == GONE_NAMED + 5 and len(counted.gone) == GONE_NAMED
+    assert set(counted.gone) < {str(root / f"gone{i:02d}.pdf") for i in range(GONE_NAMED + 5)}
+    report = {"documents": [], "sync": counted.model_dump(),
+              "totals": {"documents": 0, "pages": 0, "seconds": 1.0, "pages_per_s": 0.0,
+                         "ok": 0, "partial": 0, "quarantined": 0, "cached": 0, "out": "out"}}
+    line = markdown_summary(report).splitlines()[1]
+    assert line.startswith(f"{GONE_NAMED + 5} indexed source(s) are gone from the roots: ")
+    assert counted.gone[0] in line and " and 5 more; `folio ingest --sync`" in line

@@ -35,13 +35,18 @@ __all__ = ["SyncResult", "check_roots", "gone_sources", "remove_sources", "sourc
 
 log = logging.getLogger(__name__)
 
+#: gone sources a run without ``--sync`` names in its report and summary (the rest counted)
+GONE_NAMED = 20
+
 
 class SyncResult(BaseModel):
     """What ``--sync`` found and did (the report's ``sync``)."""
 
     roots: list[str]
     indexed: int = 0  # sources with a live record under the roots
-    gone: list[str] = []  # their URIs, when read (``--sync``); else only counted
+    #: their URIs: all of them with ``--sync``, else the first :data:`GONE_NAMED` (the
+    #: rest only counted: naming each costs a read of its record)
+    gone: list[str] = []
     gone_count: int = 0
     removed: list[str] = []
     kept: list[str] = []  # found again, or rewritten by another run since the listing
@@ -155,7 +160,10 @@ def sync_roots(sink: Sink, store: Callable[[], VectorStore], roots: Sequence[str
         check_roots(roots, present)
     result.indexed, paths = gone_sources(sink, roots, present)
     result.gone_count = len(paths)
-    if not apply or not paths:
+    if not apply:
+        result.gone = [r.source for r in read_records(sink, sorted(paths)[:GONE_NAMED])]
+        return result
+    if not paths:
         return result
     records = read_records(sink, paths)
     result.gone = [r.source for r in records]
