@@ -43,7 +43,7 @@ def _chunks() -> dict[str, list[Chunk]]:
             for (doc_id, source), entries in TEXTS.items()}
 
 
-def _write(settings: StoreSettings, out: str) -> None:
+def write_index(settings: StoreSettings, out: str) -> None:
     embedder = Embedder(EmbeddingSettings())
     store = open_store(settings, default_uri=open_sink(out, S3Settings()).uri(VECTORS),
                        s3=S3Settings(), dim=embedder.dim)
@@ -56,12 +56,12 @@ def _write(settings: StoreSettings, out: str) -> None:
 def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Index]:
     out = str(tmp_path / "out")
     if request.param == "lancedb":
-        _write(StoreSettings(), out)
+        write_index(StoreSettings(), out)
         opened = open_index(out)
     else:
         dsn = request.getfixturevalue("pg_dsn")
         table = request.getfixturevalue("pg_table")
-        _write(StoreSettings(kind="pgvector", uri=dsn, table=table), out)
+        write_index(StoreSettings(kind="pgvector", uri=dsn, table=table), out)
         opened = folio.open_index(store="pgvector", store_uri=dsn, table=table)
     with opened:
         yield opened
@@ -99,7 +99,7 @@ def test_the_cli_prints_the_records_of_the_api(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = str(tmp_path / "out")
-    _write(StoreSettings(), out)
+    write_index(StoreSettings(), out)
     with open_index(out) as index:
         expected = [h.model_dump() for h in index.search("southern revenue", k=2, kind="text")]
     assert cli.main(["search", "southern revenue", "--out", out, "-k", "2", "--kind", "text",
