@@ -285,7 +285,9 @@ class OutlineEntry(BaseModel):
 
     level: int = Field(ge=1)  # 1: a top-level entry, 2: under one, ...
     title: str
-    page: int | None = None  # 0-based page index it points to; None: no page destination
+    #: the page it points to, from 0 (the PDF's own page index): the one page field of
+    #: document.json that counts from 0 (README); None: no page destination
+    page: int | None = None
 
 
 class DocumentResult(BaseModel):

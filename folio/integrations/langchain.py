@@ -16,7 +16,7 @@ Needs ``pip install 'folio[langchain]'`` (langchain-core).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,10 +61,10 @@ class FolioLoader(BaseLoader):
     them, with the citation metadata of :class:`FolioRetriever` (no score);
     ``"markdown"`` one Document per document with its document.md."""
 
-    def __init__(self, file_path: str | Path | list[str | Path],
+    def __init__(self, file_path: str | Path | Iterable[str | Path],
                  export_type: ExportType = "chunks",
                  chunk_settings: ChunkSettings | None = None) -> None:
-        self.paths = file_path if isinstance(file_path, list) else [file_path]
+        self.paths = [file_path] if isinstance(file_path, str | Path) else list(file_path)
         self.export_type = export_type
         self.chunk_settings = chunk_settings
 
