@@ -185,7 +185,8 @@ def open_index(
     where = wanted.uri or default_uri
     if wanted.kind == "lancedb":
         if not where:
-            raise ConfigError("give out= (the ingest's --out) or store_uri= to open an index")
+            raise ConfigError("no index named: give the ingest's --out (out=) or its "
+                              "--store-uri (store_uri=)")
         if "://" not in where and not Path(where).is_dir():
             raise NothingToDoError(f"no vectors under {where}: ingest into --out {out} first, "
                                    "or give --store-uri")  # and create no folder on the way

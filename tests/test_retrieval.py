@@ -111,7 +111,7 @@ def test_opening_nothing_says_what_to_give(tmp_path: Path) -> None:
     with pytest.raises(NothingToDoError, match="no vectors under"):
         open_index(tmp_path / "never-ingested")
     assert not (tmp_path / "never-ingested").exists()
-    with pytest.raises(ConfigError, match="out="):
+    with pytest.raises(ConfigError, match=r"--out \(out=\)"):
         open_index()
     with pytest.raises(ConfigError, match="keeps no vectors"):
         open_index(tmp_path, store="none")
