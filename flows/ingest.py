@@ -120,8 +120,9 @@ def ingest_document(
     Failed state carrying it, as :func:`ingest`).
 
     Args:
-        source: one PDF (a local path the worker can read, or s3://bucket/key); a
-            folder or prefix works too and ingests everything under it.
+        source: one document, a PDF, an image or an Office file (a local path the worker
+            can read, or s3://bucket/key); a folder or prefix works too and ingests
+            everything under it.
         out: a local folder or an s3://bucket/prefix for outputs (and the default vector store).
         engine: the OCR engine for pages without a trustworthy text layer.
         route: auto (trust good text layers), ocr (OCR every page) or text-layer (never OCR);
