@@ -192,7 +192,8 @@ def exit_codes() -> list[tuple[int, str]]:
     comments = {tok.start[0]: tok.string.lstrip("# ").strip()
                 for tok in tokenize.generate_tokens(io.StringIO(source).readline)
                 if tok.type == tokenize.COMMENT}
-    found = [(0, "every document this run processed is done"),
+    found = [(0, "every document under the sources is done (entries skipped by format do "
+                 "not count)"),
              (130, "Ctrl-C, after the run closed what it opened"),
              (143, "SIGTERM (`docker stop`, an evicted pod), after the run closed what it "
                    "opened")]
