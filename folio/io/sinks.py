@@ -15,12 +15,12 @@ import fcntl
 import hashlib
 import os
 import secrets
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from folio.errors import ConfigError, StorageError
+from folio.io import nofollow
 from folio.io import s3 as s3io
 from folio.io.keys import check_relpath
 from folio.settings.config import S3Settings
@@ -183,15 +183,8 @@ class LocalSink:
         return str(self._path(relpath))
 
     def delete_prefix(self, relpath: str) -> int:
-        path = self._path(relpath)
-        if path.is_dir() and not path.is_symlink():
-            count = sum(len(files) for _, _, files in os.walk(path))
-            shutil.rmtree(path)
-            return count
-        if path.exists() or path.is_symlink():
-            path.unlink()
-            return 1
-        return 0
+        # never through a link between the output folder and the leaf (folio.io.nofollow)
+        return nofollow.remove(self.root, check_relpath(relpath))
 
     @staticmethod
     def _etag(body: bytes) -> str:
@@ -227,16 +220,13 @@ class LocalSink:
         return self._etag(data)
 
     def delete(self, relpath: str) -> None:
-        path = self._path(relpath)
-        try:
-            path.unlink(missing_ok=True)
-        except OSError as exc:
-            raise StorageError(f"delete {path}: {exc.strerror or type(exc).__name__}") from exc
+        nofollow.unlink(self.root, check_relpath(relpath))
 
     def names(self, prefix: str) -> Iterator[str]:
         base = self._path(prefix.rstrip("/"))
         if not base.is_dir():
             return
+        self._no_links(base / "-")  # a listing through a planted link lists another folder
         for folder, _, files in os.walk(base):
             for name in files:
                 if not name.startswith("."):  # temp and lock files
