@@ -16,6 +16,7 @@ import stat
 from pathlib import Path
 
 from folio.errors import ConfigError
+from folio.process_files import write_atomic
 
 __all__ = ["InsecureLocationError", "check_path_to", "check_private_dir", "ensure_private_dir",
            "read_or_make_secret", "write_private"]
@@ -100,15 +101,7 @@ def check_private_dir(path: Path) -> None:
 def write_private(path: Path, text: str) -> None:
     """Write ``text`` to a new file of mode 0600, then rename it over ``path`` (readers
     see the old file or the new one)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomic(path, text, mode=0o600)
 
 
 def read_or_make_secret(path: Path, *, prefix: str = "") -> str:
