@@ -148,6 +148,10 @@ def test_the_report_masks_credentials_in_uris(monkeypatch: pytest.MonkeyPatch) -
     dumped = json.dumps(config.public_dump())
     assert "db-pw-9c1e" not in dumped and "tok-9c1e" not in dumped
     assert "postgresql://rag:***@db:5432/rag" in dumped
+    # a password holding a raw "/" (issue 58): masked whole, not cut at the "/"
+    monkeypatch.setenv("FOLIO_STORE__URI", "postgresql://rag:db/pw-9c1e@db:5432/rag")
+    dumped = json.dumps(PipelineConfig().public_dump())
+    assert "pw-9c1e" not in dumped and "postgresql://rag:***@db:5432/rag" in dumped
 
 
 def test_ghostscript_gets_the_password_in_a_private_file_not_its_command_line(
@@ -219,6 +223,7 @@ CLI = [sys.executable, "-m", "folio_prefect.flows.cli"]
     (["--set", f"s3.secret_access_key={S3_SECRET}"], "FOLIO_S3__SECRET_ACCESS_KEY"),
     (["--store-uri", f"postgresql://rag:{PASSWORD}@db/rag"], "FOLIO_PG_DSN"),
     (["--store-uri", f"host=db user=rag password={PASSWORD}"], "FOLIO_PG_DSN"),
+    (["--store-uri", f"postgresql://rag:a/{PASSWORD}@db/rag"], "FOLIO_PG_DSN"),  # a raw "/"
     (["--endpoint", f"http://u:{ENDPOINT_TOKEN}@gpu/v1"], "FOLIO_OCR__ENDPOINT"),
     (["--set", f'ocr.endpoints=["http://u:{ENDPOINT_TOKEN}@gpu/v1"]'], "FOLIO_OCR__ENDPOINT"),
 ])
