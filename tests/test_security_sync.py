@@ -122,3 +122,25 @@ def test_an_uploaders_record_on_s3_deletes_no_source_object(
         [live_path(gone), live_path(gone2)])
     assert read_live(sink, mine) is None
     assert json.loads(sink.read_text(live_path(gone)) or "{}")["folder"] == "theirs.pdf"
+
+
+def test_a_folio_folder_swapped_for_a_link_loses_only_the_link(tmp_path: Path) -> None:
+    """A record folio wrote, whose folder another writer replaced by a link to a folder
+    of the user's: the sync removes the link, never what it points to."""
+    root, out = tmp_path / "in", tmp_path / "out"
+    root.mkdir()
+    (root / "here.pdf").write_bytes(b"%PDF-1.4")
+    sink = LocalSink(out)
+    gone = str(root / "gone.pdf")
+    folder = doc_slug(gone, "2" * 32)
+    use_folder(sink, folder, gone)
+    write_live(sink, LiveRecord(source=gone, sha256="2" * 64, config_hash="c",
+                                doc_id="2" * 32, folder=folder))
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    (out / folder).symlink_to(mine)
+    result = sync_roots(sink, NullStore, [str(root)], [str(root / "here.pdf")], apply=True,
+                        dry_run=False, started=now(), s3=PipelineConfig().s3)
+    assert result.removed == [gone] and not (out / folder).is_symlink()
+    assert (mine / "notes.txt").read_text() == "keep"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import logging
 import os
 import secrets
 from collections.abc import Iterator
@@ -24,6 +25,8 @@ from folio.io import nofollow
 from folio.io import s3 as s3io
 from folio.io.keys import check_relpath
 from folio.settings.config import S3Settings
+
+log = logging.getLogger(__name__)
 
 __all__ = ["LocalSink", "S3Sink", "Sink", "open_sink"]
 
@@ -226,7 +229,14 @@ class LocalSink:
         base = self._path(prefix.rstrip("/"))
         if not base.is_dir():
             return
-        self._no_links(base / "-")  # a listing through a planted link lists another folder
+        try:  # a listing through a planted link would list another folder: none
+            self._no_links(base / "-")
+        except StorageError as exc:
+            log.warning("%s: not listed", exc)
+            return
+        if base.is_symlink():
+            log.warning("%s is a symbolic link inside the output folder: not listed", base)
+            return
         for folder, _, files in os.walk(base):
             for name in files:
                 if not name.startswith("."):  # temp and lock files
