@@ -144,3 +144,22 @@ def test_a_folio_folder_swapped_for_a_link_loses_only_the_link(tmp_path: Path) -
                         dry_run=False, started=now(), s3=PipelineConfig().s3)
     assert result.removed == [gone] and not (out / folder).is_symlink()
     assert (mine / "notes.txt").read_text() == "keep"
+
+
+def test_a_planted_record_of_a_present_source_releases_no_folder(tmp_path: Path) -> None:
+    """A new version releases the old record's folder: a planted record naming another
+    folder is ignored (the source is published as new), so that folder stays."""
+    from folio.index.publish import begin, publish
+    from folio.models import DocumentResult
+
+    sink = LocalSink(tmp_path / "out")
+    source = str(tmp_path / "in" / "a.pdf")
+    sink.write_text("other-0123456789ab/document.md", "someone's outputs")
+    sink.write_text(live_path(source), LiveRecord(
+        source=source, sha256="3" * 64, config_hash="c", doc_id="3" * 32,
+        folder="other-0123456789ab").model_dump_json())
+    doc = DocumentResult(source=source, doc_id="4" * 32, sha256="4" * 64, config_hash="c")
+    publish(sink, doc, begin(sink, doc))
+    assert sink.read_text("other-0123456789ab/document.md") == "someone's outputs"
+    record = read_live(sink, source)
+    assert record is not None and record.folder == doc_slug(source, "4" * 32)

@@ -94,8 +94,9 @@ def live_prefix(root: str) -> str:
 
 
 def read_live(sink: Sink, uri: str) -> LiveRecord | None:
-    """The source's record; None when there is none or it is unreadable (then the
-    source is processed again, which writes a good one)."""
+    """The source's record; None when there is none, it is unreadable or folio did not
+    write it (:func:`not_folios`): then the source is processed again, which writes a
+    good one, and no folder the record names is ever released."""
     text = sink.read_text(live_path(uri))
     if text is None:
         return None
@@ -104,7 +105,11 @@ def read_live(sink: Sink, uri: str) -> LiveRecord | None:
     except ValidationError:
         log.warning("unreadable live record of %s: processing it again", uri)
         return None
-    return record if record.source == uri else None
+    why = not_folios(live_path(uri), record)
+    if why is not None:  # planted by whoever can write the outputs: its folder not obeyed
+        log.warning("live record of %s was not written by folio (%s): ignored", uri, why)
+        return None
+    return record
 
 
 def write_live(sink: Sink, record: LiveRecord) -> None:
