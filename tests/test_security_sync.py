@@ -163,3 +163,18 @@ def test_a_planted_record_of_a_present_source_releases_no_folder(tmp_path: Path)
     assert sink.read_text("other-0123456789ab/document.md") == "someone's outputs"
     record = read_live(sink, source)
     assert record is not None and record.folder == doc_slug(source, "4" * 32)
+
+
+def test_a_link_at_a_records_lock_name_is_not_followed(tmp_path: Path) -> None:
+    """A compare-and-swap locks a file beside the record: a link planted at its name
+    (which ``open(..., "a")`` followed, creating the target) ends in a storage error."""
+    from folio.errors import StorageError
+
+    sink = LocalSink(tmp_path / "out")
+    etag = sink.create("_claims/a.json", b"{}")
+    assert etag is not None
+    target = tmp_path / "created-by-folio"
+    (tmp_path / "out" / "_claims" / ".a.json.lock").symlink_to(target)
+    with pytest.raises(StorageError):
+        sink.replace("_claims/a.json", b"{1}", etag)
+    assert not target.exists()

@@ -212,7 +212,11 @@ class LocalSink:
         path = self._path(relpath)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path.with_name(f".{path.name}.lock"), "a") as lock:
+            self._no_links(path)
+            # never through a link planted at the lock's name (it would create its target)
+            fd = os.open(path.with_name(f".{path.name}.lock"),
+                         os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+            with os.fdopen(fd, "a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 current = self.read(relpath)
                 if current is None or current[1] != etag:
