@@ -371,15 +371,14 @@ def finish_run(
 
 def write_report(summary: dict[str, Any], report: str) -> None:
     """Written beside the target, then renamed over it: a reader (or a run killed
-    midway) never sees half a report, and a link at the path is replaced, not followed."""
+    midway) never sees half a report, and a link at the path is replaced, not followed;
+    the temporary file has a random name, created exclusively without following a link
+    (:func:`folio.process_files.write_atomic`)."""
+    from folio.process_files import write_atomic
+
     path = Path(report)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(summary, indent=2))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_atomic(path, json.dumps(summary, indent=2))
 
 
 def publish_artifacts(docs: list[DocumentResult], summary: dict[str, Any],

@@ -54,7 +54,10 @@ def _parser() -> argparse.ArgumentParser:
     ing.add_argument("--dry-run", action="store_true",
                      help="with --sync: list what would be removed; ingest nothing")
     _scope_options(ing)
-    ing.add_argument("--password", help="password for encrypted PDFs (or FOLIO_PASSWORD)")
+    ing.add_argument("--password", help="refused: every local user can read a command "
+                     "line; give --password-file or FOLIO_PASSWORD")
+    ing.add_argument("--password-file", metavar="FILE", help="password for encrypted PDFs: "
+                     "its first line (- reads stdin); or FOLIO_PASSWORD")
     ing.add_argument("--no-compress", action="store_true", help="skip Ghostscript compression")
     ing.add_argument("--keep-headers-footers", action="store_true",
                      help="keep running headers and footers in the markdown and the chunks")
@@ -136,9 +139,10 @@ def _secret_environment(args: argparse.Namespace) -> dict[str, str]:
     """The PDF password and a PostgreSQL DSN as the environment variables the flow's
     settings read (FOLIO_PASSWORD, FOLIO_PG_DSN): never flow-run parameters, which Prefect
     stores in its database and shows in the UI."""
+    from folio.security.command_line import read_password_file
     from folio.stores import PG_DSN_ENV
 
-    env = {"FOLIO_PASSWORD": args.password} if args.password else {}
+    env = {"FOLIO_PASSWORD": read_password_file(args.password_file)} if args.password_file else {}
     if args.store_uri and is_postgres_dsn(args.store_uri):
         env[PG_DSN_ENV] = args.store_uri
     return env
@@ -295,8 +299,8 @@ def prepare_ingest(args: argparse.Namespace) -> dict[str, Any]:
     if args.dry_run and not args.sync:
         raise ConfigError("--dry-run goes with --sync: it lists what --sync would remove")
     os.environ.update(_secret_environment(args))
-    # --set password=..., ocr.api_key=..., a DSN or URL with its password: to the
-    # environment the flow (in this process) reads, never a parameter Prefect stores
+    # main() refused secrets on the command line; a caller that came another way still
+    # hands them to the environment the flow (in this process) reads, never a parameter
     settings, secret_env = secret_settings.split(_settings(args))
     os.environ.update(secret_env)
     check_run(args.sources, args.out, resolve_config(
@@ -374,7 +378,13 @@ def main(argv: Sequence[str] | None = None,
         print(f"folio: `{args.command}` runs on Prefect: start it as `folio {args.command}` "
               f"or `python -m folio_prefect.flows.cli {args.command}`", file=sys.stderr)
         return EXIT_USAGE
-    return run_mapped(lambda: command(args), verbose=getattr(args, "verbose", False))
+    from folio.security.command_line import refuse_secrets
+
+    def run() -> int:
+        refuse_secrets(args)  # a command line is anyone's to read (exit 2, one line)
+        return command(args)
+
+    return run_mapped(run, verbose=getattr(args, "verbose", False))
 
 
 class Terminated(KeyboardInterrupt):

@@ -114,8 +114,9 @@ def _write(specs: dict[str, CropSpec], pdf: Path, password: SecretStr | None, si
 
 
 def _scratch(config: PipelineConfig) -> Path:
-    config.work_dir.mkdir(parents=True, exist_ok=True)
-    return config.work_dir
+    from folio.security.work_dirs import ensure_root
+
+    return ensure_root(config.work_dir)  # checked on every use (another user's? a link?)
 
 
 def _remove_stale(sink: Sink, folder: str, keep: set[str]) -> None:

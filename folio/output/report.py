@@ -211,6 +211,12 @@ def _sync_lines(sync: dict[str, Any] | None) -> list[str]:
     roots (docs/index-sync.md)."""
     if not sync:
         return []
+    refused = [f"--sync: left alone a live record folio did not write: {printable(line)}"
+               for line in sync.get("refused", [])]
+    return refused + _sync_outcome(sync)
+
+
+def _sync_outcome(sync: dict[str, Any]) -> list[str]:
     if sync.get("dry_run"):
         return [f"--sync --dry-run: {len(sync.get('gone', []))} indexed source(s) gone from "
                 "the roots would be removed (listed below); nothing was changed"]
