@@ -4,7 +4,9 @@ Why not fixed windows over the markdown: a citation needs pages and boxes, an an
 needs whole tables, and a chunk is easier to judge when it knows its section. So blocks
 are walked in reading order; headings close the current chunk and set the heading path;
 text accumulates up to ``max_chars``; a block is only cut (paragraphs, then sentences,
-then words) when it alone is too long; a table is always one chunk, however long.
+then words) when it alone is too long; a table is one chunk, unless it is longer than
+several chunks (a sheet of thousands of rows): then it is cut by rows, its header rows
+repeated in every piece (folio.tables.table_split).
 Page headers and footers are noise; quarantined pages contribute nothing. Pure.
 """
 
@@ -19,6 +21,7 @@ from typing import Literal
 
 from folio.figures.links import is_written
 from folio.figures.text import picture_text
+from folio.formats.native import is_native_page
 from folio.hierarchy.levels import HeadingLeveler
 from folio.hierarchy.numbering import is_bare_number, section_number
 from folio.models import (
@@ -33,6 +36,7 @@ from folio.models import (
 )
 from folio.page import running_heads
 from folio.settings.config import ChunkSettings
+from folio.tables.table_split import split_table
 
 __all__ = ["ChunkStream", "chunk_document", "chunk_id", "embedding_text"]
 
@@ -183,6 +187,8 @@ class _Draft:
     boxes: list[tuple[int, BBox]] = field(default_factory=list)
     kind: Literal["text", "table", "figure"] = "text"
     image_uri: str | None = None  # a figure chunk's crop
+    #: where its first block lies in a source without pages (a sheet's range, a slide)
+    location: str | None = None
     #: the boxes already in ``boxes`` as plain tuples: a membership test on the list
     #: compared pydantic models one by one (a chunk of many small blocks took quadratic
     #: time, the validation's text agreement and the load stage's chunking both)
@@ -234,6 +240,8 @@ class _Chunker:
     caption_last: bool = False
     #: the draft is a table's, kept open for one more block: a caption under the table
     table_open: bool = False
+    #: the location of the block being chunked (Block.location), given to drafts it opens
+    location: str | None = None
 
     def flush(self) -> None:
         self.caption_last = self.table_open = False
@@ -256,12 +264,13 @@ class _Chunker:
                 sha256=self.doc.sha256,
                 config_hash=self.doc.config_hash,
                 image_uri=draft.image_uri,
+                location=draft.location,
             )
         )
 
     def _open(self) -> _Draft:
         if self.draft is None:
-            self.draft = _Draft(headings=self.headings.names())
+            self.draft = _Draft(headings=self.headings.names(), location=self.location)
         return self.draft
 
     def heading(self, block: Block) -> None:
@@ -273,14 +282,21 @@ class _Chunker:
 
     def table(self, block: Block, page: int) -> None:
         """A table is one chunk, with its caption: the one right before it (taken back
-        from the text's chunk) or the one right after it (:meth:`after_table`)."""
+        from the text's chunk) or the one right after it (:meth:`after_table`). A table
+        too long for that is cut by rows, its header rows heading every piece
+        (:func:`folio.tables.table_split.split_table`); the caption goes with the first."""
         self.after_text = True
         caption = self.draft.take_last() if self.draft is not None and self.caption_last else None
         self.flush()
-        self.draft = _Draft(headings=self.headings.names(), kind="table")
-        if caption is not None:
-            self.draft.add(*caption)
-        self.draft.add(block.content.strip(), page, block.bbox)
+        pieces = split_table(block.content.strip(), self.settings.max_chars)
+        for n, piece in enumerate(pieces):
+            if n:
+                self.flush()
+            self.draft = _Draft(headings=self.headings.names(), kind="table",
+                                location=self.location)
+            if caption is not None and n == 0:
+                self.draft.add(*caption)
+            self.draft.add(piece.strip(), page, block.bbox)
         self.table_open = True
 
     def after_table(self, block: Block, page: int) -> bool:
@@ -300,7 +316,8 @@ class _Chunker:
         if not text:
             return
         self.flush()
-        self.draft = _Draft(headings=self.headings.names(), kind="figure")
+        self.draft = _Draft(headings=self.headings.names(), kind="figure",
+                            location=self.location)
         if block.image and is_written(block.image) and self.doc.folder_uri:
             self.draft.image_uri = f"{self.doc.folder_uri.rstrip('/')}/{block.image}"
         self.draft.add(text, page, block.bbox)
@@ -325,6 +342,7 @@ class _Chunker:
 
     def block(self, block: Block, page: int) -> None:
         label = block.label.lower()
+        self.location = block.location
         if block.label == Label.PICTURE.value:
             self.figure(block, page)
             return
@@ -437,7 +455,9 @@ class ChunkStream:
             return
         self._leveler.page(page)
         keep = self._chunker.settings.keep_headers_footers
-        heads = running_heads.heads(self._candidates, k) if page.blocks and not keep else {}
+        native = is_native_page(page)  # its reader labelled its heads (folio.formats.native)
+        heads = (running_heads.heads(self._candidates, k)
+                 if page.blocks and not keep and not native else {})
         heads = running_heads.spare_only_text(page.blocks, heads)
         blocks = [b for n, b in enumerate(page.blocks) if n not in heads]
         for block in (sorted(blocks, key=lambda b: b.order) if page.blocks
