@@ -5,7 +5,7 @@ titles section headers at level 2, under it); its text in the order of its shape
 slide (top to bottom, then left to right), with bullets and numbered paragraphs as list
 items at their indent level (a body placeholder's paragraphs are bulleted unless they
 say ``buNone``, as the master's bullets are); hyperlinks as markdown links; tables with
-their merged cells and header row (PowerPoint's "header row" flag); charts as a caption
+their merged cells and the first row as header (PowerPoint's "header row" flag does not survive a conversion); charts as a caption
 and a table of their cached data; pictures as figures with their alt text; groups read
 inside. Speaker notes follow the slide's content, labelled (``location`` ``slide N
 notes``), unless ``office.speaker_notes`` is off. A hidden slide is read as the others,
@@ -100,7 +100,7 @@ def _table(page: PageDraft, shape: Any, where: str) -> None:
                                    cell.is_merge_origin else 1, col_span=cell.span_width
                                    if cell.is_merge_origin else 1, text=text))
         rows.append(cells)
-    block = table_block(rows, header_rows=1 if table.first_row else 0, order=0,
+    block = table_block(rows, header_rows=1, order=0,
                         location=where)
     if block is not None:
         page.append(block)

@@ -148,7 +148,7 @@ def _extras(package: Package, part: str) -> _Extras:
             authors = [clean_text("".join(a.itertext())) for a in root.iter(f"{S}author")]
             for comment in root.iter(f"{S}comment"):
                 author_id = int(comment.get("authorId") or 0)
-                author = authors[author_id] if 0 <= author_id < len(authors) else ""
+                author = (authors[author_id] if 0 <= author_id < len(authors) else "").strip()
                 text = clean_text("".join(t.text or "" for t in comment.iter(f"{S}t")))
                 found.comments.append((comment.get("ref") or "", author, " ".join(text.split())))
     return found
