@@ -172,3 +172,12 @@ def test_a_long_table_is_cut_by_rows_with_its_header_repeated() -> None:
     assert split_table(table, 5000) == [table]  # up to four chunks long: whole
     one_line = "<table>" + head + "".join(rows) + "</table>"
     assert split_table(one_line, 100) == [one_line]  # markup folio did not write: whole
+
+
+def test_an_xml_part_over_the_part_cap_is_too_large(tmp_path: Path) -> None:
+    docx = make_docx(tmp_path / "part.docx")
+    with zipfile.ZipFile(docx, "a", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("word/glossary.xml", b"<a>" + b"x" * (2 << 20) + b"</a>")
+    doc = run_pipeline([docx], tmp_path, office={"max_part_mb": 1}, **FAST)["part.docx"]
+    assert doc.outcome is DocumentOutcome.QUARANTINED
+    assert doc.reason.startswith("too-large: ") and "office.max_part_mb" in doc.reason

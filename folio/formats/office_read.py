@@ -43,7 +43,8 @@ def read_package(path: Path, app: str, config: PipelineConfig) -> NativeRead:
         OfficeConversionError: not a readable package of that kind.
     """
     office = config.office
-    check_package(path, max_unpacked_mb=office.max_unpacked_mb, max_ratio=office.max_ratio)
+    check_package(path, max_unpacked_mb=office.max_unpacked_mb, max_ratio=office.max_ratio,
+                  max_part_mb=office.max_part_mb)
     reader = _reader(app, config)
     try:
         return reader(path)

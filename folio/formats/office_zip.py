@@ -25,10 +25,17 @@ MAX_MEMBERS = 20_000
 RATIO_FLOOR_BYTES = 16 << 20
 
 
-def check_package(path: Path, *, max_unpacked_mb: int, max_ratio: int) -> None:
-    """Refuse ``path`` when its members would unpack past ``max_unpacked_mb`` in all, or
-    one member over :data:`RATIO_FLOOR_BYTES` unpacks more than ``max_ratio`` times its
-    packed size.
+#: XML parts read as a stream, never whole (openpyxl's read-only sheets): not held to the
+#: part cap, which bounds what lxml builds in memory
+_STREAMED = ("xl/worksheets/",)
+
+
+def check_package(path: Path, *, max_unpacked_mb: int, max_ratio: int,
+                  max_part_mb: int) -> None:
+    """Refuse ``path`` when its members would unpack past ``max_unpacked_mb`` in all, one
+    member over :data:`RATIO_FLOOR_BYTES` unpacks more than ``max_ratio`` times its packed
+    size, or an XML part parsed whole (every one but a sheet's) is over ``max_part_mb``
+    (a tree in memory takes several times its text).
 
     Raises:
         OfficeConversionError: not a readable ZIP.
@@ -55,3 +62,8 @@ def check_package(path: Path, *, max_unpacked_mb: int, max_ratio: int) -> None:
                 f"member {member.filename!r} unpacks {member.file_size >> 20} MB from "
                 f"{member.compress_size} bytes (over {max_ratio}x: office.max_ratio)",
                 code="zip-bomb")
+        if (member.filename.endswith((".xml", ".rels")) and member.file_size > max_part_mb << 20
+                and not member.filename.startswith(_STREAMED)):
+            raise BadInputError(
+                f"part {member.filename!r} is {member.file_size >> 20} MB of XML, over the "
+                f"{max_part_mb} MB a part may have (office.max_part_mb)", code="too-large")

@@ -127,6 +127,10 @@ class OfficeSettings(BaseModel):
     max_unpacked_mb: int = Field(
         1024, ge=1, description="what an OOXML package may unpack to in all; a larger one "
         "is refused (too-large) before any part is parsed")
+    max_part_mb: int = Field(
+        256, ge=1, description="one XML part parsed whole (a document's body, a slide, a "
+        "workbook's shared strings; not a sheet, which is streamed); a larger one is "
+        "refused (too-large)")
     max_ratio: int = Field(
         200, ge=10, description="unpacked over packed size of one package member of 16 MB "
         "or more; past it the file is refused as a zip bomb")
