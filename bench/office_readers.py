@@ -20,6 +20,7 @@ workbook of 20,000 rows x 4 columns, a deck of 40 slides.
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 import sys
 import tempfile
@@ -32,13 +33,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
-from _measure import save  # noqa: E402
+from _measure import save
 
-from folio.formats.docx_reader import read_docx  # noqa: E402
-from folio.formats.ooxml_parts import Package  # noqa: E402
-from folio.formats.pptx_reader import read_pptx  # noqa: E402
-from folio.formats.xlsx_reader import read_xlsx  # noqa: E402
-from tests.office_files import make_docx, make_pptx, make_xlsx  # noqa: E402
+from folio.formats.docx_reader import read_docx
+from folio.formats.ooxml_parts import Package
+from folio.formats.pptx_reader import read_pptx
+from folio.formats.xlsx_reader import read_xlsx
+from tests.office_files import make_docx, make_pptx, make_xlsx
 
 
 def _big_docx(path: Path, copies: int) -> Path:
@@ -50,7 +51,7 @@ def _big_docx(path: Path, copies: int) -> Path:
     items = [el for el in body if not el.tag.endswith("sectPr")]
     for _ in range(copies - 1):
         for el in items:
-            body.insert(len(body) - 1, __import__("copy").deepcopy(el))
+            body.insert(len(body) - 1, copy.deepcopy(el))
     document.save(str(path))
     return path
 
