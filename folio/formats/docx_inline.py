@@ -122,6 +122,9 @@ def read_inline(paragraph: etree._Element, link: Callable[[str], str | None],
                 target.append(markdown_link(text, url.group(1)) if url and text.strip() else text)
             elif tag in (f"{W}drawing", f"{W}pict", f"{W}object"):
                 _drawings(child, found)
+            elif tag == f"{_MC}AlternateContent":  # one rendering of the same content
+                chosen = child.find(f"{_MC}Choice")
+                walk(chosen if chosen is not None else child)
             else:  # runs, insertions, smart tags, content controls: their children
                 walk(child)
 
@@ -130,6 +133,7 @@ def read_inline(paragraph: etree._Element, link: Callable[[str], str | None],
     return found
 
 
+_MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
 _A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 _C = "{http://schemas.openxmlformats.org/drawingml/2006/chart}"
 _WP = "{http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing}"
