@@ -123,6 +123,8 @@ def make_xlsx(path: Path, *, rows: int = 200) -> Path:
     summary.append(["Metric", "Value"])
     summary.append(["Orders", rows])
     summary.append(["Average units", 1.5])
+    summary.append(["Margin", 0.315])
+    summary["B4"].number_format = "0.0%"
     hidden = wb.create_sheet("Lookup")
     hidden.sheet_state = "hidden"
     hidden["A1"] = "Lookup code"
@@ -133,7 +135,8 @@ def make_xlsx(path: Path, *, rows: int = 200) -> Path:
 
 def make_pptx(path: Path) -> Path:
     """A deck: a title slide, a slide of nested bullets with a hyperlink and speaker
-    notes, a slide with a merged table and a chart, a slide with a picture."""
+    notes, a slide with a merged table and a chart, a slide with a picture, a slide
+    without a title."""
     from pptx import Presentation
     from pptx.chart.data import CategoryChartData
     from pptx.enum.chart import XL_CHART_TYPE
@@ -172,6 +175,9 @@ def make_pptx(path: Path) -> Path:
     s.shapes.title.text = "Picture"
     pic = s.shapes.add_picture(io.BytesIO(PNG), Inches(1), Inches(2))
     pic._element.nvPicPr.cNvPr.set("descr", "A red falcon box")
+    s = deck.slides.add_slide(deck.slide_layouts[6])  # blank: no title
+    box = s.shapes.add_textbox(Inches(1), Inches(1), Inches(5), Inches(1))
+    box.text_frame.text = "Words on an untitled slide"
     deck.save(str(path))
     return path
 

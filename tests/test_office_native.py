@@ -205,6 +205,7 @@ def test_a_sheet_is_a_section_headed_by_its_name_with_one_table(
     # the XLS conversion keeps the comment, not its author
     assert re.search(r"> Comment on B3( by Bob)?: Region was corrected", shipments.markdown)
     assert "<td>Average units</td><td>1.5</td>" in summary.markdown
+    assert "<td>Margin</td><td>31.5%</td>" in summary.markdown  # as its format shows it
     assert lookup.blocks[0].content == "Lookup (hidden)" and "LK-77" in lookup.markdown
     assert "# Shipments" in shipments.markdown and "# Summary" in summary.markdown
 
@@ -226,8 +227,8 @@ def test_a_long_sheet_is_chunked_by_rows_with_its_header_in_every_chunk(
 def test_a_slide_is_a_page_with_its_title_bullets_table_chart_and_notes(
         name: str, docs: dict[str, DocumentResult]) -> None:
     doc = docs[name]
-    assert doc.page_count == 4
-    title, highlights, numbers, picture = doc.pages
+    assert doc.page_count == 5
+    title, highlights, numbers, picture, untitled = doc.pages
     assert title.blocks[0].content == "Falcon Quarterly Review"
     assert highlights.blocks[0].content == "Highlights"
     assert highlights.blocks[0].label in (Label.TITLE.value, Label.SECTION_HEADER.value)
@@ -247,6 +248,9 @@ def test_a_slide_is_a_page_with_its_title_bullets_table_chart_and_notes(
     noted = next(c for c in chunks if "northern number" in c.text)
     assert noted.page_start == 2 and noted.headings[-1] == "Highlights"
     assert any(b.label == Label.PICTURE.value for b in picture.blocks)
+    assert [b.content for b in untitled.blocks] == ["Slide 5", "Words on an untitled slide"]
+    last = next(c for c in chunks if "untitled slide" in c.text)
+    assert last.headings[-1] == "Slide 5" and "Picture" not in last.headings
 
 
 def test_the_pptx_picture_is_a_figure_with_its_alt_text(
@@ -265,3 +269,31 @@ def test_speaker_notes_can_be_turned_off(folder: Path, tmp_path: Path) -> None:
     assert "northern number" not in markdown(doc)
     assert PipelineConfig(office={"speaker_notes": False}).config_hash() != (
         PipelineConfig().config_hash())
+
+
+def test_a_numbered_heading_keeps_its_number_and_a_text_box_its_words(tmp_path: Path) -> None:
+    """Word shows a heading styled with numbering as "1 Scope" and a text box's words
+    where the box is anchored: both are what a reader sees."""
+    import docx
+    from docx.oxml import parse_xml
+    from docx.oxml.ns import nsdecls
+
+    d = docx.Document()
+    num_id = d.styles["List Number"].element.pPr.numPr.numId.val
+    for title in ("Scope", "Terms"):
+        heading = d.add_heading(title, 1)
+        heading._p.get_or_add_pPr().append(parse_xml(
+            f'<w:numPr {nsdecls("w")}><w:ilvl w:val="0"/><w:numId w:val="{num_id}"/>'
+            "</w:numPr>"))
+    anchor = d.add_paragraph("Text before the box.")
+    anchor._p.append(parse_xml(
+        f'<w:r {nsdecls("w")} xmlns:v="urn:schemas-microsoft-com:vml"><w:pict><v:shape>'
+        "<v:textbox><w:txbxContent><w:p><w:r><w:t>Words inside a text box</w:t></w:r>"
+        "</w:p></w:txbxContent></v:textbox></v:shape></w:pict></w:r>"))
+    d.save(str(tmp_path / "numbered.docx"))
+    doc = run_pipeline([tmp_path / "numbered.docx"], tmp_path,
+                       validation={"enabled": False})["numbered.docx"]
+    assert [(b.content, b.level) for b in blocks(doc, Label.SECTION_HEADER.value)] == [
+        ("1 Scope", 2), ("2 Terms", 2)]
+    texts = [b.content for b in blocks(doc, Label.TEXT.value)]
+    assert texts == ["Text before the box.", "Words inside a text box"]

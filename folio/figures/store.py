@@ -71,15 +71,7 @@ def store_figures(doc: DocumentResult, pdf: Path, password: SecretStr | None, si
         except Exception as exc:  # the figures are lost, never the document
             log.warning("%s: figure crops not written: %s: %s", doc.source,
                         type(exc).__name__, exc)
-    doc.pages = [resolve_page(page, {name.split("/", 1)[1]: rel
-                                     for name, rel in written.items()
-                                     if name.startswith(f"{page.index}/")})
-                 for page in doc.pages]
-    doc.figures, doc.figure_bytes = len(written), total
-    doc.folder_uri = sink.uri(folder)
-    if config.figures.mode == "crops":
-        _remove_stale(sink, folder, set(written.values()))
-    return doc
+    return _linked(doc, written, total, sink, config, folder)
 
 
 #: image formats an Office file embeds that are written as they are (no re-encoding)
@@ -122,6 +114,14 @@ def store_images(doc: DocumentResult, images: dict[str, bytes], sink: Sink,
                     continue
                 written[f"{page.index}/{block.image}"] = rel
                 total += len(data)
+    return _linked(doc, written, total, sink, config, folder)
+
+
+def _linked(doc: DocumentResult, written: dict[str, str], total: int, sink: Sink,
+            config: PipelineConfig, folder: str) -> DocumentResult:
+    """``doc`` with its pages' links resolved to the ``written`` images (``"{page
+    index}/{pending name}"`` -> path), its figure counts set, and crops an earlier run
+    left that this one did not write removed."""
     doc.pages = [resolve_page(page, {name.split("/", 1)[1]: rel
                                      for name, rel in written.items()
                                      if name.startswith(f"{page.index}/")})

@@ -33,6 +33,8 @@ class Inline:
     comments: list[str] = field(default_factory=list)
     #: picture and chart references: ("image" | "chart", relationship id, alt text)
     drawings: list[tuple[str, str, str]] = field(default_factory=list)
+    #: text boxes' contents (``w:txbxContent``): read as body after the paragraph
+    boxes: list[etree._Element] = field(default_factory=list)
     #: page breaks: explicit ones (w:br type=page) and Word's last rendered ones
     breaks: int = 0
     rendered_breaks: int = 0
@@ -61,6 +63,15 @@ def read_inline(paragraph: etree._Element, link: Callable[[str], str | None],
                 return fld.out
             return []  # inside a field's code: nothing is shown
         return out
+
+    def linked(element: etree._Element, address: str | None) -> None:
+        """``element``'s text, as a link to ``address`` where there is one."""
+        before = len(sink())
+        walk(element)
+        target = sink()
+        text = "".join(target[before:])
+        del target[before:]
+        target.append(markdown_link(text, address) if address and text.strip() else text)
 
     def walk(element: etree._Element) -> None:
         for child in element:
@@ -104,22 +115,10 @@ def read_inline(paragraph: etree._Element, link: Callable[[str], str | None],
                     sink().append(markdown_link(shown, url.group(1)) if url and shown.strip()
                                   else shown)
             elif tag == f"{W}hyperlink":
-                before = len(sink())
-                walk(child)
-                target = sink()
-                text = "".join(target[before:])
-                del target[before:]
-                address = link(child.get(f"{R}id", "")) if child.get(f"{R}id") else None
-                target.append(markdown_link(text, address) if address and text.strip()
-                              else text)
+                linked(child, link(child.get(f"{R}id", "")) if child.get(f"{R}id") else None)
             elif tag == f"{W}fldSimple":
-                before = len(sink())
-                walk(child)
-                target = sink()
-                text = "".join(target[before:])
-                del target[before:]
                 url = _HYPERLINK_FIELD.match(child.get(f"{W}instr", ""))
-                target.append(markdown_link(text, url.group(1)) if url and text.strip() else text)
+                linked(child, url.group(1) if url else None)
             elif tag in (f"{W}drawing", f"{W}pict", f"{W}object"):
                 _drawings(child, found)
             elif tag == f"{_MC}AlternateContent":  # one rendering of the same content
@@ -155,6 +154,7 @@ def _drawings(element: etree._Element, found: Inline) -> None:
         rid = data.get(f"{R}id")
         if rid:
             found.drawings.append(("image", rid, alt or clean_text(data.get("title") or "")))
+    found.boxes.extend(element.iter(f"{W}txbxContent"))
     for chart in element.iter(f"{_C}chart"):
         rid = chart.get(f"{R}id")
         if rid:

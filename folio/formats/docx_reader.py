@@ -227,6 +227,8 @@ class _Reader:
             self._text_block(p, text)
         for kind, rid, alt in inline.drawings:
             self._drawing(kind, rid, alt)
+        for box in inline.boxes:  # a text box's paragraphs and tables, after its anchor
+            self.body(box)
         for cid in inline.comments:
             author, said = self.comments.get(cid, ("", ""))
             if said:
@@ -245,11 +247,14 @@ class _Reader:
         heading = self.heading(p)
         if heading is not None:
             label, level = heading
+            numbered = self.list_marker(p)  # "1.2" that Word shows before a numbered heading
+            text = " ".join(text.split())
+            if numbered is not None and numbered[0] != "-":
+                text = f"{numbered[0].rstrip('.')} {text}"
             while self.headings and self.headings[-1][0] >= level:
                 self.headings.pop()
-            self.headings.append((level, " ".join(text.split())))
-            self.page.add(label, " ".join(text.split()), level=level,
-                          location=self.location())
+            self.headings.append((level, text))
+            self.page.add(label, text, level=level, location=self.location())
             return
         style = self.style_name(p)
         marker = self.list_marker(p)

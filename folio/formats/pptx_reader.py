@@ -9,7 +9,8 @@ their merged cells and the first row as header (PowerPoint's "header row" flag d
 and a table of their cached data; pictures as figures with their alt text; groups read
 inside. Speaker notes follow the slide's content, labelled (``location`` ``slide N
 notes``), unless ``office.speaker_notes`` is off. A hidden slide is read as the others,
-its page noting it.
+its page noting it. A slide without a title is headed ``Slide N``, so its chunks do not
+carry the heading of the slide before.
 """
 
 from __future__ import annotations
@@ -168,13 +169,17 @@ def read_pptx(path: Path, *, speaker_notes: bool) -> NativeRead:
         if slide._element.get("show") in ("0", "false"):
             page.notes.append(f"slide {index + 1} is hidden in the deck")
         title = slide.shapes.title
+        text = ""
         if title is not None and title.has_text_frame:
             text = " ".join(clean_text(title.text_frame.text).split())
-            if text:
-                centred = (title.placeholder_format.type is not None
-                           and title.placeholder_format.type.name == "CENTER_TITLE")
-                page.add(Label.TITLE.value if centred else Label.SECTION_HEADER.value, text,
-                         level=1 if centred else 2, location=where)
+        if text:
+            centred = (title.placeholder_format.type is not None
+                       and title.placeholder_format.type.name == "CENTER_TITLE")
+            page.add(Label.TITLE.value if centred else Label.SECTION_HEADER.value, text,
+                     level=1 if centred else 2, location=where)
+        else:  # an untitled slide's chunks must not carry the slide before's heading
+            page.add(Label.SECTION_HEADER.value, f"Slide {index + 1}", level=2,
+                     location=where)
         _shapes(page, slide.shapes, read, index, where, title)
         if speaker_notes and slide.has_notes_slide:
             frame = slide.notes_slide.notes_text_frame

@@ -80,11 +80,15 @@ def sheet_ref(name: str) -> str:
     return name if _PLAIN_NAME.match(name) else "'" + name.replace("'", "''") + "'"
 
 
-def value_text(value: Any) -> str:
+def value_text(value: Any, number_format: str | None = "") -> str:
     """A cell's value as Excel shows it, near enough to search: ISO dates, whole numbers
-    without ``.0``, booleans as TRUE/FALSE."""
+    without ``.0``, percentages as percentages (``0.31`` formatted ``0%`` is ``31%``),
+    booleans as TRUE/FALSE."""
     if value is None:
         return ""
+    if (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and "%" in (number_format or "")):
+        return f"{value * 100:.12g}%"
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
     if isinstance(value, dt.datetime):
@@ -164,11 +168,12 @@ def _sheet(page: PageDraft, ws: Any, extras: _Extras, name: str, budget: _Budget
     rows: list[tuple[int, list[str]]] = []
     declared = getattr(ws, "max_row", None)
     stopped: int | None = None
-    for r, values in enumerate(ws.iter_rows(values_only=True), start=1):
+    for r, cells in enumerate(ws.iter_rows(), start=1):
         if len(rows) >= budget.max_rows or budget.cells_left <= 0:
             stopped = r
             break
-        texts = [value_text(v) for v in values]
+        texts = [value_text(getattr(c, "value", None), getattr(c, "number_format", ""))
+                 for c in cells]
         if not any(texts):
             continue
         budget.cells_left -= len(texts)
