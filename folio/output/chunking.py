@@ -4,9 +4,10 @@ Why not fixed windows over the markdown: a citation needs pages and boxes, an an
 needs whole tables, and a chunk is easier to judge when it knows its section. So blocks
 are walked in reading order; headings close the current chunk and set the heading path;
 text accumulates up to ``max_chars``; a block is only cut (paragraphs, then sentences,
-then words) when it alone is too long; a table is one chunk, unless it is longer than
-several chunks (a sheet of thousands of rows): then it is cut by rows, its header rows
-repeated in every piece (folio.tables.table_split).
+then words) when it alone is too long; a table is one chunk, however long, on a PDF's
+page (which bounds it); a table read natively from an Office file (a sheet of thousands
+of rows) longer than several chunks is cut by rows, its header rows repeated in every
+piece (folio.tables.table_split).
 Page headers and footers are noise; quarantined pages contribute nothing. Pure.
 """
 
@@ -242,6 +243,9 @@ class _Chunker:
     table_open: bool = False
     #: the location of the block being chunked (Block.location), given to drafts it opens
     location: str | None = None
+    #: the page being chunked was read natively from an Office file (its tables are not
+    #: bounded by a page: a long one is cut by rows)
+    native: bool = False
 
     def flush(self) -> None:
         self.caption_last = self.table_open = False
@@ -288,7 +292,8 @@ class _Chunker:
         self.after_text = True
         caption = self.draft.take_last() if self.draft is not None and self.caption_last else None
         self.flush()
-        pieces = split_table(block.content.strip(), self.settings.max_chars)
+        pieces = (split_table(block.content.strip(), self.settings.max_chars) if self.native
+                  else [block.content.strip()])
         for n, piece in enumerate(pieces):
             if n:
                 self.flush()
@@ -456,6 +461,7 @@ class ChunkStream:
         self._leveler.page(page)
         keep = self._chunker.settings.keep_headers_footers
         native = is_native_page(page)  # its reader labelled its heads (folio.formats.native)
+        self._chunker.native = native
         heads = (running_heads.heads(self._candidates, k)
                  if page.blocks and not keep and not native else {})
         heads = running_heads.spare_only_text(page.blocks, heads)
@@ -489,7 +495,7 @@ def page_chunk_texts(doc: DocumentResult, page: PageResult, settings: ChunkSetti
     their text). The same rules as :func:`chunk_document` on blocks whose running heads are
     already labelled (:func:`folio.page.running_heads.mark_running_heads`); used to check that
     the chunks agree with the page's markdown (:mod:`folio.page.text_agreement`)."""
-    chunker = _Chunker(doc=doc, settings=settings)
+    chunker = _Chunker(doc=doc, settings=settings, native=is_native_page(page))
     headings: list[str] = []
     blocks = (sorted(page.blocks, key=lambda b: b.order) if page.blocks
               else _blocks_from_markdown(page.markdown))

@@ -6,7 +6,9 @@ rows is no answer's unit, and one chunk of it embeds as its first few rows only.
 rows with the header repeated in every piece, each chunk still says which column a value
 is in (``Region | Units`` over ``North | 12``), the way a retriever needs it.
 
-Only the HTML folio writes itself is cut (:func:`folio.tables.table_grid.grid_html`: one
+Only tables read natively from Office files are cut (folio.output.chunking): a PDF's
+table is bounded by its page and stays one chunk. Only the HTML folio writes itself is
+cut (:func:`folio.tables.table_grid.grid_html`: one
 ``<tr>`` a line, header rows as ``<th>``); other markup is left whole.
 """
 
