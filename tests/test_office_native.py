@@ -297,3 +297,35 @@ def test_a_numbered_heading_keeps_its_number_and_a_text_box_its_words(tmp_path: 
         ("1 Scope", 2), ("2 Terms", 2)]
     texts = [b.content for b in blocks(doc, Label.TEXT.value)]
     assert texts == ["Text before the box.", "Words inside a text box"]
+
+
+@pytest.mark.usefixtures("folio_prefect_server")
+def test_office_files_through_the_cli_reach_the_vector_store(tmp_path: Path) -> None:
+    """`folio ingest` with the user's defaults (LanceDB, the embedding model): every file
+    ok, and the store holds each sheet chunk with the sheet's header row and name."""
+    import json
+    import subprocess
+    import sys
+
+    import lancedb
+
+    src = tmp_path / "in"
+    src.mkdir()
+    make_docx(src / "report.docx")
+    make_xlsx(src / "book.xlsx")
+    make_pptx(src / "deck.pptx")
+    report = tmp_path / "report.json"
+    run = subprocess.run([sys.executable, "-m", "folio_prefect.flows.cli", "ingest", str(src),
+                          "--out", str(tmp_path / "out"), "--report", str(report), "--quiet"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    lines = {Path(d["source"]).name: d for d in json.loads(report.read_text())["documents"]}
+    assert {n: d["outcome"] for n, d in lines.items()} == {
+        "report.docx": "ok", "book.xlsx": "ok", "deck.pptx": "ok"}
+    rows = lancedb.connect(str(tmp_path / "out" / "_vectors")).open_table("chunks").to_pandas()
+    sheet = rows[rows["text"].str.contains("ORD-0")]
+    assert len(sheet) > 3
+    assert all(t.splitlines()[1].startswith("<tr><th>Order</th>") for t in sheet["text"])
+    assert all(list(h) == ["Shipments"] for h in sheet["headings"])
+    notes = rows[rows["text"].str.contains("northern number")]
+    assert list(notes["page_start"]) == [2]
