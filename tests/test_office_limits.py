@@ -181,3 +181,10 @@ def test_an_xml_part_over_the_part_cap_is_too_large(tmp_path: Path) -> None:
     doc = run_pipeline([docx], tmp_path, office={"max_part_mb": 1}, **FAST)["part.docx"]
     assert doc.outcome is DocumentOutcome.QUARANTINED
     assert doc.reason.startswith("too-large: ") and "office.max_part_mb" in doc.reason
+
+
+def test_office_documents_are_skipped_with_a_reason_when_turned_off(tmp_path: Path) -> None:
+    docx = make_docx(tmp_path / "off.docx")
+    doc = run_pipeline([docx], tmp_path, office={"enabled": False}, **FAST)["off.docx"]
+    assert doc.outcome is DocumentOutcome.SKIPPED
+    assert doc.reason.startswith("Office document not read: office.enabled is off")
