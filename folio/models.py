@@ -377,3 +377,7 @@ class Chunk(BaseModel):
     config_hash: str = ""
     #: a figure chunk's crop: a local path or ``s3://`` URI an application can show
     image_uri: str | None = None
+    #: where the chunk starts in a source without pages of its own (its first block's
+    #: :attr:`Block.location`: ``Shipments!A1:G51``, ``slide 3``); the blocks in
+    #: pages.jsonl carry it too; not (yet) a column of the vector stores
+    location: str | None = None

@@ -331,6 +331,27 @@ class _RecordingConnection:
                                else statement.as_string(None))
 
 
+#: what a page is for each Office format (folio.formats' native readers, docs/office.md)
+OFFICE_PAGES = [
+    "## Pages and places in Office files", "",
+    "Office files are read from their own structure (docs/office.md), so a page and a",
+    "block's `location` mean, per format (`page_start`/`page_end` of a chunk, `page` of a",
+    "page, `<!-- page N -->` in document.md):", "",
+    "| format | a page is | `location` of a block (and of a chunk: its first block's) |",
+    "|---|---|---|",
+    "| DOCX, DOC, RTF, ODT | the text between Word's last rendered page breaks where the "
+    "file records them, else between the author's page breaks; one page without either "
+    "| its heading path (`Report > Scope > Costs`) |",
+    "| XLSX, XLS, ODS | a sheet, in the workbook's order, hidden sheets too | the sheet "
+    "and cell range (`Shipments!A1:G51` for the table, `Shipments!B3` for a comment) |",
+    "| PPTX, PPT, ODP | a slide | `slide 3`; `slide 3 notes` for its speaker notes |",
+    "",
+    "A native page has `engine: office`, `route: text-layer`, no boxes and no size "
+    "(`width_pt`/`height_pt` 0). A chunk's `location` is in its model (folio.models.Chunk) "
+    "and not yet a column of the vector tables below.", "",
+]
+
+
 def outputs_doc() -> str:
     from folio import models
     from folio.models import DocumentResult
@@ -345,6 +366,7 @@ def outputs_doc() -> str:
              "`document.json` and `pages.jsonl`; the run report where `--report` says; the",
              "chunks and their vectors in the vector store. Pages are numbered from 1",
              "everywhere a person reads them.", "",
+             *OFFICE_PAGES,
              "## document.json", "",
              "The `DocumentResult` (folio/models.py) as JSON; each page's 0-based `index` is "
              "written as `page`, counted from 1, first in its object. The models it holds:", ""]

@@ -85,7 +85,11 @@ _ODF = {"application/vnd.oasis.opendocument.text": "odt",
 _OLE = (("WordDocument", "doc", "application/msword"),
         ("PowerPoint Document", "ppt", "application/vnd.ms-powerpoint"),
         ("Workbook", "xls", "application/vnd.ms-excel"),
-        ("Book", "xls", "application/vnd.ms-excel"))
+        ("Book", "xls", "application/vnd.ms-excel"),
+        # an OOXML package sealed with a password (Office's "Encrypt with password"):
+        # read by the Office path, which ends it ``encrypted`` (or opens it, when it is
+        # Excel's published default password), never skipped as an unknown container
+        ("EncryptedPackage", "ooxml-encrypted", "application/x-ole-storage"))
 
 
 @cache

@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from folio.formats.native import is_native_page
 from folio.hierarchy.numbering import numbering_level
 from folio.models import (
     HEADING_LABELS,
@@ -81,8 +82,9 @@ class HeadingLeveler:
     _titles: list[str] | None = None
 
     def page(self, page: PageResult) -> None:
-        """Set the level of each heading block of ``page`` (left alone: quarantined)."""
-        if page.outcome == PageOutcome.QUARANTINED:
+        """Set the level of each heading block of ``page`` (left alone: quarantined, and
+        native Office pages, whose levels are their styles')."""
+        if page.outcome == PageOutcome.QUARANTINED or is_native_page(page):
             return
         for block in sorted(page.blocks, key=lambda b: b.order):
             if block.label in HEADING_LABELS and block.content.strip():

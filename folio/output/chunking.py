@@ -4,7 +4,10 @@ Why not fixed windows over the markdown: a citation needs pages and boxes, an an
 needs whole tables, and a chunk is easier to judge when it knows its section. So blocks
 are walked in reading order; headings close the current chunk and set the heading path;
 text accumulates up to ``max_chars``; a block is only cut (paragraphs, then sentences,
-then words) when it alone is too long; a table is always one chunk, however long.
+then words) when it alone is too long; a table is one chunk, however long, on a PDF's
+page (which bounds it); a table read natively from an Office file (a sheet of thousands
+of rows) longer than several chunks is cut by rows, its header rows repeated in every
+piece (folio.tables.table_split).
 Page headers and footers are noise; quarantined pages contribute nothing. Pure.
 """
 
@@ -19,6 +22,7 @@ from typing import Literal
 
 from folio.figures.links import is_written
 from folio.figures.text import picture_text
+from folio.formats.native import is_native_page
 from folio.hierarchy.levels import HeadingLeveler
 from folio.hierarchy.numbering import is_bare_number, section_number
 from folio.models import (
@@ -31,10 +35,13 @@ from folio.models import (
     PageOutcome,
     PageResult,
 )
+from folio.output.table_blocks import is_table_caption, is_table_markup
 from folio.page import running_heads
 from folio.settings.config import ChunkSettings
+from folio.tables.table_split import split_table
 
-__all__ = ["ChunkStream", "chunk_document", "chunk_id", "embedding_text"]
+__all__ = ["ChunkStream", "chunk_document", "chunk_id", "embedding_text", "is_table_caption",
+           "is_table_markup"]
 
 _HEADING_LABELS = frozenset(label.lower() for label in HEADING_LABELS)
 _SKIP_LABELS = frozenset(label.lower() for label in running_heads.HEAD_LABELS)
@@ -183,6 +190,8 @@ class _Draft:
     boxes: list[tuple[int, BBox]] = field(default_factory=list)
     kind: Literal["text", "table", "figure"] = "text"
     image_uri: str | None = None  # a figure chunk's crop
+    #: where its first block lies in a source without pages (a sheet's range, a slide)
+    location: str | None = None
     #: the boxes already in ``boxes`` as plain tuples: a membership test on the list
     #: compared pydantic models one by one (a chunk of many small blocks took quadratic
     #: time, the validation's text agreement and the load stage's chunking both)
@@ -234,6 +243,11 @@ class _Chunker:
     caption_last: bool = False
     #: the draft is a table's, kept open for one more block: a caption under the table
     table_open: bool = False
+    #: the location of the block being chunked (Block.location), given to drafts it opens
+    location: str | None = None
+    #: the page being chunked was read natively from an Office file (its tables are not
+    #: bounded by a page: a long one is cut by rows)
+    native: bool = False
 
     def flush(self) -> None:
         self.caption_last = self.table_open = False
@@ -256,12 +270,13 @@ class _Chunker:
                 sha256=self.doc.sha256,
                 config_hash=self.doc.config_hash,
                 image_uri=draft.image_uri,
+                location=draft.location,
             )
         )
 
     def _open(self) -> _Draft:
         if self.draft is None:
-            self.draft = _Draft(headings=self.headings.names())
+            self.draft = _Draft(headings=self.headings.names(), location=self.location)
         return self.draft
 
     def heading(self, block: Block) -> None:
@@ -273,14 +288,22 @@ class _Chunker:
 
     def table(self, block: Block, page: int) -> None:
         """A table is one chunk, with its caption: the one right before it (taken back
-        from the text's chunk) or the one right after it (:meth:`after_table`)."""
+        from the text's chunk) or the one right after it (:meth:`after_table`). A table
+        too long for that is cut by rows, its header rows heading every piece
+        (:func:`folio.tables.table_split.split_table`); the caption goes with the first."""
         self.after_text = True
         caption = self.draft.take_last() if self.draft is not None and self.caption_last else None
         self.flush()
-        self.draft = _Draft(headings=self.headings.names(), kind="table")
-        if caption is not None:
-            self.draft.add(*caption)
-        self.draft.add(block.content.strip(), page, block.bbox)
+        pieces = (split_table(block.content.strip(), self.settings.max_chars) if self.native
+                  else [block.content.strip()])
+        for n, piece in enumerate(pieces):
+            if n:
+                self.flush()
+            self.draft = _Draft(headings=self.headings.names(), kind="table",
+                                location=self.location)
+            if caption is not None and n == 0:
+                self.draft.add(*caption)
+            self.draft.add(piece.strip(), page, block.bbox)
         self.table_open = True
 
     def after_table(self, block: Block, page: int) -> bool:
@@ -300,7 +323,8 @@ class _Chunker:
         if not text:
             return
         self.flush()
-        self.draft = _Draft(headings=self.headings.names(), kind="figure")
+        self.draft = _Draft(headings=self.headings.names(), kind="figure",
+                            location=self.location)
         if block.image and is_written(block.image) and self.doc.folder_uri:
             self.draft.image_uri = f"{self.doc.folder_uri.rstrip('/')}/{block.image}"
         self.draft.add(text, page, block.bbox)
@@ -325,6 +349,7 @@ class _Chunker:
 
     def block(self, block: Block, page: int) -> None:
         label = block.label.lower()
+        self.location = block.location
         if block.label == Label.PICTURE.value:
             self.figure(block, page)
             return
@@ -341,47 +366,6 @@ class _Chunker:
             self.text(block.content.strip(), page, block.bbox)
             self.caption_last = is_table_caption(block) and self.draft is not None \
                 and self.draft.parts[-1:] == [block.content.strip()]
-
-
-# --- tables and their captions ----------------------------------------------------------
-
-_HTML_TABLE = re.compile(r"<table\b", re.IGNORECASE)
-_PIPE_ROW = re.compile(r"^\s*\|.*\|\s*$")
-#: a caption that names a figure (or a chart, a photo): not a table's
-_FIGURE_CAPTION = re.compile(
-    r"^(?:fig(?:ure)?|chart|graph|image|photo|plate|scheme|diagram|abb(?:ildung)?|illustration)"
-    r"\b\.?", re.IGNORECASE)
-#: "Table 2: ...", "Table 2-2 Comparison", "Tab. IV. Results", "Tabelle 3 Werte": a table's
-#: name and number, then a separator or a capitalised word (not "Table 2 shows that ...")
-_TABLE_CAPTION = re.compile(
-    r"^(?i:table|tab|tabelle|tabla|tableau|tabella)\.?\s*(?:\d+|[IVXL]+|[A-Z])(?:[-.]\d+)*"
-    r"\.?\s*(?:[:.\-\u2013\u2014|]|$|[A-Z(\d])")
-#: a caption is short: a paragraph after "Table 3" is the text discussing it
-_CAPTION_MAX_CHARS = 400
-
-
-def is_table_markup(content: str) -> bool:
-    """Whether a Table block's content is a table (an HTML table, or markdown pipe rows):
-    a block labelled Table over text a grid could not be made of is chunked as text, as
-    ``kind: table`` promises a whole table."""
-    content = content.strip()
-    if _HTML_TABLE.search(content):
-        return True
-    lines = [line for line in content.splitlines() if line.strip()]
-    return len(lines) >= 2 and all(_PIPE_ROW.match(line) for line in lines)
-
-
-def is_table_caption(block: Block) -> bool:
-    """Whether ``block`` can be the caption of a table beside it: a short Caption block
-    that names no figure, or a short text block that opens as a table's caption. Where a
-    caption sits was settled before (folio.page.caption_order moves it beside its table)."""
-    text = " ".join(block.content.split())
-    if not text or len(text) > _CAPTION_MAX_CHARS:
-        return False
-    label = block.label.lower()
-    if label == Label.CAPTION.lower():
-        return not _FIGURE_CAPTION.match(text)
-    return label == Label.TEXT.lower() and bool(_TABLE_CAPTION.match(text))
 
 
 def _blocks_from_markdown(markdown: str) -> list[Block]:
@@ -437,7 +421,10 @@ class ChunkStream:
             return
         self._leveler.page(page)
         keep = self._chunker.settings.keep_headers_footers
-        heads = running_heads.heads(self._candidates, k) if page.blocks and not keep else {}
+        native = is_native_page(page)  # its reader labelled its heads (folio.formats.native)
+        self._chunker.native = native
+        heads = (running_heads.heads(self._candidates, k)
+                 if page.blocks and not keep and not native else {})
         heads = running_heads.spare_only_text(page.blocks, heads)
         blocks = [b for n, b in enumerate(page.blocks) if n not in heads]
         for block in (sorted(blocks, key=lambda b: b.order) if page.blocks
@@ -469,7 +456,7 @@ def page_chunk_texts(doc: DocumentResult, page: PageResult, settings: ChunkSetti
     their text). The same rules as :func:`chunk_document` on blocks whose running heads are
     already labelled (:func:`folio.page.running_heads.mark_running_heads`); used to check that
     the chunks agree with the page's markdown (:mod:`folio.page.text_agreement`)."""
-    chunker = _Chunker(doc=doc, settings=settings)
+    chunker = _Chunker(doc=doc, settings=settings, native=is_native_page(page))
     headings: list[str] = []
     blocks = (sorted(page.blocks, key=lambda b: b.order) if page.blocks
               else _blocks_from_markdown(page.markdown))

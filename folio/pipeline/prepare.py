@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from folio import progress
 from folio.errors import BadInputError, ConfigError, FolioError, MalformedPdfError
 from folio.formats.detect import detect_file
-from folio.formats.handling import office_pdf, skip_reason
+from folio.formats.handling import skip_reason
 from folio.io.source_index import known_sha256, record_sha256
 from folio.io.sources import SourceRef, fetch
 from folio.models import DocumentOutcome, DocumentResult
@@ -108,7 +108,11 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
             return PreparedDocument(result=doc, pdf=local, kind="image", work_dir=work_dir,
                                     started=started)
         if fmt.kind == "office":
-            local = office_pdf(local, work_dir, config)
+            if not config.office.enabled:
+                shutil.rmtree(work_dir, ignore_errors=True)
+                return skipped(doc, f"Office document not read: office.enabled is off "
+                                    f"({fmt.mime})", started)
+            return _read_office(local, doc, work_dir, services, started)
         probed, info = _probe_or_repair(local, doc, work_dir, config)
         pdf = _maybe_compress(probed, info, doc, work_dir, config)
         return PreparedDocument(result=doc, pdf=pdf, work_dir=work_dir, started=started,
@@ -126,6 +130,28 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
 def skipped(doc: DocumentResult, reason: str, started: float) -> DocumentResult:
     """The typed outcome of an entry folio does not read: not an error, not retried."""
     doc.outcome, doc.reason, doc.retryable = DocumentOutcome.SKIPPED, reason, False
+    doc.seconds = time.monotonic() - started
+    return doc
+
+
+def _read_office(local: Path, doc: DocumentResult, work_dir: Path, services: Services,
+                 started: float) -> DocumentResult:
+    """An Office document read from its own structure (folio.formats.office_read): its
+    pages are done here, with no render or OCR (native text is exact); the images it
+    embeds are written beside its outputs as figures. The result goes on to validation and
+    the load stage as any other document's."""
+    from folio.figures.store import store_images
+    from folio.formats.office_read import fill_document, read_office
+    from folio.output.outputs import document_folder
+
+    config = services.config
+    try:
+        read = read_office(local, work_dir, config)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    _count_pages(doc, len(read.pages), config)
+    fill_document(doc, read, config)
+    store_images(doc, read.images, services.sink, config, document_folder(doc))
     doc.seconds = time.monotonic() - started
     return doc
 
