@@ -87,7 +87,7 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
             if answered is not None:
                 return answered
         work_dir = work_dirs.make(Path(config.work_dir))  # private; swept if the run is killed
-        local = fetch(ref, work_dir, config.s3)
+        local = fetch(ref, work_dir, config.s3, config.limits.max_bytes)
         doc.sha256 = sha256_file(local)
         doc.doc_id = doc.sha256[:32]
         doc.compression.original_bytes = local.stat().st_size
