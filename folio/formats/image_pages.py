@@ -30,7 +30,14 @@ from pathlib import Path
 from PIL import Image
 
 from folio.errors import FolioError
-from folio.formats.images import dpi_tag, frame_count, load_frame, open_image, resolution
+from folio.formats.images import (
+    PAGED_FORMATS,
+    dpi_tag,
+    frame_count,
+    load_frame,
+    open_image,
+    resolution,
+)
 from folio.models import PagePrep, RenderPlan, TextLayer
 from folio.pdf.model_image import ModelSizing, chandra_fit, olmocr_size
 from folio.pdf.pdfium_doc import blank_render
@@ -109,20 +116,21 @@ def prepare_image_pages(job: WorkerJob, emit: Callable[[WorkerMessage], None],
     with ExitStack() as stack:
         try:
             image = stack.enter_context(open_image(job.pdf, job.max_image_pixels))
-            pages = frame_count(image)
         except FolioError as exc:
             emit(WorkerMessage(fatal=Fatal(code=exc.code, message=str(exc))))
             return
-        emit(WorkerMessage(ready=pages))
+        # the probe counted the frames once; counting them again here walked every frame
+        # of a 10,000-page TIFF for each batch (a seek past the last frame fails the page)
+        emit(WorkerMessage(ready=len(job.pages)))
         for index in job.pages:
             hooks(index)
-            emit(WorkerMessage(page=_one_page(image, index, pages, job, save)))
+            emit(WorkerMessage(page=_one_page(image, index, job, save)))
 
 
-def _one_page(image: Image.Image, index: int, pages: int, job: WorkerJob,
+def _one_page(image: Image.Image, index: int, job: WorkerJob,
               save: Callable[[Image.Image, Path, int, str], Path]) -> PagePrep:
-    if not 0 <= index < pages:
-        return PagePrep(index=index, error=f"bad-input: no page {index} in {pages} pages")
+    if index < 0 or (index > 0 and image.format not in PAGED_FORMATS):
+        return PagePrep(index=index, error=f"bad-input: no page {index + 1} in this image")
     try:
         return _page(image, index, job, save)
     except Exception as exc:  # one bad page must not end the document

@@ -29,7 +29,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from folio.errors import BadImageError, PageTooLargeError
 
-__all__ = ["ESTIMATE_LONG_SIDE_IN", "MIN_TAGGED_DPI", "dpi_tag", "frame_count", "load_frame",
+__all__ = ["ESTIMATE_LONG_SIDE_IN", "MIN_TAGGED_DPI", "PAGED_FORMATS", "dpi_tag", "frame_count", "load_frame",
            "open_image", "resolution"]
 
 #: a DPI tag below this is taken for a default, not a measurement: cameras write 72,
@@ -43,7 +43,7 @@ ESTIMATE_LONG_SIDE_IN = 11.0
 #: estimated resolutions stay in this range (a thumbnail is not a page the size of a stamp)
 ESTIMATE_DPI_RANGE = (72.0, 1200.0)
 #: formats whose every frame is a page
-_PAGED_FORMATS = frozenset({"TIFF"})
+PAGED_FORMATS = frozenset({"TIFF"})
 
 
 @contextmanager
@@ -84,7 +84,7 @@ def frame_count(image: Image.Image) -> int:
     Raises:
         BadImageError: the frames cannot be counted (a damaged TIFF directory).
     """
-    if image.format not in _PAGED_FORMATS:
+    if image.format not in PAGED_FORMATS:
         return 1
     try:
         return max(1, int(getattr(image, "n_frames", 1)))

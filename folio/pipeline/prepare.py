@@ -19,6 +19,7 @@ from folio.formats.handling import office_pdf, skip_reason
 from folio.io.source_index import known_sha256, record_sha256
 from folio.io.sources import SourceRef, fetch
 from folio.models import DocumentOutcome, DocumentResult
+from folio.pipeline.deadline import limit_raised
 from folio.pipeline.limits import ghostscript_workers
 from folio.pipeline.outcome import quarantine
 from folio.pipeline.services import Services
@@ -159,6 +160,9 @@ def _answered_before(ref: SourceRef, doc: DocumentResult, services: Services,
     from folio.output.outputs import find_done
 
     done = find_done(services.sink, doc.sha256, doc.config_hash)
+    limit = services.config.limits.document_timeout_s
+    if done is not None and limit_raised(done.time_limit_s, limit):
+        return None  # its time ran out before: a larger limit reads the rest
     if done is not None and _live_here(ref, doc, done, services.sink):
         done.source, done.cached, done.seconds = ref.uri, True, time.monotonic() - started
         return done
@@ -210,7 +214,8 @@ def known_bad(sink: Sink, doc: DocumentResult, config: PipelineConfig) -> Docume
         return None
     record = read_quarantine(sink, doc)
     if (record is None or record.get("retryable") is not False
-            or record.get("config_hash") != doc.config_hash):
+            or record.get("config_hash") != doc.config_hash
+            or limit_raised(record.get("time_limit_s"), config.limits.document_timeout_s)):
         return None
     if record.get("outcome") == DocumentOutcome.SKIPPED.value:  # a format not read
         return doc.model_copy(update={
