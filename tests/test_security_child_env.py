@@ -72,7 +72,7 @@ def test_a_page_worker_forked_by_the_zygote_holds_no_secret(
         assert next(pages).index == 0  # the child now hangs before page 1: alive
         worker = zygote.current()
         assert worker is not None and worker.alive()
-        (child,) = _children(worker._proc.pid)  # noqa: SLF001 - the zygote's own pid
+        (child,) = _children(worker._proc.pid)
         memory = _writable_memory(child)  # what gdb saw: os.environ is set after the fork
         assert b"FOLIO_TEST_HANG_ON_PAGE" in memory, "the run's other variables reach it"
         leaked = [name for name, value in SECRETS.items() if value.encode() in memory]
