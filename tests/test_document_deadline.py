@@ -66,10 +66,20 @@ def test_a_long_text_layer_document_stops_at_its_time_limit(long_pdf: Path, tmp_
 def test_a_batch_of_a_many_frame_image_does_not_count_its_frames(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Before: each 16-page batch reopened the TIFF and counted its frames (every frame
-    read), so a 10,000-frame file cost a full scan per batch. The probe counts once."""
+    """Before: each 16-page batch reopened the TIFF, counted its frames and walked to its
+    first page, loading the tag directory of every frame on the way (a 10,000-frame file:
+    seconds per batch, every batch). The probe counts once; a batch opens at its page."""
+    from PIL import TiffImagePlugin
+
     from folio.formats import image_pages
     from folio.pdf.worker_protocol import WorkerJob
+
+    loads = [0]
+    real_load = TiffImagePlugin.ImageFileDirectory_v2.load
+
+    def counted(self: Any, fp: Any) -> None:
+        loads[0] += 1
+        real_load(self, fp)
 
     frames = [Image.new("L", (40, 40), 255 - i) for i in range(60)]
     tiff = tmp_path / "many.tif"
@@ -79,6 +89,7 @@ def test_a_batch_of_a_many_frame_image_does_not_count_its_frames(
         raise AssertionError("every frame counted again for one batch")
 
     monkeypatch.setattr(image_pages, "frame_count", no_count)
+    monkeypatch.setattr(TiffImagePlugin.ImageFileDirectory_v2, "load", counted)
     job = WorkerJob(pdf=tiff, kind="image", pages=[57, 58, 59, 60], out_dir=tmp_path / "out",
                     render_settings=RenderSettings(), route_settings=RouteSettings(),
                     timeout_s=60, memory_mb=1024)
@@ -95,4 +106,9 @@ def test_a_batch_of_a_many_frame_image_does_not_count_its_frames(
         lambda index: None)
     assert [p.index for p in pages] == [57, 58, 59, 60]
     assert [p.error is None for p in pages] == [True, True, True, False]
-    assert pages[3].error is not None and pages[3].error.startswith("bad-image")
+    assert pages[3].error is not None and pages[3].error.startswith("bad-image: page 61")
+    assert loads[0] < 10, f"{loads[0]} frame directories read for a batch of 4 pages"
+    for page in pages[:3]:  # each page is its own frame, not one counted from the batch
+        assert page.image_path is not None
+        with Image.open(page.image_path) as saved:
+            assert saved.convert("L").getpixel((0, 0)) == 255 - page.index

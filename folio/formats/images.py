@@ -24,6 +24,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
@@ -47,7 +48,7 @@ PAGED_FORMATS = frozenset({"TIFF"})
 
 
 @contextmanager
-def open_image(path: Path, max_pixels: int) -> Iterator[Image.Image]:
+def open_image(path: Path | BinaryIO, max_pixels: int) -> Iterator[Image.Image]:
     """The image, opened lazily (header read, no pixels decoded), after the size checks.
 
     Raises:
@@ -92,7 +93,7 @@ def frame_count(image: Image.Image) -> int:
         raise BadImageError(f"damaged TIFF page directory: {exc}") from exc
 
 
-def load_frame(image: Image.Image, index: int, max_pixels: int
+def load_frame(image: Image.Image, index: int, max_pixels: int, *, number: int | None = None
                ) -> tuple[Image.Image, tuple[float, float] | None]:
     """Frame ``index`` decoded, turned upright (EXIF orientation) and made 8-bit grey or
     RGB; with its DPI tags as (x, y) after the turn, or None without tags.
@@ -101,17 +102,18 @@ def load_frame(image: Image.Image, index: int, max_pixels: int
         BadImageError: truncated or corrupt pixel data.
         PageTooLargeError: this frame is over ``max_pixels``.
     """
+    number = index + 1 if number is None else number  # the page's number, as messages say it
     try:
         image.seek(index)
         width, height = image.size
         if width * height > max_pixels:
             raise PageTooLargeError(
-                f"page {index + 1}: {width}x{height} px is over the {max_pixels}-pixel limit")
+                f"page {number}: {width}x{height} px is over the {max_pixels}-pixel limit")
         dpi = dpi_tag(image)
         image.load()
         upright = ImageOps.exif_transpose(image)  # a copy, turned; or the frame unchanged
     except (OSError, SyntaxError, ValueError, EOFError) as exc:
-        raise BadImageError(f"page {index + 1}: corrupt or truncated image data: {exc}") \
+        raise BadImageError(f"page {number}: corrupt or truncated image data: {exc}") \
             from exc
     if dpi is not None and upright.size != image.size and upright.size == image.size[::-1]:
         dpi = (dpi[1], dpi[0])  # turned a quarter: the axes' resolutions swap
