@@ -112,3 +112,18 @@ def test_a_batch_of_a_many_frame_image_does_not_count_its_frames(
         assert page.image_path is not None
         with Image.open(page.image_path) as saved:
             assert saved.convert("L").getpixel((0, 0)) == 255 - page.index
+
+
+def test_an_office_conversion_is_cut_at_the_documents_time(tmp_path: Path) -> None:
+    """Before: the conversion had ``office.timeout_s`` (120 s) of its own whatever the
+    document's limit; now it gets what is left of the document's time, and a conversion
+    cut short by it ends the document as its pages would, not retried with this limit."""
+    pytest.importorskip("folio.formats.office")
+    from tests.mixed_folder import write_docx
+
+    docx = write_docx(tmp_path / "memo.docx", ["a memo"] * 50)
+    doc = _run(tmp_path, docx, 0.5)  # LibreOffice alone takes longer than that to start
+    assert doc.outcome is DocumentOutcome.QUARANTINED and not doc.retryable
+    assert doc.reason.startswith("document-timeout") and "Office conversion" in doc.reason
+    again = _run(tmp_path, docx, 0.5)
+    assert again.cached and again.outcome is DocumentOutcome.QUARANTINED

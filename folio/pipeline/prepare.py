@@ -13,12 +13,19 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict
 
 from folio import progress
-from folio.errors import BadInputError, ConfigError, FolioError, MalformedPdfError
+from folio.errors import (
+    BadInputError,
+    ConfigError,
+    FolioError,
+    MalformedPdfError,
+    TransientError,
+)
 from folio.formats.detect import detect_file
 from folio.formats.handling import office_pdf, skip_reason
 from folio.io.source_index import known_sha256, record_sha256
 from folio.io.sources import SourceRef, fetch
 from folio.models import DocumentOutcome, DocumentResult
+from folio.pipeline.deadline import CODE as DOCUMENT_TIMEOUT
 from folio.pipeline.deadline import limit_raised
 from folio.pipeline.limits import ghostscript_workers
 from folio.pipeline.outcome import quarantine
@@ -109,7 +116,7 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
             return PreparedDocument(result=doc, pdf=local, kind="image", work_dir=work_dir,
                                     started=started)
         if fmt.kind == "office":
-            local = office_pdf(local, work_dir, config)
+            local = _office_within(local, work_dir, config, started, doc)
         probed, info = _probe_or_repair(local, doc, work_dir, config)
         pdf = _maybe_compress(probed, info, doc, work_dir, config)
         return PreparedDocument(result=doc, pdf=pdf, work_dir=work_dir, started=started,
@@ -122,6 +129,29 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
         if isinstance(err, ConfigError):  # a setting or a missing tool (LibreOffice), not
             result.retryable = True        # the document: never a verdict on its bytes
         return result
+
+
+def _office_within(local: Path, work_dir: Path, config: PipelineConfig, started: float,
+                   doc: DocumentResult) -> Path:
+    """The Office conversion, within what is left of the document's time
+    (``limits.document_timeout_s`` from its start): a conversion cut short by it ends the
+    document ``document-timeout`` (not retried unless the limit is raised), as its pages
+    would (folio.pipeline.deadline); one cut short by ``office.timeout_s`` stays transient."""
+    limit = config.limits.document_timeout_s
+    left = started + limit - time.monotonic()
+    bounded = config
+    if left < config.office.timeout_s:
+        office = config.office.model_copy(update={"timeout_s": max(left, 0.1)})
+        bounded = config.model_copy(update={"office": office})
+    try:
+        return office_pdf(local, work_dir, bounded)
+    except TransientError as err:
+        if bounded is config or time.monotonic() < started + limit:
+            raise
+        doc.time_limit_s = limit
+        raise BadInputError(f"the document took over its {limit:g} s "
+                            "(limits.document_timeout_s) in its Office conversion",
+                            code=DOCUMENT_TIMEOUT) from err
 
 
 def skipped(doc: DocumentResult, reason: str, started: float) -> DocumentResult:
