@@ -24,12 +24,14 @@ from prefect.artifacts import (
     create_table_artifact,
 )
 from prefect.cache_policies import NO_CACHE
+from prefect.exceptions import TerminationSignal
 from prefect.futures import PrefectFuture
 from prefect.states import Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 
 # the S3 result block's class, which Prefect looks up by its slug
 import folio_prefect.deployments.result_storage  # noqa: F401
+from folio import stop_hooks
 from folio.checks.run_checks import check_host
 from folio.checks.validation import in_child as validation_in_child
 from folio.checks.validation import preload as preload_validation
@@ -202,6 +204,17 @@ def run_request(request: IngestRequest, *, report: str | None,
     services = Services(config, request.out)
     sync_started = index_sync.now()
     refs: list[SourceRef] = []
+    written: list[str] = []
+
+    def report_on_stop(how: str) -> None:
+        """The report of the run so far, once: from the SIGTERM handler itself
+        (folio.stop_hooks), wherever the run's body is then, or from the stop below."""
+        if report and not written:
+            written.append(how)
+            write_report(interrupted_report(services, refs, request.out, started, how), report)
+
+    stop_hooks.add(report_on_stop)
+    give_back_sigterm = stop_hooks.on_sigterm_first()
     try:
         found = discover_sources(request.sources, config.s3, config.sources,
                                  own=[request.out, str(config.work_dir)])
@@ -220,11 +233,18 @@ def run_request(request: IngestRequest, *, report: str | None,
         synced = index_sync.sync_roots(
             services.sink, services.store, request.sources, present,
             apply=request.sync, dry_run=False, started=sync_started, s3=config.s3)
-    except KeyboardInterrupt as stop:  # SIGINT, SIGTERM (folio.cli.Terminated)
-        if report:
-            write_report(interrupted_report(services, refs, request.out, started, stop), report)
+    except (KeyboardInterrupt, TerminationSignal) as stop:
+        # SIGINT; SIGTERM as folio.cli.Terminated, or as Prefect's TerminationSignal while
+        # its flow engine holds the signal (it runs folio's handler only after the flow
+        # ended: the report first, and the stop bounded, here)
+        how = "SIGINT" if type(stop) is KeyboardInterrupt else "SIGTERM"
+        report_on_stop(how)
+        if how == "SIGTERM":
+            stop_hooks.end_after_sigterm()
         raise
     finally:
+        give_back_sigterm()
+        stop_hooks.remove(report_on_stop)
         services.close()
     closed = time.monotonic()
     summary = finish_run(docs, started=started, out=request.out, report=None,
@@ -253,13 +273,13 @@ def sync_dry_run(request: IngestRequest, services: Services, present: list[str],
 
 
 def interrupted_report(services: Services, refs: list[SourceRef], out: str, started: float,
-                       stop: BaseException) -> dict[str, Any]:
+                       how: str) -> dict[str, Any]:
     """The report of a run stopped by SIGINT or SIGTERM: the documents whose load ended
     (done, quarantined, cached) and the sources that did not finish (a rerun does them)."""
     finished = list(services.loaded)
     summary = build_report(finished, seconds=time.monotonic() - started, out=out)
     ended = {d.source for d in finished}
-    summary["interrupted"] = "SIGTERM" if type(stop).__name__ == "Terminated" else "SIGINT"
+    summary["interrupted"] = how
     summary["unfinished"] = [r.uri for r in refs if r.uri not in ended]
     return summary
 

@@ -394,6 +394,10 @@ class Terminated(KeyboardInterrupt):
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
+    from folio import stop_hooks
+
+    stop_hooks.run_stop_hooks("SIGTERM")  # the report first: the orderly stop may not come
+    stop_hooks.end_after_sigterm()
     raise Terminated()
 
 

@@ -300,6 +300,9 @@ class DocumentResult(BaseModel):
     outcome: DocumentOutcome = DocumentOutcome.QUARANTINED
     reason: str = ""
     retryable: bool = False  # True when the failure was transient: a later run retries it
+    #: the ``limits.document_timeout_s`` its unfinished pages ran into (they end
+    #: ``document-timeout``, not retried): a later run tries it again only with a larger one
+    time_limit_s: float | None = None
     #: what the source is, detected from its content (folio.formats.detect): "pdf",
     #: "jpeg", "tiff", "docx", "zip", ...; empty when it was never read
     format: str = ""

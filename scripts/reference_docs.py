@@ -196,7 +196,8 @@ def exit_codes() -> list[tuple[int, str]]:
                  "not count)"),
              (130, "Ctrl-C, after the run closed what it opened"),
              (143, "SIGTERM (`docker stop`, an evicted pod), after the run closed what it "
-                   "opened")]
+                   "opened, or 10 s after the signal when closing takes longer (the "
+                   "`--report` is written first)")]
     for node in ast.parse(source).body:
         if (isinstance(node, ast.Assign) and len(node.targets) == 1
                 and isinstance(node.targets[0], ast.Name)

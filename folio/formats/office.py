@@ -287,9 +287,11 @@ def _failure(src: Path, kind: OfficeKind, returncode: int, output: str,
     lines = [line.strip() for line in output.splitlines()
              if line.strip() and "javaldx" not in line]
     said = " | ".join(lines[-_TAIL_LINES:]) or "no message"
-    status = (f"killed by signal {signal.Signals(-returncode).name}" if returncode < 0
-              else f"exit {returncode}")
-    if returncode < 0 or any(marker in output for marker in _MEMORY_MARKERS):
+    # soffice is a shell script: its program killed by a signal is its exit 128 + N
+    killed = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
+    status = (f"killed by signal {signal.Signals(killed).name}"
+              if killed in signal.valid_signals() else f"exit {returncode}")
+    if killed or any(marker in output for marker in _MEMORY_MARKERS):
         status += f"; the memory limit is {memory_mb} MB (office.memory_mb)"
     return OfficeConversionError(
         f"LibreOffice could not convert this {kind.extension.upper()} document to "

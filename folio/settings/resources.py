@@ -49,7 +49,9 @@ class ServerSettings(BaseModel):
 
 
 class LimitSettings(BaseModel):
-    document_timeout_s: float = Field(900.0, description="whole-document wall clock limit")
+    document_timeout_s: float = Field(900.0, description=(
+        "whole-document wall clock limit, from its start, whatever its pages; pages not done "
+        "by then end document-timeout, not retried unless the limit is raised"))
     page_timeout_s: float = Field(120.0, description="one page's OCR limit")
     ghostscript_timeout_s: float = Field(
         120.0, gt=0, description="one Ghostscript run's wall-clock limit (repair, compression); "
