@@ -326,7 +326,7 @@ def test_a_run_without_sync_names_the_first_gone_sources_and_counts_the_rest(
     sink = LocalSink(tmp_path / "out")
     root = tmp_path / "in"
     for i in range(GONE_NAMED + 5):
-        _record(sink, str(root / f"gone{i:02d}.pdf"), f"gone{i:02d}")
+        _record(sink, str(root / f"gone{i:02d}.pdf"))
     counted = sync_roots(sink, NullStore, [str(root)], [], apply=False, dry_run=False,
                          started=now(), s3=PipelineConfig().s3)
     assert counted.gone_count == GONE_NAMED + 5 and len(counted.gone) == GONE_NAMED

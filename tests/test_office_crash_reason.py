@@ -21,7 +21,7 @@ def test_a_program_killed_under_the_wrapper_is_reported_with_the_memory_cap(
                                      cwd=tmp_path, timeout_s=30, memory_mb=512)
     assert returncode == 139
     kind = OfficeKind(app="writer", infilter="", extension="docx")
-    error = office._failure(tmp_path / "memo.docx", kind, returncode, output, 512)
+    error = office._failure(tmp_path / "memo.docx", kind, returncode, output, 512, "docx")
     message = str(error)
     assert "killed by signal SIGSEGV" in message
     assert "the memory limit is 512 MB (office.memory_mb)" in message
@@ -30,5 +30,5 @@ def test_a_program_killed_under_the_wrapper_is_reported_with_the_memory_cap(
 def test_an_ordinary_exit_code_is_not_taken_for_a_signal(tmp_path: Path) -> None:
     kind = OfficeKind(app="writer", infilter="", extension="docx")
     message = str(office._failure(tmp_path / "memo.docx", kind, 1, "Error: source file could "
-                                  "not be loaded", 512))
+                                  "not be loaded", 512, "docx"))
     assert "(exit 1)" in message and "memory limit" not in message

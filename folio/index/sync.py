@@ -174,7 +174,8 @@ def sync_roots(sink: Sink, store: Callable[[], VectorStore], roots: Sequence[str
     result.indexed, paths = gone_sources(sink, roots, present)
     result.gone_count = len(paths)
     if not apply:
-        result.gone = [r.source for r in read_records(sink, sorted(paths)[:GONE_NAMED])]
+        named, _ = read_records(sink, sorted(paths)[:GONE_NAMED])
+        result.gone = [r.source for r in named]
         return result
     if not paths:
         return result
