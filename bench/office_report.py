@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 from typing import Any
+from xml.sax.saxutils import escape
 
 from bench.office_truth import Cell, Heading, ListItem, Table, Truth
 
@@ -108,23 +109,13 @@ def _add_table(document: Any, rows: tuple[tuple[str, ...], ...],
 
 def _add_hyperlink(paragraph: Any, text: str, url: str) -> None:
     from docx.opc.constants import RELATIONSHIP_TYPE
-    from docx.oxml import OxmlElement
-    from docx.oxml.ns import qn
+    from docx.oxml import parse_xml
+    from docx.oxml.ns import nsdecls
 
     r_id = paragraph.part.relate_to(url, RELATIONSHIP_TYPE.HYPERLINK, is_external=True)
-    link = OxmlElement("w:hyperlink")
-    link.set(qn("r:id"), r_id)
-    run = OxmlElement("w:r")
-    props = OxmlElement("w:rPr")
-    underline = OxmlElement("w:u")
-    underline.set(qn("w:val"), "single")
-    props.append(underline)
-    run.append(props)
-    body = OxmlElement("w:t")
-    body.text = text
-    run.append(body)
-    link.append(run)
-    paragraph._p.append(link)
+    paragraph._p.append(parse_xml(
+        f'<w:hyperlink {nsdecls("w", "r")} r:id="{r_id}"><w:r><w:rPr><w:u w:val="single"/>'
+        f"</w:rPr><w:t>{escape(text)}</w:t></w:r></w:hyperlink>"))
 
 
 _W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
@@ -143,23 +134,16 @@ def _add_footnote(document: Any, paragraph: Any, text: str) -> None:
     from docx.opc.constants import RELATIONSHIP_TYPE
     from docx.opc.packuri import PackURI
     from docx.opc.part import Part
-    from docx.oxml import OxmlElement
-    from docx.oxml.ns import qn
+    from docx.oxml import parse_xml
+    from docx.oxml.ns import nsdecls
 
     part = Part(PackURI("/word/footnotes.xml"),
                 "application/vnd.openxmlformats-officedocument.wordprocessingml.footnotes+xml",
-                _FOOTNOTES.format(text=text).encode(), document.part.package)
+                _FOOTNOTES.format(text=escape(text)).encode(), document.part.package)
     document.part.relate_to(part, RELATIONSHIP_TYPE.FOOTNOTES)
-    run = OxmlElement("w:r")
-    props = OxmlElement("w:rPr")
-    align = OxmlElement("w:vertAlign")
-    align.set(qn("w:val"), "superscript")
-    props.append(align)
-    run.append(props)
-    reference = OxmlElement("w:footnoteReference")
-    reference.set(qn("w:id"), "1")
-    run.append(reference)
-    paragraph._p.append(run)
+    paragraph._p.append(parse_xml(
+        f'<w:r {nsdecls("w")}><w:rPr><w:vertAlign w:val="superscript"/></w:rPr>'
+        '<w:footnoteReference w:id="1"/></w:r>'))
 
 
 _LIST_STYLES = {("b", 1): "List Bullet", ("b", 2): "List Bullet 2", ("b", 3): "List Bullet 3",
