@@ -119,6 +119,11 @@ def build_workbook(path: Path) -> Truth:
         summary_cached[f"B{r + 1}"], summary_cached[f"C{r + 1}"] = str(count), str(quantity)
         summary_cells += [Cell(row=r, col=c, text=t)
                           for c, t in enumerate((region, str(count), str(quantity)))]
+    # columns as wide as their contents, as Excel makes them while one types (openpyxl
+    # leaves the default width, which prints a date as ### and cuts text off)
+    for ws, widths in ((sheet, (12, 12, 10, 16, 10, 11, 10)), (summary, (10, 10, 10))):
+        for letter, width in zip("ABCDEFG", widths, strict=False):
+            ws.column_dimensions[letter].width = width
     book.save(path)
     _set_cached_values(path, "xl/worksheets/sheet1.xml", cached)
     _set_cached_values(path, "xl/worksheets/sheet2.xml", summary_cached)

@@ -55,9 +55,13 @@ ANCHOR_NOTES = {
 def _read(reader: str, fixture: Fixture, work: Path, anchors_python: str | None) -> Run:
     folder = Path(tempfile.mkdtemp(prefix=f"{reader}-", dir=work))
     if reader == "folio":
-        return folio_run(str(REPO / ".venv" / "bin" / "folio"), fixture.path, folder)
-    assert anchors_python is not None
-    return anchor_run(anchors_python, reader, fixture.path, folder)
+        run = folio_run(str(REPO / ".venv" / "bin" / "folio"), fixture.path, folder)
+    else:
+        assert anchors_python is not None
+        run = anchor_run(anchors_python, reader, fixture.path, folder)
+    print(f"{fixture.name} {reader}: {run.cpu_s} CPU s, {run.wall_s} s {run.error[:80]}",
+          flush=True)
+    return run
 
 
 def _row(fixture: Fixture, run: Run) -> dict[str, Any]:
@@ -117,7 +121,6 @@ def main() -> None:
                              for f in fixtures}
     for (reader, fixture), run in zip(jobs, runs, strict=True):
         files[fixture.name]["readers"][reader] = _row(fixture, run)
-        print(fixture.name, reader, run.cpu_s, run.error[:80], flush=True)
     save(args.result, {
         "what": "Office files with known content (bench/office_docs.py) read by folio and "
                 "the anchors, one file a process; scores by bench/office_scoring.py",
