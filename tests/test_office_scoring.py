@@ -162,3 +162,32 @@ def test_folio_blocks_give_items_headings_and_sheet_tables() -> None:
     joined = stitch(found.tables)
     assert len(joined) == 1
     assert {(c.row, c.col, c.text) for c in joined[0].cells} >= {(2, 0, "SH-2"), (2, 1, "20")}
+
+
+def _row(recall: float, items: int, as_items: float, cpu: float) -> dict[str, object]:
+    present = {kind: None for kind in ("sheet_names", "notes", "comments", "footnotes",
+                                       "link_urls", "chart_values", "captions")}
+    return {"error": "", "cpu_s": cpu, "wall_s": cpu, "scores": {
+        "word_recall": recall, "private_use_chars": 0, "present": {**present, "notes": 1.0},
+        "lists": {"items": items, "as_list_items": as_items, "level_and_kind": as_items},
+        "headings": {"headings": 1, "as_headings": 1.0, "right_level": 1.0},
+        "tables": {"cells": 1, "cells_in_place": 1.0}}}
+
+
+def test_summary_pools_by_count_and_compares_cpu_with_docling() -> None:
+    from bench.office_summary import summarise
+
+    files = {"a": {"readers": {"folio": _row(1.0, 30, 1.0, 10.0),
+                               "docling": _row(1.0, 30, 1.0, 8.0)}},
+             "b": {"readers": {"folio": _row(0.9, 10, 0.0, 10.0),
+                               "docling": _row(1.0, 10, 1.0, 8.0)}}}
+    summary = summarise(files, ["folio", "docling"])
+    folio = summary["folio"]
+    assert folio["list_items_as_list_items"] == 0.75  # 30 of 40 items, not the mean 0.5
+    assert folio["word_recall_min"] == 0.9
+    assert folio["targets_met"]["list_items_as_list_items"] is False
+    assert folio["targets_met"]["present_notes"] is True
+    assert "present_comments" not in folio["targets_met"]  # no file has comments
+    assert folio["cpu_vs_docling"] == 1.25
+    assert folio["targets_met"]["cpu_no_more_than_docling"] is False
+    assert summary["docling"]["targets_met"]["list_items_as_list_items"] is True
