@@ -141,10 +141,12 @@ def folio_run(folio: str, source: Path, work: Path) -> Run:
                error="" if document.get("outcome") == "ok" else str(document.get("reason")))
 
 
-def server_cpu_s() -> float:
-    """CPU seconds so far of folio's local Prefect servers (``folio ingest`` starts one
-    that outlives it, so no run's own usage holds it): the processes whose command line
-    names folio_prefect.deployments.local_server, and everything below them."""
+def server_cpu_s(python: Path = REPO / ".venv" / "bin" / "python") -> float:
+    """CPU seconds so far of the local Prefect servers this checkout's folio started
+    (``folio ingest`` starts one that outlives it, so no run's own usage holds it): the
+    processes run by ``python`` (not another checkout's) whose command line names
+    folio_prefect.deployments.local_server, and everything below them."""
+    marker = str(python).encode()
     tick = os.sysconf("SC_CLK_TCK")
     stats: dict[int, tuple[int, float]] = {}
     servers: set[int] = set()
@@ -158,7 +160,7 @@ def server_cpu_s() -> float:
             continue
         pid = int(entry.name)
         stats[pid] = (int(fields[1]), sum(int(v) for v in fields[11:15]) / tick)
-        if b"folio_prefect.deployments.local_server" in cmdline:
+        if b"folio_prefect.deployments.local_server" in cmdline and cmdline.startswith(marker):
             servers.add(pid)
     total = 0.0
     for pid, (_, cpu) in stats.items():
