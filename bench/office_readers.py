@@ -110,14 +110,17 @@ def folio_structure(document: dict[str, Any]) -> Structure:
 
 
 def folio_chunks(out: Path) -> list[str] | None:
-    """The texts of the chunks folio wrote to its default store (LanceDB under OUT)."""
+    """The chunks folio wrote to its default store (LanceDB under OUT), each as its
+    heading path and its text: a retriever sees both (a heading's words are in the path,
+    not in the text)."""
     table_dir = out / "_vectors"
     if not table_dir.is_dir():
         return None
     import lancedb
 
     table = lancedb.connect(str(table_dir)).open_table("chunks")
-    return [str(text) for text in table.to_arrow().column("text").to_pylist()]
+    rows = table.to_arrow().select(["headings", "text"]).to_pylist()
+    return ["\n".join([*(row["headings"] or []), str(row["text"])]) for row in rows]
 
 
 def folio_run(folio: str, source: Path, work: Path) -> Run:

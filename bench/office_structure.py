@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -121,6 +122,8 @@ def main() -> None:
                              for f in fixtures}
     for (reader, fixture), run in zip(jobs, runs, strict=True):
         files[fixture.name]["readers"][reader] = _row(fixture, run)
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
     save(args.result, {
         "what": "Office files with known content (bench/office_docs.py) read by folio and "
                 "the anchors, one file a process; scores by bench/office_scoring.py",
