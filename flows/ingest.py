@@ -45,7 +45,7 @@ from folio.settings.run_config import IngestRequest, resolve_config
 from folio.settings.vocabulary import EngineName, RouteRequest
 from folio_prefect.flows.vllm_runner import raise_startup_failure
 from folio_prefect.tasks.discover import discover_sources
-from folio_prefect.tasks.load import load
+from folio_prefect.tasks.load import flush_announcements, load
 from folio_prefect.tasks.prepare import prepare_document
 from folio_prefect.tasks.progress import PageProgress
 from folio_prefect.tasks.validate import data_docs_dir, data_docs_index, validate
@@ -215,6 +215,7 @@ def run_request(request: IngestRequest, *, report: str | None,
         get_run_logger().info("%d entries to ingest into %s (%d excluded by the globs)",
                               len(refs), request.out, found.excluded)
         docs, scheduler = ingest_documents(refs, services)
+        flush_announcements()  # before the run's end: a trigger waiting on it sees both
         loaded = time.monotonic()
         synced = index_sync.sync_roots(
             services.sink, services.store, request.sources, present,

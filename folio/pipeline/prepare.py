@@ -87,8 +87,9 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
             if answered is not None:
                 return answered
         work_dir = work_dirs.make(Path(config.work_dir))  # private; swept if the run is killed
-        local = fetch(ref, work_dir, config.s3)
-        doc.sha256 = sha256_file(local)
+        with services.clock.span("fetch"):
+            local = fetch(ref, work_dir, config.s3)
+            doc.sha256 = sha256_file(local)
         doc.doc_id = doc.sha256[:32]
         doc.compression.original_bytes = local.stat().st_size
         if ref.is_s3 and doc.sha256 != listed_sha:
@@ -108,9 +109,11 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
             return PreparedDocument(result=doc, pdf=local, kind="image", work_dir=work_dir,
                                     started=started)
         if fmt.kind == "office":
-            local = office_pdf(local, work_dir, config)
-        probed, info = _probe_or_repair(local, doc, work_dir, config)
-        pdf = _maybe_compress(probed, info, doc, work_dir, config)
+            with services.clock.span("convert"):
+                local = office_pdf(local, work_dir, config)
+        with services.clock.span("probe"):
+            probed, info = _probe_or_repair(local, doc, work_dir, config)
+            pdf = _maybe_compress(probed, info, doc, work_dir, config)
         return PreparedDocument(result=doc, pdf=pdf, work_dir=work_dir, started=started,
                                 text_pdf=probed if pdf != probed else None)
     except Exception as err:  # every failure becomes an outcome
