@@ -31,8 +31,6 @@ from prefect.task_runners import ThreadPoolTaskRunner
 # the S3 result block's class, which Prefect looks up by its slug
 import folio_prefect.deployments.result_storage  # noqa: F401
 from folio.checks.run_checks import check_host
-from folio.checks.validation import in_child as validation_in_child
-from folio.checks.validation import preload as preload_validation
 from folio.errors import AllQuarantinedError
 from folio.formats.office import require_for as require_office_converter
 from folio.index import sync as index_sync
@@ -297,11 +295,7 @@ def ingest_documents(refs: list[SourceRef], services: Services
 
     def prepare(ref: SourceRef) -> PreparedDocument | DocumentResult:
         prep = prepare_document(ref, services)
-        if isinstance(prep, PreparedDocument):
-            if services.config.validation.enabled:  # GX loads while the pages are OCR'd
-                # (once; a rerun with nothing to do never loads it)
-                preload_validation(validation_in_child(services.config),
-                                   services.config.validation.child_processes)
+        if isinstance(prep, PreparedDocument):  # (GX began loading in prepare_document)
             bar = PageProgress(prep.result.source, prep.result.page_count)
             progress_bars[prep.result.source] = bar.__enter__()
         return prep

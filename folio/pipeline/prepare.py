@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict
 
 from folio import progress
+from folio.checks.validation import in_child as validation_in_child
+from folio.checks.validation import preload as preload_validation
 from folio.errors import BadInputError, ConfigError, FolioError, MalformedPdfError
 from folio.formats.detect import detect_file
 from folio.formats.handling import office_pdf, skip_reason
@@ -99,6 +101,10 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
             if answered is not None:
                 shutil.rmtree(work_dir, ignore_errors=True)
                 return answered
+        if config.validation.enabled:  # GX imports (seconds) while this document is
+            # converted, probed and read; once per process, never for a document with
+            # nothing to do (a rerun that finds everything done)
+            preload_validation(validation_in_child(config), config.validation.child_processes)
         fmt = detect_file(local, ref.name)
         doc.format = fmt.name
         if fmt.kind in ("text", "unsupported"):
