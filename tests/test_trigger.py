@@ -6,6 +6,7 @@ repeated with the same arguments starts one run."""
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import uuid
 from datetime import UTC, datetime
@@ -256,3 +257,36 @@ def test_a_wait_hears_the_run_end_and_its_document_from_the_event_stream(
     [doc] = result.documents
     assert doc.indexed and doc.source == str(pdf) and doc.flow_run_id == str(run.flow_run_id)
     assert result.exit_code == 0
+
+
+def test_a_run_s_final_state_is_told_from_its_other_events() -> None:
+    from prefect.events import Event
+
+    from folio_prefect.deployments.event_stream import final_state_type
+
+    def event(name: str, state: str | None) -> Event:
+        payload = {"validated_state": {"type": state, "name": state}} if state else {}
+        return Event(event=name, resource={"prefect.resource.id": "prefect.flow-run.x"},
+                     payload=payload)
+
+    assert final_state_type(event("prefect.flow-run.Completed", "COMPLETED")) == "COMPLETED"
+    assert final_state_type(event("prefect.flow-run.Crashed", "CRASHED")) == "CRASHED"
+    assert final_state_type(event("prefect.flow-run.Running", "RUNNING")) is None
+    assert final_state_type(event(trigger.INDEXED, "COMPLETED")) is None  # not a run's state
+
+
+def test_a_stream_that_cannot_open_says_so_and_the_caller_polls() -> None:
+    """No server where the API should be: the stream is broken, never raises, and hands
+    out nothing, so the waits poll the events API as before."""
+    from prefect.events.filters import EventFilter
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from folio_prefect.deployments.event_stream import EventStream
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with temporary_settings({PREFECT_API_URL: f"http://127.0.0.1:{port}/api"}), \
+            EventStream(EventFilter()) as stream:
+        assert stream.next(30) is None
+        assert stream.broken
