@@ -125,6 +125,8 @@ def wait_for_result(flow_run_id: uuid.UUID, *, timeout: float = 3600.0,
     with EventStream(flt) as stream:
         documents: dict[str, DocumentEvent] = {}
         flow_run = read_run(flow_run_id)  # a run that ended before the stream opened
+        if _is_final(flow_run) and _ended_s(flow_run) > EVENT_SETTLE_S:
+            stream.broken = True  # its events are stored: the events API has them all
         next_read = time.monotonic() + SAFETY_READ_S
         while not _is_final(flow_run) and not stream.broken:
             left = deadline - time.monotonic()
@@ -142,7 +144,7 @@ def wait_for_result(flow_run_id: uuid.UUID, *, timeout: float = 3600.0,
                 event = stream.next(grace - time.monotonic())
                 if event is not None and event.event in DOCUMENT_EVENTS:
                     documents[str(event.id)] = _parse_live(event)
-        if _is_final(flow_run) and (documents or not _completed(flow_run)):
+        if not stream.broken and _is_final(flow_run) and (documents or not _completed(flow_run)):
             result = _result_of(flow_run)
             result.documents = sorted(documents.values(), key=lambda d: d.occurred)
             return result
@@ -152,6 +154,12 @@ def wait_for_result(flow_run_id: uuid.UUID, *, timeout: float = 3600.0,
 
 def _is_final(flow_run: FlowRun) -> bool:
     return flow_run.state is not None and flow_run.state.is_final()
+
+
+def _ended_s(flow_run: FlowRun) -> float:
+    """Seconds since the run's current state began."""
+    state = flow_run.state
+    return 0.0 if state is None else (datetime.now(UTC) - state.timestamp).total_seconds()
 
 
 def _completed(flow_run: FlowRun) -> bool:
