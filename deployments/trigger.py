@@ -265,23 +265,23 @@ def wait_for_indexed(
     flt = EventFilter(event=EventNameFilter(name=list(DOCUMENT_EVENTS)),
                       any_resource=EventAnyResourceFilter(id=ids) if ids else None,
                       related=EventRelatedFilter(id=related) if related else None)
-    # the stream first, so that an event received while the API is read is not missed
+    # the stream first, so that an event received while the API is read is not missed;
+    # the API is still read every poll_s, as before the stream: it has what the stream
+    # delivered before this call (an event another wait already returned)
     with EventStream(flt) as stream, get_client(sync_client=True) as client:
-        next_read = time.monotonic()
         while True:
-            if time.monotonic() >= next_read:  # what the server has stored (and a safety net)
-                found = _document_events(client, any_resource=ids, related=related, since=since)
-                if found:
-                    return found[0]
-                next_read = time.monotonic() + (poll_s if stream.broken else SAFETY_READ_S)
+            found = _document_events(client, any_resource=ids, related=related, since=since)
+            if found:
+                return found[0]
             if time.monotonic() > deadline:
                 what = source or doc_id or flow_run_id
                 raise TimeoutError(f"no {INDEXED} event for {what} within {timeout:.0f} s")
-            wait = max(0.0, min(next_read, deadline) - time.monotonic())
-            event = stream.next(wait)
-            if (event is not None and event.event in DOCUMENT_EVENTS
-                    and event.occurred >= since):
-                return _parse_live(event)
+            next_read = time.monotonic() + poll_s
+            while (left := next_read - time.monotonic()) > 0:
+                event = stream.next(left)
+                if (event is not None and event.event in DOCUMENT_EVENTS
+                        and event.occurred >= since):
+                    return _parse_live(event)
 
 
 def _document_events(
