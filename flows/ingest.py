@@ -33,8 +33,6 @@ from prefect.task_runners import ThreadPoolTaskRunner
 import folio_prefect.deployments.result_storage  # noqa: F401
 from folio import stop_hooks
 from folio.checks.run_checks import check_host
-from folio.checks.validation import in_child as validation_in_child
-from folio.checks.validation import preload as preload_validation
 from folio.errors import AllQuarantinedError
 from folio.formats.office import require_for as require_office_converter
 from folio.index import sync as index_sync
@@ -47,7 +45,7 @@ from folio.settings.run_config import IngestRequest, resolve_config
 from folio.settings.vocabulary import EngineName, RouteRequest
 from folio_prefect.flows.vllm_runner import raise_startup_failure
 from folio_prefect.tasks.discover import discover_sources
-from folio_prefect.tasks.load import load
+from folio_prefect.tasks.load import flush_announcements, load
 from folio_prefect.tasks.prepare import prepare_document
 from folio_prefect.tasks.progress import PageProgress
 from folio_prefect.tasks.validate import data_docs_dir, data_docs_index, validate
@@ -229,6 +227,7 @@ def run_request(request: IngestRequest, *, report: str | None,
         get_run_logger().info("%d entries to ingest into %s (%d excluded by the globs)",
                               len(refs), request.out, found.excluded)
         docs, scheduler = ingest_documents(refs, services)
+        flush_announcements()  # before the run's end: a trigger waiting on it sees both
         loaded = time.monotonic()
         synced = index_sync.sync_roots(
             services.sink, services.store, request.sources, present,
@@ -317,11 +316,7 @@ def ingest_documents(refs: list[SourceRef], services: Services
 
     def prepare(ref: SourceRef) -> PreparedDocument | DocumentResult:
         prep = prepare_document(ref, services)
-        if isinstance(prep, PreparedDocument):
-            if services.config.validation.enabled:  # GX loads while the pages are OCR'd
-                # (once; a rerun with nothing to do never loads it)
-                preload_validation(validation_in_child(services.config),
-                                   services.config.validation.child_processes)
+        if isinstance(prep, PreparedDocument):  # (GX began loading in prepare_document)
             bar = PageProgress(prep.result.source, prep.result.page_count)
             progress_bars[prep.result.source] = bar.__enter__()
         return prep

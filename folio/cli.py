@@ -105,8 +105,9 @@ def _parser() -> argparse.ArgumentParser:
     tr = sub.add_parser(
         "trigger", help="ask the Prefect server (PREFECT_API_URL) to ingest one source",
         description="Start the document deployment for SOURCE. Repeating the same request "
-        "(same source, out, settings and --revision) returns the first run instead of "
-        "starting another. Exit code with --wait: 0 indexed and ok (or skipped), 3 partial or "
+        "(same source, out, settings and --revision) while SOURCE's bytes are the same (its "
+        "size and S3 ETag or modification time) returns the run in flight or done instead of "
+        "starting another; once they changed, or that run failed, it starts a new run. Exit code with --wait: 0 indexed and ok (or skipped), 3 partial or "
         "quarantined, 1 the run failed, 4 still running at --timeout, 2 bad arguments.")
     tr.add_argument("source", help="a PDF, folder or s3://bucket/prefix the worker can read")
     tr.add_argument("--out", default="folio-out", help="output folder or s3://bucket/prefix")

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict
 
 from folio import progress
+from folio.checks.validation import in_child as validation_in_child
+from folio.checks.validation import preload as preload_validation
 from folio.errors import (
     BadInputError,
     ConfigError,
@@ -96,8 +98,9 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
             if answered is not None:
                 return answered
         work_dir = work_dirs.make(Path(config.work_dir))  # private; swept if the run is killed
-        local = fetch(ref, work_dir, config.s3, config.limits.max_bytes)
-        doc.sha256 = sha256_file(local)
+        with services.clock.span("fetch"):
+            local = fetch(ref, work_dir, config.s3, config.limits.max_bytes)
+            doc.sha256 = sha256_file(local)
         doc.doc_id = doc.sha256[:32]
         doc.compression.original_bytes = local.stat().st_size
         if ref.is_s3 and doc.sha256 != listed_sha:
@@ -107,6 +110,10 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
             if answered is not None:
                 shutil.rmtree(work_dir, ignore_errors=True)
                 return answered
+        if config.validation.enabled:  # GX imports (seconds) while this document is
+            # converted, probed and read; once per process, never for a document with
+            # nothing to do (a rerun that finds everything done)
+            preload_validation(validation_in_child(config), config.validation.child_processes)
         fmt = detect_file(local, ref.name)
         doc.format = fmt.name
         if fmt.kind in ("text", "unsupported"):
@@ -121,9 +128,11 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
                 shutil.rmtree(work_dir, ignore_errors=True)
                 return skipped(doc, f"Office document not read: office.enabled is off "
                                     f"({fmt.mime})", started)
-            return _read_office(local, doc, work_dir, services, started)
-        probed, info = _probe_or_repair(local, doc, work_dir, config)
-        pdf = _maybe_compress(probed, info, doc, work_dir, config)
+            with services.clock.span("convert"):
+                return _read_office(local, doc, work_dir, services, started)
+        with services.clock.span("probe"):
+            probed, info = _probe_or_repair(local, doc, work_dir, config)
+            pdf = _maybe_compress(probed, info, doc, work_dir, config)
         return PreparedDocument(result=doc, pdf=pdf, work_dir=work_dir, started=started,
                                 text_pdf=probed if pdf != probed else None)
     except Exception as err:  # every failure becomes an outcome
