@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
+from folio.engines.markdown import code_markdown, list_item_markdown
 from folio.figures.links import is_written
 from folio.figures.text import picture_text
 from folio.hierarchy.levels import HeadingLeveler
@@ -131,6 +132,12 @@ def _hard_split(text: str, limit: int) -> Iterator[str]:
         yield text
 
 
+def _hard_split_keep(line: str, limit: int) -> list[str]:
+    """A code line as it is (its indentation kept), cut only when longer than ``limit``."""
+    return [line[i:i + limit] for i in range(0, len(line), limit)] if len(line) > limit \
+        else [line]
+
+
 def _pack(parts: list[str], limit: int, sep: str) -> Iterator[str]:
     """Greedily join consecutive parts while they fit ``limit``."""
     current = ""
@@ -195,6 +202,8 @@ class _Draft:
 
     #: per part, its box when that part added it to ``boxes`` (for :meth:`take_last`)
     added: list[BBox | None] = field(default_factory=list)
+    #: pages of a list's later items (:meth:`add_list`)
+    more_pages: set[int] = field(default_factory=set)
 
     def add(self, text: str, page: int, bbox: BBox | None) -> None:
         self.parts.append(text)
@@ -208,6 +217,17 @@ class _Draft:
             self.seen.add(key)
             self.boxes.append((page, bbox))
             self.added[-1] = bbox
+
+    def add_list(self, items: list[tuple[str, int, BBox | None]]) -> None:
+        """A list's lines as one part (no blank line between items: one markdown list),
+        each item's box kept; its pages all count for the chunk's page range."""
+        self.add("\n".join(text for text, _, _ in items), items[0][1], items[0][2])
+        for _, page, bbox in items[1:]:
+            self.more_pages.add(page)
+            if bbox is not None and (key := (page, bbox.x0, bbox.y0, bbox.x1, bbox.y1)) \
+                    not in self.seen:
+                self.seen.add(key)
+                self.boxes.append((page, bbox))
 
     def take_last(self) -> tuple[str, int, BBox | None]:
         """Remove the last part added (and the box it added) and return it as ``add``
@@ -234,9 +254,17 @@ class _Chunker:
     caption_last: bool = False
     #: the draft is a table's, kept open for one more block: a caption under the table
     table_open: bool = False
+    #: the list being read: its items' markdown lines, pages and boxes (:meth:`end_list`)
+    items: list[tuple[str, int, BBox | None]] = field(default_factory=list)
+    #: the draft's last part is a paragraph of text: a list right after it is its lead-in's
+    text_last: bool = False
 
     def flush(self) -> None:
-        self.caption_last = self.table_open = False
+        self.end_list()
+        self._close()
+
+    def _close(self) -> None:
+        self.caption_last = self.table_open = self.text_last = False
         draft, self.draft = self.draft, None
         if draft is None or not draft.parts:
             return
@@ -250,7 +278,7 @@ class _Chunker:
                 text="\n\n".join(draft.parts),
                 kind=draft.kind,
                 page_start=min(draft.pages),
-                page_end=max(draft.pages),
+                page_end=max([*draft.pages, *draft.more_pages]),
                 headings=draft.headings,
                 boxes=draft.boxes,
                 sha256=self.doc.sha256,
@@ -306,10 +334,66 @@ class _Chunker:
         self.draft.add(text, page, block.bbox)
         self.flush()
 
-    def text(self, content: str, page: int, bbox: BBox | None) -> None:
+    def end_list(self) -> None:
+        """Add the list read so far as one part, with its lead-in where both fit a chunk:
+        the paragraph before it is taken into the list's chunk when the list does not fit
+        the chunk it is in. A list longer than a chunk is cut between items, the first
+        piece with its lead-in."""
+        items, self.items = self.items, []
+        if not items:
+            return
         self.after_text = True
         limit = max(1, self.settings.max_chars)
-        if len(content) > limit:
+        pieces: list[list[tuple[str, int, BBox | None]]] = [[]]
+        size = 0
+        for item in items:
+            if pieces[-1] and size + 1 + len(item[0]) > limit:
+                pieces.append([])
+                size = 0
+            pieces[-1].append(item)
+            size += len(item[0]) + 1
+        draft = self._open()
+        first = sum(len(t) + 1 for t, _, _ in pieces[0])
+        if draft.parts and draft.size + 2 + first > limit:
+            lead = draft.take_last() if self.text_last else None
+            if lead is not None and len(lead[0]) + 2 + first > limit:
+                draft.add(*lead)
+                lead = None
+            self._close()
+            draft = self._open()
+            if lead is not None:
+                draft.add(*lead)
+        for n, piece in enumerate(pieces):
+            if n:
+                self._close()
+                draft = self._open()
+            draft.add_list(piece)
+        self.text_last = self.caption_last = False
+
+    def list_item(self, block: Block, page: int) -> None:
+        self.items.append((list_item_markdown(block), page, block.bbox))
+
+    def code(self, block: Block, page: int) -> None:
+        """A code block as a fenced block, whole where it fits a chunk (a code block
+        longer than a chunk is cut between lines, each piece fenced)."""
+        limit = max(1, self.settings.max_chars)
+        fenced = code_markdown(block)
+        if len(fenced) <= limit:
+            self.text(fenced, page, block.bbox, whole=True)
+            return
+        inner = fenced.split("\n")
+        fence = inner[0]
+        room = max(1, limit - 2 * len(fence) - 2)
+        for piece in _pack([line for part in inner[1:-1] for line in _hard_split_keep(part, room)],
+                           room, "\n"):
+            self.text(f"{fence}\n{piece}\n{fence}", page, block.bbox, whole=True)
+
+    def text(self, content: str, page: int, bbox: BBox | None, *, whole: bool = False) -> None:
+        """Add text; ``whole``: a unit never cut (a fenced code piece within the limit)."""
+        self.end_list()
+        self.after_text = True
+        limit = max(1, self.settings.max_chars)
+        if len(content) > limit and not whole:
             self.flush()
             overlap = min(max(0, self.settings.overlap_chars), limit // 2)
             pieces = _with_overlap(_split_long(content, limit - overlap), overlap)
@@ -322,6 +406,7 @@ class _Chunker:
             self.flush()
             draft = self._open()
         draft.add(content, page, bbox)
+        self.text_last = not whole
 
     def block(self, block: Block, page: int) -> None:
         label = block.label.lower()
@@ -333,10 +418,16 @@ class _Chunker:
             return
         if self.table_open and self.after_table(block, page):
             return
+        if block.label == Label.LIST_ITEM.value and block.marker is not None:
+            self.list_item(block, page)
+            return
+        self.end_list()
         if label in _HEADING_LABELS:
             self.heading(block)
         elif label == _TABLE_LABEL and is_table_markup(block.content):
             self.table(block, page)
+        elif block.label == Label.CODE.value:
+            self.code(block, page)
         else:
             self.text(block.content.strip(), page, block.bbox)
             self.caption_last = is_table_caption(block) and self.draft is not None \

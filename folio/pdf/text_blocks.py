@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from folio.models import BBox, Block, Label
 from folio.page import headings
+from folio.page.list_items import ItemLine, is_bare_marker, list_pieces
 
 #: pdfium marks a hyphen it believes was inserted at a line break with U+0002 (per-char
 #: and bounded text) or U+FFFE (full text); the word continues on the next line
@@ -33,6 +34,9 @@ _JOIN_EM = 0.5
 _LEVEL_HEIGHT = 2.0
 #: lines shorter than this sharing a row are table cells, not lines of a paragraph
 _CELL_MAX_CHARS = 25
+#: a list marker set apart from its item's words (``•`` then a tab) joins the run on its
+#: right across at most this many type sizes
+_MARKER_GAP_EM = 6.0
 _MAX_CUT_DEPTH = 64
 
 
@@ -82,7 +86,7 @@ def _merge_runs(lines: list[_Line]) -> list[_Line]:
     merged: list[_Line] = []
     for line in sorted(lines, key=lambda ln: (round(ln.bbox.y0), ln.bbox.x0)):
         last = merged[-1] if merged else None
-        if last is not None and _same_line(last, line):
+        if last is not None and (_same_line(last, line) or _marker_beside(last, line)):
             left, right = sorted((last, line), key=lambda ln: ln.bbox.x0 + ln.bbox.x1)
             first, second = (right, left) if _right_to_left(left.text + right.text) \
                 else (left, right)
@@ -107,6 +111,18 @@ def _same_line(a: _Line, b: _Line) -> bool:
         gap = max(gap, a.bbox.x0 - b.bbox.x1)
     limit = _JOIN_EM * max(a.height, b.height)
     return height > 0 and overlap >= 0.5 * height and -limit <= gap <= limit
+
+
+def _marker_beside(marker: _Line, line: _Line) -> bool:
+    """Whether ``marker`` is a list marker alone (``•``, ``1.``) level with ``line`` and
+    left of it by no more than a tab's width: the marker of that line's item."""
+    if not is_bare_marker(marker.text):
+        return False
+    height = min(marker.bbox.y1 - marker.bbox.y0, line.bbox.y1 - line.bbox.y0)
+    overlap = min(marker.bbox.y1, line.bbox.y1) - max(marker.bbox.y0, line.bbox.y0)
+    gap = line.bbox.x0 - marker.bbox.x1
+    return (height > 0 and overlap >= 0.5 * height
+            and 0 <= gap <= _MARKER_GAP_EM * max(marker.height, line.height))
 
 
 def _level(line: _Line) -> bool:
@@ -197,13 +213,65 @@ def _similar_size(a: float | None, b: float | None) -> bool:
 
 
 def _blocks(paras: list[_Para], body: headings.Body) -> list[Block]:
+    """The paragraphs in reading order as blocks: monospaced ones (where the body is not)
+    as code with their lines and indentation, list items cut out of the rest
+    (:mod:`folio.page.list_items`), each item a block with its marker and level."""
     ordered = _xy_order(paras)
-    blocks = []
-    for i, p in enumerate(ordered):
-        label = _label(p, body)
-        blocks.append(Block(label=label, bbox=p.bbox, content=_join(p.lines), order=i,
-                            type_size=_type_size(p, body, label)))
+    mono_body = headings.is_monospaced(body.face, 0) if body.face else False
+    labels = [_label(p, body) for p in ordered]
+    code = [not mono_body and _is_code(p) for p in ordered]
+    fixed = [label != Label.TEXT.value or is_code or any(ln.cell for ln in p.lines)
+             for p, label, is_code in zip(ordered, labels, code, strict=True)]
+    pieces = list_pieces([[ItemLine(ln.text, ln.bbox.x0, ln.height) for ln in p.lines]
+                          for p in ordered], fixed)
+    blocks: list[Block] = []
+    for piece in pieces:
+        para = ordered[piece.para]
+        lines = [para.lines[i] for i in piece.lines]
+        box = lines[0].bbox
+        for line in lines[1:]:
+            box = box.union(line.bbox)
+        order = len(blocks)
+        if code[piece.para]:
+            if blocks and blocks[-1].label == Label.CODE.value:  # code over a blank line
+                blocks[-1].content += "\n\n" + _code_text(lines)
+                blocks[-1].bbox = _joined(blocks[-1].bbox, box)
+                continue
+            blocks.append(Block(label=Label.CODE.value, bbox=box, content=_code_text(lines),
+                                order=order))
+        elif piece.marker is not None:
+            texts = piece.item_texts
+            content = _join([_Line(ln.bbox, t, ln.size) for ln, t in zip(lines, texts,
+                                                                         strict=True)])
+            blocks.append(Block(label=Label.LIST_ITEM.value, bbox=box, content=content,
+                                order=order, marker=piece.marker.marker, level=piece.level))
+        else:
+            label = labels[piece.para] if len(lines) == len(para.lines) else Label.TEXT.value
+            blocks.append(Block(label=label, bbox=box, content=_join(lines), order=order,
+                                type_size=_type_size(para, body, label)))
     return blocks
+
+
+def _joined(a: BBox | None, b: BBox) -> BBox:
+    return b if a is None else a.union(b)
+
+
+def _is_code(para: _Para) -> bool:
+    """Whether a paragraph is set in a monospaced face throughout (a listing, a command)."""
+    return all(line.style.whole_mono for line in para.lines)
+
+
+def _code_text(lines: list[_Line]) -> str:
+    """A code paragraph's lines as they stand: each indented by its left edge over the
+    leftmost line's, in character widths of the monospaced face."""
+    widths = [(ln.bbox.x1 - ln.bbox.x0) / len(ln.text) for ln in lines if len(ln.text) > 1]
+    char = sorted(widths)[len(widths) // 2] if widths else 0.0
+    left = min(ln.bbox.x0 for ln in lines)
+    out = []
+    for line in lines:
+        indent = round((line.bbox.x0 - left) / char) if char > 0 else 0
+        out.append(" " * max(indent, 0) + _clean(line.text))
+    return "\n".join(out)
 
 
 def _type_size(para: _Para, body: headings.Body, label: str) -> float | None:

@@ -213,11 +213,13 @@ class _Run:
     style: headings.Style = field(default_factory=headings.Style)
 
     def add(self, char: str, box: pdfium_c.FS_RECTF, size: float | None,
-            vertical: bool = False, face: tuple[str, bool, bool] | None = None) -> None:
-        if face is not None:  # (name, bold, italic) of the glyph's font
+            vertical: bool = False, face: tuple[str, bool, bool, bool] | None = None
+            ) -> None:
+        if face is not None:  # (name, bold, italic, monospaced) of the glyph's font
             self.style.glyphs += 1
             self.style.bold += face[1]
             self.style.italic += face[2]
+            self.style.mono += face[3]
             self.style.face = self.style.face or face[0]
         if not self.chars or self.right == -math.inf:
             self.vertical = vertical
@@ -435,16 +437,16 @@ def _low_percentile(sizes: list[float]) -> float | None:
 
 
 class _Fonts:
-    """Each glyph's font as (name, bold, italic) (:mod:`folio.page.headings`), judged once a
-    font name and flags."""
+    """Each glyph's font as (name, bold, italic, monospaced) (:mod:`folio.page.headings`),
+    judged once a font name and flags."""
 
     def __init__(self, textpage: pdfium.PdfTextPage) -> None:
         self.textpage = textpage
         self.buffer = ctypes.create_string_buffer(128)
         self.flags = ctypes.c_int()
-        self.known: dict[tuple[bytes, int, int], tuple[str, bool, bool]] = {}
+        self.known: dict[tuple[bytes, int, int], tuple[str, bool, bool, bool]] = {}
 
-    def face(self, index: int) -> tuple[str, bool, bool] | None:
+    def face(self, index: int) -> tuple[str, bool, bool, bool] | None:
         got = pdfium_c.FPDFText_GetFontInfo(self.textpage, index, self.buffer,
                                             len(self.buffer), ctypes.byref(self.flags))
         if not got:
@@ -455,6 +457,7 @@ class _Fonts:
         if face is None:
             name = headings.face_name(self.buffer.value.decode("utf-8", "replace"))
             face = (name, headings.is_bold(name, weight, self.flags.value),
-                    headings.is_italic(name, self.flags.value))
+                    headings.is_italic(name, self.flags.value),
+                    headings.is_monospaced(name, self.flags.value))
             self.known[key] = face
         return face
