@@ -20,7 +20,7 @@ from typing import Literal
 from folio.engines.markdown import code_markdown, list_item_markdown
 from folio.figures.links import is_written
 from folio.figures.text import picture_text
-from folio.hierarchy.levels import HeadingLeveler
+from folio.hierarchy.levels import HeadingLeveler, level_document
 from folio.hierarchy.numbering import is_bare_number, section_number
 from folio.models import (
     HEADING_LABELS,
@@ -546,7 +546,10 @@ class ChunkStream:
 
 
 def chunk_document(doc: DocumentResult, settings: ChunkSettings) -> list[Chunk]:
-    """The document's chunks in reading order, with stable ids ``0..n-1``."""
+    """The document's chunks in reading order, with stable ids ``0..n-1``; the document
+    is levelled first (:func:`folio.hierarchy.levels.level_document`, a no-op where the
+    load stage did it), so heading paths follow the document's heading order."""
+    level_document(doc)
     stream = ChunkStream(doc, settings)
     chunks: list[Chunk] = []
     for page in sorted(doc.pages, key=lambda p: p.index):
