@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from contextlib import ExitStack
 
 from PIL import Image
 
-from folio.errors import FolioError
 from folio.figures.crops import CropDone, CropSpec, encode
-from folio.formats.images import frame_count, load_frame, open_image, resolution
-from folio.pdf.worker_protocol import CropJob, Fatal, WorkerMessage
+from folio.formats.image_pages import answering
+from folio.formats.images import load_frame, resolution
+from folio.pdf.worker_protocol import CropJob, WorkerMessage
 
 __all__ = ["crop_box_px", "image_crops"]
 
@@ -44,14 +43,10 @@ def crop_box_px(spec: CropSpec, size: tuple[int, int], dpi: tuple[float, float]
 def image_crops(job: CropJob, emit: Callable[[WorkerMessage], None]) -> None:
     """Answer a crop job for an image: ``ready``, then one ``crop`` line a crop (a crop
     that fails says why in its line), or one ``fatal`` when the image does not open."""
-    with ExitStack() as stack:
-        try:
-            image = stack.enter_context(open_image(job.pdf, job.max_image_pixels))
-            pages = frame_count(image)
-        except FolioError as exc:
-            emit(WorkerMessage(fatal=Fatal(code=exc.code, message=str(exc))))
+    with answering(job, emit) as opened:
+        if opened is None:
             return
-        emit(WorkerMessage(ready=pages))
+        image, pages = opened
         frames: dict[int, tuple[Image.Image, tuple[float, float]]] = {}
         for spec in job.crops:
             emit(WorkerMessage(crop=_crop(image, pages, frames, spec, job)))
