@@ -58,6 +58,8 @@ def test_markers_normalised() -> None:
     assert split_marker("(iv) text").marker == "(iv)"  # type: ignore[union-attr]
     assert split_marker("- text").marker == "-"  # type: ignore[union-attr]
     assert split_marker("-5 degrees") is None and split_marker("2019. A year") is None
+    assert split_marker("r\x01 Database performance").marker == "-"  # type: ignore[union-attr]
+    assert scrub("a\x01b\tc\n") == "ab\tc\n"
     assert split_marker("« item") is None  # an OCR guess only on OCR pages
     assert split_marker("« item", ocr=True).marker == "-"  # type: ignore[union-attr]
 
@@ -146,3 +148,25 @@ def test_a_list_stays_with_its_lead_in_and_code_is_never_cut() -> None:
     assert "4. step number 4" in texts[1]
     fenced = "```\na = 1\n\nb = 2\n  c = 3\n```"
     assert any(fenced in t for t in texts)
+
+
+def test_code_in_a_face_measured_monospaced_and_dingbat_bullets(corpus: Path) -> None:
+    """An IBM Redbook: SQL listings set in BookMasterGothic (monospaced, but neither
+    named nor flagged so) and bullets in a dingbat font read as ``r`` U+0001."""
+    pdf = corpus / "docling" / "redp5110_sampled.pdf"
+    if not pdf.is_file():
+        pytest.skip(f"{pdf} absent")
+    doc = pdfium.PdfDocument(pdf)
+    try:
+        pages = {}
+        for index in (2, 12):
+            w, h = doc[index].get_size()
+            pages[index] = extract(doc[index], width_pt=w, height_pt=h,
+                                   settings=RouteSettings()).blocks
+    finally:
+        doc.close()
+    code = [b.content for b in pages[12] if b.label == Label.CODE.value]
+    assert any(c.startswith("CREATE MASK   HR_SCHEMA.MASK_TAX_ID_ON_EMPLOYEES\n"
+                            "ON            HR_SCHEMA.EMPLOYEES AS EMPLOYEES") for c in code)
+    items = [b.content for b in pages[2] if b.label == Label.LIST_ITEM.value]
+    assert "Database performance and scalability" in items

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from folio.models import BBox, Label, Region
 
@@ -106,6 +106,8 @@ class Style:
     face: str = ""
     #: glyphs in a monospaced face (:func:`is_monospaced`): code, where the body is not
     mono: int = 0
+    #: glyphs per face name (a face measured monospaced on the page counts as mono)
+    faces: dict[str, int] = field(default_factory=dict)
 
     @property
     def whole_mono(self) -> bool:
@@ -125,7 +127,9 @@ class Style:
         return Style(self.glyphs + other.glyphs, self.bold + other.bold,
                      self.italic + other.italic, max(sizes, default=None),
                      self.face if self.glyphs >= other.glyphs else other.face,
-                     self.mono + other.mono)
+                     self.mono + other.mono,
+                     {k: self.faces.get(k, 0) + other.faces.get(k, 0)
+                      for k in {*self.faces, *other.faces}})
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ and asks :func:`list_pieces` which runs of lines are items.
 What opens an item:
 
 * a bullet: ``•◦▪‣●○■□▸►–·`` and the like, the Symbol and Wingdings private-use glyphs a
-  word processor's bullets map to (U+F0B7, U+F0A7, U+F076, U+F0D8, ...), and ``-``, ``*``,
-  ``+`` followed by a space;
+  word processor's bullets map to (U+F0B7, U+F0A7, U+F076, U+F0D8, ...), a dingbat
+  font's glyph read without Unicode (a letter then a control character: ``r`` U+0001),
+  and ``-``, ``*``, ``+`` followed by a space;
 * a number or letter: ``1.``, ``1)``, ``a.``, ``iv.``, ``(a)``, ``(2)``, only where the
   list around it counts on by it (``1.`` next to ``2.``, ``a)`` next to ``b)``, no other
   text between them): a single numbered-looking line (``2. Methods``, a wrapped
@@ -26,6 +27,7 @@ returns to that level.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -113,6 +115,11 @@ def split_marker(text: str, *, ocr: bool = False) -> Marker | None:
     if not line:
         return None
     head = line[0]
+    if len(line) > 2 and line[1] not in "\t\n\r" and unicodedata.category(line[1]) == "Cc" \
+            and not head.isdigit():
+        # a dingbat font's glyph without Unicode (``r`` then U+0001: Wingdings' box)
+        rest = line[2:].lstrip()
+        return Marker("-", rest) if rest else None
     if head in BULLET_GLYPHS:
         rest = line[1:].lstrip()
         return Marker("-", rest) if rest else None

@@ -37,6 +37,8 @@ _CELL_MAX_CHARS = 25
 #: a list marker set apart from its item's words (``•`` then a tab) joins the run on its
 #: right across at most this many type sizes
 _MARKER_GAP_EM = 6.0
+#: monospaced runs on one line this many type sizes apart are one line of code
+_CODE_GAP_EM = 20.0
 _MAX_CUT_DEPTH = 64
 
 
@@ -86,13 +88,15 @@ def _merge_runs(lines: list[_Line]) -> list[_Line]:
     merged: list[_Line] = []
     for line in sorted(lines, key=lambda ln: (round(ln.bbox.y0), ln.bbox.x0)):
         last = merged[-1] if merged else None
-        if last is not None and (_same_line(last, line) or _marker_beside(last, line)):
+        code = last is not None and _code_beside(last, line)
+        if last is not None and (_same_line(last, line) or _marker_beside(last, line) or code):
             left, right = sorted((last, line), key=lambda ln: ln.bbox.x0 + ln.bbox.x1)
             first, second = (right, left) if _right_to_left(left.text + right.text) \
                 else (left, right)
             sizes = [s for s in (last.size, line.size) if s is not None]
+            space = " " * (_spaces(left, right) if code else 1)
             merged[-1] = _Line(
-                last.bbox.union(line.bbox), f"{first.text} {second.text}",
+                last.bbox.union(line.bbox), f"{first.text}{space}{second.text}",
                 max(sizes, default=None), style=last.style.joined(line.style),
             )
         else:
@@ -123,6 +127,24 @@ def _marker_beside(marker: _Line, line: _Line) -> bool:
     gap = line.bbox.x0 - marker.bbox.x1
     return (height > 0 and overlap >= 0.5 * height
             and 0 <= gap <= _MARKER_GAP_EM * max(marker.height, line.height))
+
+
+def _code_beside(a: _Line, b: _Line) -> bool:
+    """Whether two monospaced runs are one line of code: level, ``b`` right of ``a``
+    by at most :data:`_CODE_GAP_EM` type sizes (code aligns its columns with spaces)."""
+    if not (a.style.whole_mono and b.style.whole_mono):
+        return False
+    height = min(a.bbox.y1 - a.bbox.y0, b.bbox.y1 - b.bbox.y0)
+    overlap = min(a.bbox.y1, b.bbox.y1) - max(a.bbox.y0, b.bbox.y0)
+    gap = b.bbox.x0 - a.bbox.x1
+    return height > 0 and overlap >= 0.5 * height and 0 <= gap <= _CODE_GAP_EM * max(
+        a.height, b.height)
+
+
+def _spaces(left: _Line, right: _Line) -> int:
+    """The spaces a monospaced line holds between two runs: the gap in character widths."""
+    width = (left.bbox.x1 - left.bbox.x0) / max(len(left.text), 1)
+    return max(1, round((right.bbox.x0 - left.bbox.x1) / width)) if width > 0 else 1
 
 
 def _level(line: _Line) -> bool:
