@@ -182,8 +182,8 @@ class Piece:
         return "\n".join(t.strip() for t in self.item_texts).strip()
 
 
-def _candidates(paras: Sequence[Sequence[ItemLine]], fixed: Sequence[bool], ocr: bool
-                ) -> list[Piece]:
+def _candidates(paras: Sequence[Sequence[ItemLine]], fixed: Sequence[bool], ocr: bool,
+                footnotes: Sequence[bool]) -> list[Piece]:
     pieces: list[Piece] = []
     for p, lines in enumerate(paras):
         if fixed[p]:
@@ -193,6 +193,8 @@ def _candidates(paras: Sequence[Sequence[ItemLine]], fixed: Sequence[bool], ocr:
         current: Piece | None = None
         for i, line in enumerate(lines):
             marker = split_marker(line.text, ocr=ocr)
+            if marker is not None and marker.numbered and footnotes[p]:
+                marker = None  # "1)" in small type under the text: a footnote
             if marker is not None or current is None:
                 current = Piece(p, [i], [line.text], marker, x0=line.x0, height=line.height)
                 pieces.append(current)
@@ -268,15 +270,19 @@ def _nest(run: list[Piece]) -> None:
 
 
 def list_pieces(paras: Sequence[Sequence[ItemLine]], fixed: Sequence[bool] | None = None,
-                *, ocr: bool = False, trust_numbers: bool = False) -> list[Piece]:
+                *, ocr: bool = False, trust_numbers: bool = False,
+                footnotes: Sequence[bool] | None = None) -> list[Piece]:
     """A page's paragraphs (in reading order) cut into list items and text.
 
     ``fixed`` marks paragraphs that are never items (a heading, a table); they end a
     list. ``trust_numbers``: numbered markers are items without a neighbour in count (a
     model's markdown list, whose markers the model wrote as a list's). Items get their
-    nesting level; text pieces keep their lines as they were."""
+    nesting level; text pieces keep their lines as they were. ``footnotes`` marks
+    paragraphs set smaller than the body, where ``1)`` numbers a footnote, not an item
+    (their bullets still open items)."""
     flags = list(fixed) if fixed is not None else [False] * len(paras)
-    pieces = _candidates(paras, flags, ocr)
+    notes = list(footnotes) if footnotes is not None else [False] * len(paras)
+    pieces = _candidates(paras, flags, ocr, notes)
     for _ in range(3):  # a doubtful item turned text splits its run: judge again
         doubtful: set[int] = set()
         position = {id(piece): i for i, piece in enumerate(pieces)}

@@ -37,6 +37,8 @@ _CELL_MAX_CHARS = 25
 #: a list marker set apart from its item's words (``•`` then a tab) joins the run on its
 #: right across at most this many type sizes
 _MARKER_GAP_EM = 6.0
+#: a paragraph set below this share of the body's size is a footnote's type
+_FOOTNOTE_RATIO = 0.92
 #: monospaced runs on one line this many type sizes apart are one line of code
 _CODE_GAP_EM = 20.0
 _MAX_CUT_DEPTH = 64
@@ -245,7 +247,8 @@ def _blocks(paras: list[_Para], body: headings.Body) -> list[Block]:
     fixed = [label != Label.TEXT.value or is_code or any(ln.cell for ln in p.lines)
              for p, label, is_code in zip(ordered, labels, code, strict=True)]
     pieces = list_pieces([[ItemLine(ln.text, ln.bbox.x0, ln.height) for ln in p.lines]
-                          for p in ordered], fixed)
+                          for p in ordered], fixed,
+                         footnotes=[_small_type(p, body) for p in ordered])
     blocks: list[Block] = []
     for piece in pieces:
         para = ordered[piece.para]
@@ -272,6 +275,12 @@ def _blocks(paras: list[_Para], body: headings.Body) -> list[Block]:
             blocks.append(Block(label=label, bbox=box, content=_join(lines), order=order,
                                 type_size=_type_size(para, body, label)))
     return blocks
+
+
+def _small_type(para: _Para, body: headings.Body) -> bool:
+    """Whether a paragraph is set smaller than the page's body text (a footnote's type)."""
+    sizes = [line.size for line in para.lines if line.size]
+    return bool(body.size and sizes and max(sizes) < _FOOTNOTE_RATIO * body.size)
 
 
 def _joined(a: BBox | None, b: BBox) -> BBox:
