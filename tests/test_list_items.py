@@ -59,7 +59,8 @@ def test_markers_normalised() -> None:
     assert split_marker("- text").marker == "-"  # type: ignore[union-attr]
     assert split_marker("-5 degrees") is None and split_marker("2019. A year") is None
     assert split_marker("r\x01 Database performance").marker == "-"  # type: ignore[union-attr]
-    assert scrub("a\x01b\tc\n") == "ab\tc\n"
+    assert split_marker("\x84 Other (please specify)").marker == "-"  # type: ignore[union-attr]
+    assert scrub("a\x01b\tc\n\x84") == "ab\tc\n"
     assert split_marker("« item") is None  # an OCR guess only on OCR pages
     assert split_marker("« item", ocr=True).marker == "-"  # type: ignore[union-attr]
 

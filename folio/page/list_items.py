@@ -9,7 +9,8 @@ What opens an item:
 
 * a bullet: ``•◦▪‣●○■□▸►–·`` and the like, the Symbol and Wingdings private-use glyphs a
   word processor's bullets map to (U+F0B7, U+F0A7, U+F076, U+F0D8, ...), a dingbat
-  font's glyph read without Unicode (a letter then a control character: ``r`` U+0001),
+  font's glyph read without Unicode (a control character, or a letter then one: ``r``
+  U+0001),
   and ``-``, ``*``, ``+`` followed by a space;
 * a number or letter: ``1.``, ``1)``, ``a.``, ``iv.``, ``(a)``, ``(2)``, only where the
   list around it counts on by it (``1.`` next to ``2.``, ``a)`` next to ``b)``, no other
@@ -98,6 +99,10 @@ def _readings(token: str, style: str) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
+def _control(char: str) -> bool:
+    return char not in "\t\n\r" and unicodedata.category(char) == "Cc"
+
+
 def is_bare_marker(text: str) -> bool:
     """Whether ``text`` is a list marker alone (a bullet glyph, ``1.``, ``(a)``): a run
     the text layer keeps apart from its item's words by a tab's width."""
@@ -115,10 +120,10 @@ def split_marker(text: str, *, ocr: bool = False) -> Marker | None:
     if not line:
         return None
     head = line[0]
-    if len(line) > 2 and line[1] not in "\t\n\r" and unicodedata.category(line[1]) == "Cc" \
-            and not head.isdigit():
-        # a dingbat font's glyph without Unicode (``r`` then U+0001: Wingdings' box)
-        rest = line[2:].lstrip()
+    if _control(head) or (len(line) > 2 and _control(line[1]) and not head.isdigit()):
+        # a dingbat font's glyph without Unicode: ``r`` then U+0001 (Wingdings' box), or
+        # a control character alone (U+0084, a form's check box)
+        rest = line[1 if _control(head) else 2:].lstrip()
         return Marker("-", rest) if rest else None
     if head in BULLET_GLYPHS:
         rest = line[1:].lstrip()

@@ -23,7 +23,7 @@ from folio.page.list_items import PUA_BULLETS
 
 _PRIVATE = re.compile("[\ue000-\uf8ff\U000f0000-\U000ffffd\U00100000-\U0010fffd]")
 #: control characters (not tab and line ends): a glyph read without Unicode
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _BULLET = "\u2022"
 
 
