@@ -51,8 +51,10 @@ def _code_path(argv: list[str]) -> str | None:
 _CODE = _code_path(sys.argv)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO))
-if _CODE:
+if _CODE:  # before the editable install's finder, which would find this checkout's folio
     sys.path.insert(0, _CODE)
+    sys.meta_path[:] = [f for f in sys.meta_path if "Editable" not in getattr(
+        f, "__name__", type(f).__name__)]
 from _measure import command, corpus_dir, git
 from heading_recall import docling_runs, docling_services, normalize, run
 

@@ -39,6 +39,8 @@ _CELL_MAX_CHARS = 25
 _MARKER_GAP_EM = 6.0
 #: a paragraph set below this share of the body's size is a footnote's type
 _FOOTNOTE_RATIO = 0.92
+#: a page with this share of its glyphs monospaced is a typescript: its text is no code
+_TYPEWRITTEN_SHARE = 0.85
 #: monospaced runs on one line this many type sizes apart are one line of code
 _CODE_GAP_EM = 20.0
 _MAX_CUT_DEPTH = 64
@@ -223,7 +225,9 @@ def _continues(para: _Para, line: _Line, body: headings.Body | None = None) -> b
         height > 0
         and not (line.cell or last.cell)
         and -0.5 * height <= gap <= _PARAGRAPH_GAP * height
-        and overlap >= 0.3 * narrower
+        # code lines overlap little where the indentation changes (``print`` under a
+        # deeper ``if``, ``return`` back at the function's level): same face, same block
+        and (overlap >= 0.3 * narrower or (last.style.whole_mono and line.style.whole_mono))
         and _similar_size(last.size, line.size)
         and not (body is not None and headings.breaks_paragraph(
             [(ln.text, ln.style) for ln in para.lines], (line.text, line.style), body))
@@ -237,11 +241,11 @@ def _similar_size(a: float | None, b: float | None) -> bool:
 
 
 def _blocks(paras: list[_Para], body: headings.Body) -> list[Block]:
-    """The paragraphs in reading order as blocks: monospaced ones (where the body is not)
-    as code with their lines and indentation, list items cut out of the rest
+    """The paragraphs in reading order as blocks: monospaced ones (on a page not set
+    mostly in a monospaced face: :func:`_typewritten`) as code with their lines and indentation, list items cut out of the rest
     (:mod:`folio.page.list_items`), each item a block with its marker and level."""
     ordered = _xy_order(paras)
-    mono_body = headings.is_monospaced(body.face, 0) if body.face else False
+    mono_body = _typewritten(ordered)
     labels = [_label(p, body) for p in ordered]
     code = [not mono_body and _is_code(p) for p in ordered]
     fixed = [label != Label.TEXT.value or is_code or any(ln.cell for ln in p.lines)
@@ -250,6 +254,7 @@ def _blocks(paras: list[_Para], body: headings.Body) -> list[Block]:
                           for p in ordered], fixed,
                          footnotes=[_small_type(p, body) for p in ordered])
     blocks: list[Block] = []
+    code_groups: list[list[_Line]] = []  # the paragraphs of the code block being built
     for piece in pieces:
         para = ordered[piece.para]
         lines = [para.lines[i] for i in piece.lines]
@@ -259,11 +264,13 @@ def _blocks(paras: list[_Para], body: headings.Body) -> list[Block]:
         order = len(blocks)
         if code[piece.para]:
             if blocks and blocks[-1].label == Label.CODE.value:  # code over a blank line
-                blocks[-1].content += "\n\n" + _code_text(lines)
+                code_groups.append(lines)
+                blocks[-1].content = _code_text(code_groups)
                 blocks[-1].bbox = _joined(blocks[-1].bbox, box)
                 continue
-            blocks.append(Block(label=Label.CODE.value, bbox=box, content=_code_text(lines),
-                                order=order))
+            code_groups = [lines]
+            blocks.append(Block(label=Label.CODE.value, bbox=box,
+                                content=_code_text(code_groups), order=order))
         elif piece.marker is not None:
             texts = piece.item_texts
             content = _join([_Line(ln.bbox, t, ln.size) for ln, t in zip(lines, texts,
@@ -287,22 +294,34 @@ def _joined(a: BBox | None, b: BBox) -> BBox:
     return b if a is None else a.union(b)
 
 
+def _typewritten(paras: list[_Para]) -> bool:
+    """Whether the page is set mostly (:data:`_TYPEWRITTEN_SHARE` of its glyphs) in a
+    monospaced face: a typescript, whose text is no code (a page of code with a line of
+    prose over and under it is not)."""
+    glyphs = sum(line.style.glyphs for p in paras for line in p.lines)
+    mono = sum(line.style.mono for p in paras for line in p.lines)
+    return glyphs > 0 and mono >= _TYPEWRITTEN_SHARE * glyphs
+
+
 def _is_code(para: _Para) -> bool:
     """Whether a paragraph is set in a monospaced face throughout (a listing, a command)."""
     return all(line.style.whole_mono for line in para.lines)
 
 
-def _code_text(lines: list[_Line]) -> str:
-    """A code paragraph's lines as they stand: each indented by its left edge over the
-    leftmost line's, in character widths of the monospaced face."""
+def _code_text(groups: list[list[_Line]]) -> str:
+    """A code block's paragraphs (stretches between blank lines) as they stand: each
+    line indented by its left edge over the block's leftmost line, in character widths
+    of the monospaced face; a blank line between paragraphs."""
+    lines = [ln for group in groups for ln in group]
     widths = [(ln.bbox.x1 - ln.bbox.x0) / len(ln.text) for ln in lines if len(ln.text) > 1]
     char = sorted(widths)[len(widths) // 2] if widths else 0.0
     left = min(ln.bbox.x0 for ln in lines)
-    out = []
-    for line in lines:
+
+    def text(line: _Line) -> str:
         indent = round((line.bbox.x0 - left) / char) if char > 0 else 0
-        out.append(" " * max(indent, 0) + _clean(line.text))
-    return "\n".join(out)
+        return " " * max(indent, 0) + _clean(line.text)
+
+    return "\n\n".join("\n".join(text(line) for line in group) for group in groups)
 
 
 def _type_size(para: _Para, body: headings.Body, label: str) -> float | None:
