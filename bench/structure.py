@@ -55,6 +55,7 @@ if _CODE:  # before the editable install's finder, which would find this checkou
     sys.path.insert(0, _CODE)
     sys.meta_path[:] = [f for f in sys.meta_path if "Editable" not in getattr(
         f, "__name__", type(f).__name__)]
+    import folio  # noqa: F401  (that checkout's: heading_recall puts this one first)
 from _measure import command, corpus_dir, git
 from heading_recall import docling_runs, docling_services, normalize, run
 

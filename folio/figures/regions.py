@@ -164,14 +164,14 @@ def _prose(members: Sequence[Block]) -> bool:
     :data:`folio.page.layout_labels.CELL_MAX_WORDS` among them (a paragraph, a list, a table of
     contents; a drawing's labels, a chart's ticks and titles are short). Hidden in a
     picture, such text would leave document.md; a figure of sentences loses its crop.
-    Words are tokens of two letters or more: a chart's tick values and the marks OCR makes
-    of its bars and symbols (``100 90 80 ... m4 a3``) are no prose."""
+    Words are tokens with a letter: a chart's tick values and the marks OCR makes of its
+    bars and symbols (``100 - 90 80 ... ~ < >``) are no prose."""
     sizes = [sum(1 for token in m.content.split() if _lettered(token)) for m in members]
     return sum(sizes) > MAX_WORDS_OVER_IMAGE and max(sizes, default=0) > CELL_MAX_WORDS
 
 
 def _lettered(token: str) -> bool:
-    return sum(1 for c in token if c.isalpha()) >= 2
+    return any(c.isalpha() for c in token)
 
 
 def _as_text(block: Block, rest: Sequence[Region], min_cover: float) -> Block:
