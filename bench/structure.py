@@ -23,8 +23,13 @@ level under the heading before it.
 ``--code DIR`` runs another checkout's ``folio`` (``git archive <commit> | tar -x -C DIR``)
 with this script, so a ``before`` (main) and an ``after`` run land in one result:
 
-    .venv/bin/python bench/structure.py --code /tmp/main --phase before
+    git archive <main> | tar -x -C /tmp/main
+    cd /tmp/main && PYTHONPATH=/tmp/main /path/to/.venv/bin/python /path/to/bench/structure.py \
+        --code /tmp/main --phase before --out /path/to/bench/results/structure.json
     .venv/bin/python bench/structure.py --phase after
+
+(the page workers are new interpreters that import folio from their working directory and
+``PYTHONPATH``: both must point at the other tree for a ``before`` run).
 """
 
 from __future__ import annotations
