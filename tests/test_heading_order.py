@@ -76,20 +76,12 @@ def test_multi_page_pdf_title_heads_every_chunk_and_lists_are_lists(corpus: Path
                                                                      tmp_path: Path) -> None:
     """docling's multi_page.pdf through the pipeline: its title (bold, body size) heads
     every chunk's path, and its bulleted lists come out as markdown lists."""
-    from folio.io.sources import discover
-    from folio.pipeline import Services, process_document
-    from folio.settings.config import PipelineConfig
+    from tests.pipeline_run import process_pdf
 
     pdf = corpus / "docling" / "multi_page.pdf"
     if not pdf.is_file():
         pytest.skip(f"{pdf} absent")
-    config = PipelineConfig.model_validate(
-        {"store": {"kind": "none"}, "work_dir": str(tmp_path / "work")})
-    services = Services(config, str(tmp_path / "out"))
-    try:
-        doc = process_document(discover([str(pdf)], config.s3)[0], services)
-    finally:
-        services.close()
+    doc, config = process_pdf(pdf, tmp_path)
     chunks = chunk_document(doc, config.chunk)
     title = "The Evolution of the Word Processor"
     assert chunks and all(c.headings[:1] == [title] for c in chunks)
