@@ -20,6 +20,7 @@ import logging
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Literal
 
 from pydantic import SecretStr
 
@@ -58,16 +59,18 @@ def crop_specs(doc: DocumentResult) -> dict[str, CropSpec]:
 
 
 def store_figures(doc: DocumentResult, pdf: Path, password: SecretStr | None, sink: Sink,
-                  config: PipelineConfig, folder: str) -> DocumentResult:
+                  config: PipelineConfig, folder: str,
+                  kind: Literal["pdf", "image"] = "pdf") -> DocumentResult:
     """Crop, write and link ``doc``'s figures (see the module's docstring); ``doc``
     with its pages' images and links resolved and its figure counts set. ``folder`` is
-    the document's folder in the sink (:func:`folio.output.outputs.document_folder`)."""
+    the document's folder in the sink (:func:`folio.output.outputs.document_folder`);
+    ``kind`` what ``pdf`` is: an image's crops are cut from its own pixels."""
     specs = crop_specs(doc) if config.figures.mode == "crops" else {}
     written: dict[str, str] = {}
     total = 0
     if specs:
         try:
-            written, total = _write(specs, pdf, password, sink, config, folder)
+            written, total = _write(specs, pdf, password, sink, config, folder, kind)
         except Exception as exc:  # the figures are lost, never the document
             log.warning("%s: figure crops not written: %s: %s", doc.source,
                         type(exc).__name__, exc)
@@ -155,14 +158,16 @@ def _as_written(data: bytes | None, ext: str,
 
 
 def _write(specs: dict[str, CropSpec], pdf: Path, password: SecretStr | None, sink: Sink,
-           config: PipelineConfig, folder: str) -> tuple[dict[str, str], int]:
+           config: PipelineConfig, folder: str, kind: Literal["pdf", "image"]
+           ) -> tuple[dict[str, str], int]:
     from folio.pdf.page_worker import CropJob, render_crops
 
     out_dir = Path(tempfile.mkdtemp(prefix="figures-", dir=_scratch(config)))
     try:
         job = CropJob(pdf=pdf, password=password, crops=list(specs.values()),
                       out_dir=out_dir, memory_mb=config.limits.worker_memory_mb,
-                      nice=config.limits.worker_nice,
+                      nice=config.limits.worker_nice, kind=kind,
+                      max_image_pixels=config.limits.max_image_pixels,
                       settings=CropJobSettings(dpi=config.figures.dpi,
                                                max_pixels=config.figures.max_pixels,
                                                jpeg_quality=config.figures.jpeg_quality))

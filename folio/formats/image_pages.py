@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from PIL import Image
@@ -43,10 +43,17 @@ from folio.models import PagePrep, RenderPlan, TextLayer
 from folio.pdf.model_image import ModelSizing, chandra_fit, olmocr_size
 from folio.pdf.pdfium_doc import blank_render
 from folio.pdf.render_plan import MAX_SIDE_PX, plan_page
-from folio.pdf.worker_protocol import Fatal, PdfInfo, WorkerJob, WorkerMessage, page_failure
+from folio.pdf.worker_protocol import (
+    Fatal,
+    PdfInfo,
+    WorkerJob,
+    WorkerMessage,
+    WorkerRequest,
+    page_failure,
+)
 from folio.settings.config import RenderSettings
 
-__all__ = ["image_info", "model_image_px", "prepare_image_pages", "page_plan"]
+__all__ = ["answering", "image_info", "model_image_px", "prepare_image_pages", "page_plan"]
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +114,23 @@ def _sized(image: Image.Image, width_px: int, height_px: int) -> Image.Image:
     if image.size == (width_px, height_px):
         return image
     return image.resize((width_px, height_px), Image.Resampling.LANCZOS)
+
+
+@contextmanager
+def answering(request: WorkerRequest, emit: Callable[[WorkerMessage], None]
+              ) -> Iterator[tuple[Image.Image, int] | None]:
+    """The image of ``request`` opened and its frame count, after the ``ready`` line; None
+    after a ``fatal`` line when it does not open (a page batch's and a crop job's start)."""
+    with ExitStack() as stack:
+        try:
+            image = stack.enter_context(open_image(request.pdf, request.max_image_pixels))
+            pages = frame_count(image)
+        except FolioError as exc:
+            emit(WorkerMessage(fatal=Fatal(code=exc.code, message=str(exc))))
+            yield None
+            return
+        emit(WorkerMessage(ready=pages))
+        yield image, pages
 
 
 def prepare_image_pages(job: WorkerJob, emit: Callable[[WorkerMessage], None],

@@ -475,7 +475,7 @@ def figures(doc: DocumentResult, prep: PreparedDocument, services: Services) -> 
         with services.clock.span("figures"):
             store_figures(doc, prep.text_pdf or prep.pdf,
                           None if doc.repaired else config.password, services.sink, config,
-                          document_folder(doc))
+                          document_folder(doc), kind=prep.kind)
     except Exception:
         log.exception("figures of %s failed", doc.source)
 

@@ -1,16 +1,11 @@
-"""Which blocks the chunker treats as a table and as a table's caption. Pure.
-
-Apart from :mod:`folio.output.chunking` (which re-exports both) so that the chunker stays
-one module's length.
-"""
+"""Which blocks are tables, and which text is a table's caption: what keeps a table and
+its caption in one chunk. Pure (folio.output.chunking)."""
 
 from __future__ import annotations
 
 import re
 
 from folio.models import Block, Label
-
-__all__ = ["is_table_caption", "is_table_markup"]
 
 _HTML_TABLE = re.compile(r"<table\b", re.IGNORECASE)
 _PIPE_ROW = re.compile(r"^\s*\|.*\|\s*$")
