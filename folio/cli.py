@@ -344,7 +344,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(json.dumps([hit.model_dump() for hit in hits], ensure_ascii=False))
         return 0
     for hit in hits:
-        print(f"{hit.score:.3f}  {printable(hit.source)} {hit.pages}  doc {hit.doc_id}  "
+        where = f" {printable(hit.location)}" if hit.location else ""
+        print(f"{hit.score:.3f}  {printable(hit.source)} {hit.pages}{where}  doc {hit.doc_id}  "
               f"{hit.text[:100]!r}")
     return 0
 

@@ -62,6 +62,9 @@ class Hit(BaseModel):
     text: str
     #: a figure chunk's crop (local path or s3:// URI); None for text and tables
     image_uri: str | None = None
+    #: where the chunk lies in a source without pages: a sheet's range
+    #: (``Shipments!A1:G51``), ``slide 3``, ``slide 3 notes``; None for PDFs and images
+    location: str | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Hit:
@@ -75,6 +78,7 @@ class Hit(BaseModel):
                        x1=float(b["x1"]), y1=float(b["y1"])) for b in (row.get("boxes") or [])],
             score=round(float(row["score"]), 6), text=str(row["text"]),
             image_uri=str(row["image_uri"]) if row.get("image_uri") else None,
+            location=str(row["location"]) if row.get("location") else None,
         )
 
     @property

@@ -348,8 +348,8 @@ OFFICE_PAGES = [
     "| PPTX, PPT, ODP | a slide | `slide 3`; `slide 3 notes` for its speaker notes |",
     "",
     "A native page has `engine: office`, `route: text-layer`, no boxes and no size "
-    "(`width_pt`/`height_pt` 0). A chunk's `location` is in its model (folio.models.Chunk) "
-    "and not yet a column of the vector tables below.", "",
+    "(`width_pt`/`height_pt` 0). A chunk's `location` (its first block's) is a column of "
+    "the vector tables below, and a field of every `folio search --json` hit.", "",
 ]
 
 

@@ -327,5 +327,8 @@ def test_office_files_through_the_cli_reach_the_vector_store(tmp_path: Path) -> 
     assert len(sheet) > 3
     assert all(t.splitlines()[1].startswith("<tr><th>Order</th>") for t in sheet["text"])
     assert all(list(h) == ["Shipments"] for h in sheet["headings"])
+    # the citation a viewer opens: the sheet's range, kept in the vector table
+    assert all(str(loc).startswith("Shipments!A1:") for loc in sheet["location"])
     notes = rows[rows["text"].str.contains("northern number")]
     assert list(notes["page_start"]) == [2]
+    assert list(notes["location"]) == ["slide 2 notes"]

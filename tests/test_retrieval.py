@@ -73,7 +73,7 @@ def test_hits_carry_the_citation_of_folio_search_json(index: Index) -> None:
     assert hits[0].doc_id == "doc-a" and hits[0].source == "/in/reports/a.pdf"
     record = hits[0].model_dump()
     assert list(record) == ["id", "doc_id", "source", "chunk_index", "kind", "page_start",
-                            "page_end", "headings", "boxes", "score", "text", "image_uri"]
+                            "page_end", "headings", "boxes", "score", "text", "image_uri", "location"]
     assert record["boxes"] == [{"page": record["page_start"], "x0": 72.0, "y0": 90.0,
                                 "x1": 540.0, "y1": 120.0}]
     assert record["page_start"] >= 1 and record["headings"] == ["Q3"]
@@ -122,15 +122,18 @@ def test_pgvector_from_ingest_to_search_with_the_same_options(
     pg_dsn: str, pg_table: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The documented way: ``folio ingest --store pgvector --store-uri DSN`` then
-    ``folio search`` with the same two options (it used to look for LanceDB under --out)."""
+    """The documented way: ``folio ingest --store pgvector`` with the DSN in
+    ``FOLIO_PG_DSN`` (a DSN holding a password is refused on the command line, which every
+    local user can read), then ``folio search`` with the same options (it used to look
+    for LanceDB under --out)."""
     from folio.samples import report_pages, write_text_pdf
     from folio_prefect.flows import cli as folio_command
 
     monkeypatch.setenv("FOLIO_STORE__TABLE", pg_table)  # a table of this test's own
     pdf = write_text_pdf(tmp_path / "report.pdf", report_pages(seed=5, n=2))
     out = str(tmp_path / "out")
-    store = ["--store", "pgvector", "--store-uri", pg_dsn]
+    monkeypatch.setenv("FOLIO_PG_DSN", pg_dsn)
+    store = ["--store", "pgvector"]
     assert folio_command.main(["ingest", str(pdf), "--out", out, *store, "--quiet"]) == 0
     capsys.readouterr()
     assert folio_command.main(["search", "revenue", "--out", out, *store, "--json"]) == 0

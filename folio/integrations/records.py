@@ -30,7 +30,8 @@ Record = tuple[str, dict[str, Any]]
 
 def hit_record(hit: Hit) -> Record:
     """A search hit: its text, and every other field of ``folio search --json`` (the
-    citation: source, doc_id, pages from 1, boxes, headings, kind, image_uri, score)."""
+    citation: source, doc_id, pages from 1, boxes, headings, kind, image_uri, location,
+    score)."""
     metadata = hit.model_dump(exclude={"text"})
     return hit.text, metadata
 
@@ -44,6 +45,7 @@ def chunk_record(chunk: Chunk) -> Record:
         "chunk_index": chunk.index, "kind": chunk.kind, "page_start": chunk.page_start,
         "page_end": chunk.page_end, "headings": list(chunk.headings),
         "boxes": box_records(chunk), "image_uri": chunk.image_uri,
+        "location": chunk.location,
     }
 
 

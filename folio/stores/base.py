@@ -31,6 +31,8 @@ if TYPE_CHECKING:  # numpy only for the types: 0.3 s of a CLI start that stores 
 
 __all__ = [
     "IMAGE_URI_COLUMN",
+    "LATE_COLUMNS",
+    "LOCATION_COLUMN",
     "VERSION_COLUMNS",
     "DocumentVectors",
     "NullStore",
@@ -47,6 +49,11 @@ __all__ = [
 VERSION_COLUMNS = ("sha256", "config_hash")
 #: a figure chunk's crop; tables made before figure chunks get it the same way
 IMAGE_URI_COLUMN = "image_uri"
+#: where a chunk lies in a source without pages (a sheet's range, a slide: Chunk.location);
+#: tables made before it get it the same way
+LOCATION_COLUMN = "location"
+#: the text columns added after a table's first columns, in their order at its end
+LATE_COLUMNS = (IMAGE_URI_COLUMN, LOCATION_COLUMN)
 
 
 def box_records(chunk: Chunk) -> list[dict[str, Any]]:
@@ -145,7 +152,7 @@ class VectorStore(Protocol):
                where: SearchFilter | None = None) -> list[dict[str, Any]]:
         """The ``k`` nearest chunks (of those ``where`` admits), best first: id, doc_id,
         source, chunk_index, kind, text, page_start, page_end (from 1), headings, boxes
-        (:func:`box_records`), image_uri, score (cosine similarity)."""
+        (:func:`box_records`), image_uri, location, score (cosine similarity)."""
         ...
 
     def count(self, doc_id: str | None = None) -> int: ...

@@ -54,6 +54,7 @@ from folio.stores.lance_indexes import (
 from folio.stores.lance_schema import (
     _RESULT_COLUMNS,
     IMAGE_URI,
+    LOCATION,
     VERSION_COLUMNS,
     _rows,
     chunk_schema,
@@ -150,9 +151,11 @@ class LanceDBStore:
     def _add_missing_columns(self, table: Any) -> None:
         """A table written by an earlier folio gets the columns it lacks, NULL in its old
         rows (which the next write of each source replaces): the version columns (before
-        rows carried their version, docs/index-sync.md) and ``image_uri`` (before figure
-        chunks). Reads and writes then see one schema. Idempotent when workers race."""
-        missing = [c for c in (*VERSION_COLUMNS, IMAGE_URI.name) if c not in table.schema.names]
+        rows carried their version, docs/index-sync.md), ``image_uri`` (before figure
+        chunks) and ``location`` (before Office files were read natively). Reads and writes
+        then see one schema. Idempotent when workers race."""
+        missing = [c for c in (*VERSION_COLUMNS, IMAGE_URI.name, LOCATION.name)
+                   if c not in table.schema.names]
         if not missing:
             return
         try:
