@@ -119,11 +119,11 @@ def test_an_office_conversion_is_cut_at_the_documents_time(tmp_path: Path) -> No
     document's limit; now it gets what is left of the document's time, and a conversion
     cut short by it ends the document as its pages would, not retried with this limit."""
     pytest.importorskip("folio.formats.office")
-    from tests.mixed_folder import write_docx
-
-    docx = write_docx(tmp_path / "memo.docx", ["a memo"] * 50)
-    doc = _run(tmp_path, docx, 0.5)  # LibreOffice alone takes longer than that to start
+    # an RTF: LibreOffice converts it to DOCX first (a DOCX is read natively, no conversion)
+    rtf = tmp_path / "memo.rtf"
+    rtf.write_text("{\\rtf1\\ansi " + "a memo\\par " * 50 + "}")
+    doc = _run(tmp_path, rtf, 0.5)  # LibreOffice alone takes longer than that to start
     assert doc.outcome is DocumentOutcome.QUARANTINED and not doc.retryable
     assert doc.reason.startswith("document-timeout") and "Office conversion" in doc.reason
-    again = _run(tmp_path, docx, 0.5)
+    again = _run(tmp_path, rtf, 0.5)
     assert again.cached and again.outcome is DocumentOutcome.QUARANTINED
