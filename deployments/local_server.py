@@ -54,7 +54,7 @@ from pathlib import Path
 
 from folio.errors import ConfigError, TransientError
 from folio.process_files import flocked, pid_alive, pid_owned, proc_start_time, write_atomic
-from folio.security.listeners import process_holds_listener
+from folio.security.listeners import ListenerVerdict, listener_verdict, process_holds_listener
 from folio.security.private_dir import ensure_private_dir, read_or_make_secret
 from folio.security.redaction import child_env
 
@@ -356,15 +356,22 @@ def _start_verified(home: Path, stopping: dict[str, bool]) -> subprocess.Popen[b
             [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
              "--port", str(port)], env=server_env(home, port), cwd=home,
             stdin=subprocess.DEVNULL, start_new_session=True)
+        verdict = ListenerVerdict.NONE
         while server.poll() is None and not stopping["now"]:
-            if process_holds_listener(server.pid, port):
+            verdict = listener_verdict(server.pid, port)
+            if verdict is ListenerVerdict.OURS:
                 _publish(home, port=port, url=url, server_pid=server.pid)
                 return server
+            if verdict is ListenerVerdict.FOREIGN:  # taken first: it would never be ours
+                _stop_group(server)
+                break
             time.sleep(0.2)
         if stopping["now"]:
             return server
-        print(f"folio: the Prefect server on port {port} exited (code {server.returncode}) "
-              f"before listening (attempt {attempt} of {PORT_ATTEMPTS})", flush=True)
+        print(f"folio: the Prefect server on port {port} "
+              + ("found another process listening there" if verdict is ListenerVerdict.FOREIGN
+                 else f"exited (code {server.returncode}) before listening")
+              + f" (attempt {attempt} of {PORT_ATTEMPTS})", flush=True)
     return None
 
 

@@ -18,9 +18,14 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from folio import cli
+
+#: how far before its request ``folio trigger --event --wait`` takes a document event as
+#: the answer (the clocks of this host and the worker's may differ by this much)
+EVENT_SKEW_S = 5.0
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -127,12 +132,15 @@ def cmd_trigger(args: argparse.Namespace) -> int:
                             settings=cli.trigger_settings(args), revision=args.revision,
                             sync=args.sync, include=args.include, exclude=args.exclude)
     if args.event:
+        # the wait takes the events that occurred from now on (a few seconds for clock
+        # skew): an earlier version's event of the same source is not this request's
+        since = datetime.now(UTC) - timedelta(seconds=EVENT_SKEW_S)
         event_id = trig.request_ingest(request)
         print(json.dumps({"event_id": str(event_id), "event": trig.REQUESTED}))
         if not args.wait:
             return 0
         try:
-            doc = trig.wait_for_indexed(args.source, timeout=args.timeout)
+            doc = trig.wait_for_indexed(args.source, timeout=args.timeout, since=since)
         except TimeoutError as err:
             print(f"folio: {err}", file=sys.stderr)
             return 4

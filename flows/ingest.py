@@ -24,15 +24,15 @@ from prefect.artifacts import (
     create_table_artifact,
 )
 from prefect.cache_policies import NO_CACHE
+from prefect.exceptions import TerminationSignal
 from prefect.futures import PrefectFuture
 from prefect.states import Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 
 # the S3 result block's class, which Prefect looks up by its slug
 import folio_prefect.deployments.result_storage  # noqa: F401
+from folio import stop_hooks
 from folio.checks.run_checks import check_host
-from folio.checks.validation import in_child as validation_in_child
-from folio.checks.validation import preload as preload_validation
 from folio.errors import AllQuarantinedError
 from folio.formats.office import require_for as require_office_converter
 from folio.index import sync as index_sync
@@ -45,7 +45,7 @@ from folio.settings.run_config import IngestRequest, resolve_config
 from folio.settings.vocabulary import EngineName, RouteRequest
 from folio_prefect.flows.vllm_runner import raise_startup_failure
 from folio_prefect.tasks.discover import discover_sources
-from folio_prefect.tasks.load import load
+from folio_prefect.tasks.load import flush_announcements, load
 from folio_prefect.tasks.prepare import prepare_document
 from folio_prefect.tasks.progress import PageProgress
 from folio_prefect.tasks.validate import data_docs_dir, data_docs_index, validate
@@ -120,8 +120,9 @@ def ingest_document(
     Failed state carrying it, as :func:`ingest`).
 
     Args:
-        source: one PDF (a local path the worker can read, or s3://bucket/key); a
-            folder or prefix works too and ingests everything under it.
+        source: one document, a PDF, an image or an Office file (a local path the worker
+            can read, or s3://bucket/key); a folder or prefix works too and ingests
+            everything under it.
         out: a local folder or an s3://bucket/prefix for outputs (and the default vector store).
         engine: the OCR engine for pages without a trustworthy text layer.
         route: auto (trust good text layers), ocr (OCR every page) or text-layer (never OCR);
@@ -201,6 +202,17 @@ def run_request(request: IngestRequest, *, report: str | None,
     services = Services(config, request.out)
     sync_started = index_sync.now()
     refs: list[SourceRef] = []
+    written: list[str] = []
+
+    def report_on_stop(how: str) -> None:
+        """The report of the run so far, once: from the SIGTERM handler itself
+        (folio.stop_hooks), wherever the run's body is then, or from the stop below."""
+        if report and not written:
+            written.append(how)
+            write_report(interrupted_report(services, refs, request.out, started, how), report)
+
+    stop_hooks.add(report_on_stop)
+    give_back_sigterm = stop_hooks.on_sigterm_first()
     try:
         found = discover_sources(request.sources, config.s3, config.sources,
                                  own=[request.out, str(config.work_dir)])
@@ -215,15 +227,23 @@ def run_request(request: IngestRequest, *, report: str | None,
         get_run_logger().info("%d entries to ingest into %s (%d excluded by the globs)",
                               len(refs), request.out, found.excluded)
         docs, scheduler = ingest_documents(refs, services)
+        flush_announcements()  # before the run's end: a trigger waiting on it sees both
         loaded = time.monotonic()
         synced = index_sync.sync_roots(
             services.sink, services.store, request.sources, present,
             apply=request.sync, dry_run=False, started=sync_started, s3=config.s3)
-    except KeyboardInterrupt as stop:  # SIGINT, SIGTERM (folio.cli.Terminated)
-        if report:
-            write_report(interrupted_report(services, refs, request.out, started, stop), report)
+    except (KeyboardInterrupt, TerminationSignal) as stop:
+        # SIGINT; SIGTERM as folio.cli.Terminated, or as Prefect's TerminationSignal while
+        # its flow engine holds the signal (it runs folio's handler only after the flow
+        # ended: the report first, and the stop bounded, here)
+        how = "SIGINT" if type(stop) is KeyboardInterrupt else "SIGTERM"
+        report_on_stop(how)
+        if how == "SIGTERM":
+            stop_hooks.end_after_sigterm()
         raise
     finally:
+        give_back_sigterm()
+        stop_hooks.remove(report_on_stop)
         services.close()
     closed = time.monotonic()
     summary = finish_run(docs, started=started, out=request.out, report=None,
@@ -252,13 +272,13 @@ def sync_dry_run(request: IngestRequest, services: Services, present: list[str],
 
 
 def interrupted_report(services: Services, refs: list[SourceRef], out: str, started: float,
-                       stop: BaseException) -> dict[str, Any]:
+                       how: str) -> dict[str, Any]:
     """The report of a run stopped by SIGINT or SIGTERM: the documents whose load ended
     (done, quarantined, cached) and the sources that did not finish (a rerun does them)."""
     finished = list(services.loaded)
     summary = build_report(finished, seconds=time.monotonic() - started, out=out)
     ended = {d.source for d in finished}
-    summary["interrupted"] = "SIGTERM" if type(stop).__name__ == "Terminated" else "SIGINT"
+    summary["interrupted"] = how
     summary["unfinished"] = [r.uri for r in refs if r.uri not in ended]
     return summary
 
@@ -296,11 +316,7 @@ def ingest_documents(refs: list[SourceRef], services: Services
 
     def prepare(ref: SourceRef) -> PreparedDocument | DocumentResult:
         prep = prepare_document(ref, services)
-        if isinstance(prep, PreparedDocument):
-            if services.config.validation.enabled:  # GX loads while the pages are OCR'd
-                # (once; a rerun with nothing to do never loads it)
-                preload_validation(validation_in_child(services.config),
-                                   services.config.validation.child_processes)
+        if isinstance(prep, PreparedDocument):  # (GX began loading in prepare_document)
             bar = PageProgress(prep.result.source, prep.result.page_count)
             progress_bars[prep.result.source] = bar.__enter__()
         return prep
@@ -370,15 +386,14 @@ def finish_run(
 
 def write_report(summary: dict[str, Any], report: str) -> None:
     """Written beside the target, then renamed over it: a reader (or a run killed
-    midway) never sees half a report, and a link at the path is replaced, not followed."""
+    midway) never sees half a report, and a link at the path is replaced, not followed;
+    the temporary file has a random name, created exclusively without following a link
+    (:func:`folio.process_files.write_atomic`)."""
+    from folio.process_files import write_atomic
+
     path = Path(report)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(summary, indent=2))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_atomic(path, json.dumps(summary, indent=2))
 
 
 def publish_artifacts(docs: list[DocumentResult], summary: dict[str, Any],

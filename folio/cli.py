@@ -54,7 +54,10 @@ def _parser() -> argparse.ArgumentParser:
     ing.add_argument("--dry-run", action="store_true",
                      help="with --sync: list what would be removed; ingest nothing")
     _scope_options(ing)
-    ing.add_argument("--password", help="password for encrypted PDFs (or FOLIO_PASSWORD)")
+    ing.add_argument("--password", help="refused: every local user can read a command "
+                     "line; give --password-file or FOLIO_PASSWORD")
+    ing.add_argument("--password-file", metavar="FILE", help="password for encrypted PDFs: "
+                     "its first line (- reads stdin); or FOLIO_PASSWORD")
     ing.add_argument("--no-compress", action="store_true", help="skip Ghostscript compression")
     ing.add_argument("--keep-headers-footers", action="store_true",
                      help="keep running headers and footers in the markdown and the chunks")
@@ -77,9 +80,19 @@ def _parser() -> argparse.ArgumentParser:
 
     se = sub.add_parser("search", help="search the chunks an ingest wrote")
     se.add_argument("query")
-    se.add_argument("--out", required=True, help="the --out of the ingest (default store)")
-    se.add_argument("--store-uri", help="vector store URI if not the default under --out")
+    se.add_argument("--out", help="the --out of the ingest (its LanceDB index)")
+    se.add_argument("--store", choices=["lancedb", "pgvector"],
+                    help="the ingest's --store (default: store.kind, lancedb)")
+    se.add_argument("--store-uri", help="the ingest's --store-uri: LanceDB folder/URI or "
+                    "PostgreSQL DSN (pgvector: else FOLIO_PG_DSN)")
     se.add_argument("-k", type=int, default=5)
+    se.add_argument("--doc-id", action="append", default=[], help="only this document's "
+                    "chunks (repeat for several)")
+    se.add_argument("--source", action="append", default=[], help="only this source's "
+                    "chunks, as ingest named it (repeat for several)")
+    se.add_argument("--source-prefix", help="only sources under this folder or prefix")
+    se.add_argument("--kind", action="append", default=[], choices=["text", "table", "figure"],
+                    help="only chunks of this kind (repeat for several)")
     se.add_argument("--json", action="store_true", help="the hits as a JSON array: id, "
                     "doc_id, source, page_start, page_end (pages from 1), headings, boxes, "
                     "kind, text, score")
@@ -92,8 +105,9 @@ def _parser() -> argparse.ArgumentParser:
     tr = sub.add_parser(
         "trigger", help="ask the Prefect server (PREFECT_API_URL) to ingest one source",
         description="Start the document deployment for SOURCE. Repeating the same request "
-        "(same source, out, settings and --revision) returns the first run instead of "
-        "starting another. Exit code with --wait: 0 indexed and ok (or skipped), 3 partial or "
+        "(same source, out, settings and --revision) while SOURCE's bytes are the same (its "
+        "size and S3 ETag or modification time) returns the run in flight or done instead of "
+        "starting another; once they changed, or that run failed, it starts a new run. Exit code with --wait: 0 indexed and ok (or skipped), 3 partial or "
         "quarantined, 1 the run failed, 4 still running at --timeout, 2 bad arguments.")
     tr.add_argument("source", help="a PDF, folder or s3://bucket/prefix the worker can read")
     tr.add_argument("--out", default="folio-out", help="output folder or s3://bucket/prefix")
@@ -126,9 +140,10 @@ def _secret_environment(args: argparse.Namespace) -> dict[str, str]:
     """The PDF password and a PostgreSQL DSN as the environment variables the flow's
     settings read (FOLIO_PASSWORD, FOLIO_PG_DSN): never flow-run parameters, which Prefect
     stores in its database and shows in the UI."""
+    from folio.security.command_line import read_password_file
     from folio.stores import PG_DSN_ENV
 
-    env = {"FOLIO_PASSWORD": args.password} if args.password else {}
+    env = {"FOLIO_PASSWORD": read_password_file(args.password_file)} if args.password_file else {}
     if args.store_uri and is_postgres_dsn(args.store_uri):
         env[PG_DSN_ENV] = args.store_uri
     return env
@@ -285,8 +300,8 @@ def prepare_ingest(args: argparse.Namespace) -> dict[str, Any]:
     if args.dry_run and not args.sync:
         raise ConfigError("--dry-run goes with --sync: it lists what --sync would remove")
     os.environ.update(_secret_environment(args))
-    # --set password=..., ocr.api_key=..., a DSN or URL with its password: to the
-    # environment the flow (in this process) reads, never a parameter Prefect stores
+    # main() refused secrets on the command line; a caller that came another way still
+    # hands them to the environment the flow (in this process) reads, never a parameter
     settings, secret_env = secret_settings.split(_settings(args))
     os.environ.update(secret_env)
     check_run(args.sources, args.out, resolve_config(
@@ -295,11 +310,11 @@ def prepare_ingest(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def report_ingest(args: argparse.Namespace, report: dict[str, Any]) -> int:
-    """Print the run's summary; the exit code: 3 when a document this run processed ended
-    partial or quarantined, else 0. Documents an earlier run finished (done, or quarantined
-    for good: ``cached``) stay in the report and the summary but do not decide it, so one
-    bad file does not fail every later run over its folder."""
-    from folio.output.report import markdown_summary
+    """Print the run's summary; the exit code: 3 when a document under the sources is
+    partial or quarantined, whether this run processed it or an earlier run did and it
+    is still so (cached): a rerun over a folder with a broken file says so every time,
+    until the file is fixed, removed or left out (``--exclude``), else 0."""
+    from folio.output.report import markdown_summary, still_failing
 
     print(markdown_summary(report))
     sync = report.get("sync") or {}
@@ -308,75 +323,31 @@ def report_ingest(args: argparse.Namespace, report: dict[str, Any]) -> int:
             print(f"would remove: {uri}")
     if args.report:
         print(f"\nreport: {args.report}")
-    fresh = [d for d in report["documents"] if not d["cached"]]
     # skipped entries (a format folio does not read, a symlink out of the source) are
     # in the report and the summary but do not fail the run: nothing went wrong, and a
     # bucket's every ZIP would otherwise fail every run over it (docs/inputs.md)
-    return 3 if any(d["outcome"] in ("partial", "quarantined") for d in fresh) else 0
+    return EXIT_SOME_FAILED if still_failing(report["documents"]) else 0
 
 
 def cmd_search(args: argparse.Namespace) -> int:
     """The ``k`` chunks nearest the query: one line each, or ``--json`` for a program (the
-    citation a RAG answer needs: document id, pages from 1, boxes)."""
-    from folio.errors import NothingToDoError
-    from folio.io.layout import VECTORS
-    from folio.io.sinks import open_sink
-    from folio.output.embeddings import Embedder
-    from folio.settings.run_config import resolve_config
-    from folio.stores import open_store
+    citation a RAG answer needs: document id, pages from 1, boxes). A client of
+    :mod:`folio.retrieval`, which a Python program uses to do the same in-process."""
+    from folio.retrieval import open_index
 
-    options = {"s3.endpoint_url": args.s3_endpoint_url, "s3.region": args.s3_region,
-               "store.uri": args.store_uri}
-    # the same settings (and the same one-line errors) as ingest: FOLIO_* and the options
-    config = resolve_config(engine="tesseract", route="auto",
-                            settings={k: v for k, v in options.items() if v})
-    settings = config.store
-    default_uri = open_sink(args.out, config.s3).uri(VECTORS)
-    where = settings.uri or default_uri
-    if settings.kind == "lancedb" and "://" not in where and not Path(where).is_dir():
-        raise NothingToDoError(f"no vectors under {where}: ingest into --out {args.out} first, "
-                               "or give --store-uri")  # and create no folder on the way
-    if settings.kind == "lancedb":  # its import (~1 s) beside the embedding model's load
-        from folio.stores.lance_import import import_lancedb
-
-        threading.Thread(target=import_lancedb, name="folio-import-lancedb", daemon=True).start()
-    embedder = Embedder(config.embedding)
-    query = embedder.embed([args.query])[0]
-    store = open_store(settings, default_uri=default_uri, s3=config.s3, dim=embedder.dim)
-    if store.count() == 0:
-        raise NothingToDoError(f"no vectors in {store.name}: ingest into it first")
-    hits = store.search(query, k=args.k)
+    with open_index(args.out, store=args.store, store_uri=args.store_uri,
+                    s3_endpoint_url=args.s3_endpoint_url, s3_region=args.s3_region) as index:
+        hits = index.search(args.query, k=args.k, doc_id=args.doc_id or None,
+                            source=args.source or None, source_prefix=args.source_prefix,
+                            kind=args.kind or None)
     if args.json:
-        print(json.dumps([search_hit(hit) for hit in hits], ensure_ascii=False))
+        print(json.dumps([hit.model_dump() for hit in hits], ensure_ascii=False))
         return 0
     for hit in hits:
-        pages = f"p{hit['page_start']}" + (
-            f"-{hit['page_end']}" if hit["page_end"] != hit["page_start"] else "")
-        print(f"{hit['score']:.3f}  {printable(str(hit['source']))} {pages}  doc {hit['doc_id']}  "
-              f"{str(hit['text'])[:100]!r}")
+        where = f" {printable(hit.location)}" if hit.location else ""
+        print(f"{hit.score:.3f}  {printable(hit.source)} {hit.pages}{where}  doc {hit.doc_id}  "
+              f"{hit.text[:100]!r}")
     return 0
-
-
-def search_hit(hit: dict[str, Any]) -> dict[str, Any]:
-    """One store hit as ``folio search --json`` prints it: plain JSON types (numpy's
-    and Arrow's lists become lists), the keys of README's "The vector table"."""
-    return {
-        "id": str(hit["id"]),
-        "doc_id": str(hit["doc_id"]),
-        "source": str(hit["source"]),
-        "chunk_index": int(hit["chunk_index"]),
-        "kind": str(hit["kind"]),
-        "page_start": int(hit["page_start"]),
-        "page_end": int(hit["page_end"]),
-        "headings": [str(h) for h in (hit.get("headings") or [])],
-        "boxes": [{key: (int(box[key]) if key == "page" else float(box[key]))
-                   for key in ("page", "x0", "y0", "x1", "y1")}
-                  for box in (hit.get("boxes") or [])],
-        "score": round(float(hit["score"]), 6),
-        "text": str(hit["text"]),
-        # a figure chunk's crop (local path or s3:// URI); null for text and tables
-        "image_uri": str(hit["image_uri"]) if hit.get("image_uri") else None,
-    }
 
 
 def cmd_samples(args: argparse.Namespace) -> int:
@@ -387,9 +358,10 @@ def cmd_samples(args: argparse.Namespace) -> int:
     return 0
 
 
-#: exit codes (README, "Using it"): 0 all ok; 3 some documents partial or quarantined
+#: exit codes (README, "Using it"): 0 all ok
 EXIT_INTERNAL = 1  # a bug: the traceback is shown with --verbose
 EXIT_USAGE = 2  # bad arguments, a missing source, settings or credentials to fix
+EXIT_SOME_FAILED = 3  # some documents under the sources are partial or quarantined, this run's or an earlier run's (cached) alike
 EXIT_NOTHING = 5  # nothing to work on: no entry under the sources, no vectors to search
 EXIT_UNREACHABLE = 6  # S3, the vector store or an OCR server could not be reached: retry
 
@@ -408,7 +380,13 @@ def main(argv: Sequence[str] | None = None,
         print(f"folio: `{args.command}` runs on Prefect: start it as `folio {args.command}` "
               f"or `python -m folio_prefect.flows.cli {args.command}`", file=sys.stderr)
         return EXIT_USAGE
-    return run_mapped(lambda: command(args), verbose=getattr(args, "verbose", False))
+    from folio.security.command_line import refuse_secrets
+
+    def run() -> int:
+        refuse_secrets(args)  # a command line is anyone's to read (exit 2, one line)
+        return command(args)
+
+    return run_mapped(run, verbose=getattr(args, "verbose", False))
 
 
 class Terminated(KeyboardInterrupt):
@@ -418,6 +396,10 @@ class Terminated(KeyboardInterrupt):
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
+    from folio import stop_hooks
+
+    stop_hooks.run_stop_hooks("SIGTERM")  # the report first: the orderly stop may not come
+    stop_hooks.end_after_sigterm()
     raise Terminated()
 
 

@@ -285,7 +285,9 @@ class OutlineEntry(BaseModel):
 
     level: int = Field(ge=1)  # 1: a top-level entry, 2: under one, ...
     title: str
-    page: int | None = None  # 0-based page index it points to; None: no page destination
+    #: the page it points to, from 0 (the PDF's own page index): the one page field of
+    #: document.json that counts from 0 (README); None: no page destination
+    page: int | None = None
 
 
 class DocumentResult(BaseModel):
@@ -298,6 +300,9 @@ class DocumentResult(BaseModel):
     outcome: DocumentOutcome = DocumentOutcome.QUARANTINED
     reason: str = ""
     retryable: bool = False  # True when the failure was transient: a later run retries it
+    #: the ``limits.document_timeout_s`` its unfinished pages ran into (they end
+    #: ``document-timeout``, not retried): a later run tries it again only with a larger one
+    time_limit_s: float | None = None
     #: what the source is, detected from its content (folio.formats.detect): "pdf",
     #: "jpeg", "tiff", "docx", "zip", ...; empty when it was never read
     format: str = ""
@@ -375,3 +380,7 @@ class Chunk(BaseModel):
     config_hash: str = ""
     #: a figure chunk's crop: a local path or ``s3://`` URI an application can show
     image_uri: str | None = None
+    #: where the chunk starts in a source without pages of its own (its first block's
+    #: :attr:`Block.location`: ``Shipments!A1:G51``, ``slide 3``); the blocks in
+    #: pages.jsonl carry it too; not (yet) a column of the vector stores
+    location: str | None = None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import fcntl
 import os
 import random
-import threading
+import secrets
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -80,8 +80,27 @@ def flocked(path: Path, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write then ``os.replace``: readers see the old file or the new one, never half."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+def write_atomic(path: Path, text: str, *, mode: int = 0o666) -> None:
+    """Write then ``os.replace``: readers see the old file or the new one, never half.
+
+    The temporary file beside ``path`` has a random name and is created exclusively,
+    never through a link (``O_EXCL | O_NOFOLLOW``), with ``mode`` (less the umask): a
+    predictable name (``.{name}.{pid}.tmp``) let another user who may write to the
+    folder plant a link there and have folio overwrite a file of the user's (issue 58
+    finding 7). A link at ``path`` itself is replaced, never followed.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    while True:
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+        try:
+            fd = os.open(tmp, flags, mode)
+            break
+        except FileExistsError:  # a name another writer drew (or planted): draw again
+            continue
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

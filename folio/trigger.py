@@ -6,8 +6,10 @@ Webhooks are Prefect Cloud only, so a RAG job on a self-hosted server has three 
 module decides what is said:
 
 1. Starting the document deployment with an idempotency key derived from the request
-   (:attr:`IngestRequest.key`: source, out, settings, revision): a retried trigger
-   returns the run the first call created instead of starting a second one.
+   (:attr:`IngestRequest.key`: source, out, settings, revision, and the source's version
+   as the trigger read it, :mod:`folio.io.source_version`): a retried trigger of the same
+   bytes returns the run the first call created (unless that run failed) instead of
+   starting a second one; a trigger after the bytes changed starts a new run.
 2. A ``folio.ingest.requested`` event (:func:`requested_event`) whose id is derived from
    the same key: the server ignores an event id it saw in the last 30 minutes, so a
    retried POST does not start a second run either.
@@ -44,7 +46,8 @@ DOCUMENT_EVENTS = (INDEXED, QUARANTINED, SKIPPED)
 DOCUMENT_DEPLOYMENT = "folio-ingest-document/document"
 #: namespace of the deterministic request event ids (uuid5 of the idempotency key)
 _EVENT_NAMESPACE = uuid.UUID("5b0f7c1e-3a52-4f4e-9a0e-6f6c696f0001")
-#: events reach the events API after the server's persister flushes (every ~5 s)
+#: events reach the events API after the server's persister flushes (every ~5 s): what a
+#: wait that cannot use the server's event stream allows after a run's end
 EVENT_SETTLE_S = 7.0
 
 
@@ -119,7 +122,8 @@ def requested_event(request: IngestRequest) -> tuple[uuid.UUID, dict[str, str], 
     source = request.source
     resource = {"prefect.resource.id": source_resource_id(source),
                 "prefect.resource.name": source.rsplit("/", 1)[-1] or source}
-    payload = {**request.parameters(), "revision": request.revision, "key": request.key}
+    payload = {**request.parameters(), "revision": request.revision,
+               "version": request.version, "key": request.key}
     return uuid.uuid5(_EVENT_NAMESPACE, request.key), resource, payload
 
 

@@ -33,10 +33,12 @@ END = "<!-- architecture:end -->"
 #: module), a Prefect-layer unit a folder ("flows") or one of its modules ("flows/cli.py")
 LAYERS: list[tuple[str, str, list[str]]] = [
     ("edge", "Prefect edge: folio_prefect", ["flows/cli.py", "flows", "tasks", "deployments"]),
-    ("command", "command line, no Prefect", ["cli", "trigger", "samples"]),
+    ("command", "command line, Python retrieval API, frameworks; no Prefect",
+     ["cli", "trigger", "samples", "retrieval", "integrations"]),
     ("settings", "settings", ["settings"]),
     ("pipeline", "pipeline stages; index: one live version a source", ["pipeline", "index",
-                                                                          "progress"]),
+                                                                          "progress",
+                                                                          "stop_hooks"]),
     ("checks", "checks: validation, run checks", ["checks"]),
     ("pdf", "pdf: page worker; other input formats", ["pdf", "formats"]),
     ("engines", "engines", ["engines", "parsers"]),

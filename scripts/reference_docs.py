@@ -192,12 +192,12 @@ def exit_codes() -> list[tuple[int, str]]:
     comments = {tok.start[0]: tok.string.lstrip("# ").strip()
                 for tok in tokenize.generate_tokens(io.StringIO(source).readline)
                 if tok.type == tokenize.COMMENT}
-    found = [(0, "every document this run processed is done"),
-             (3, "some documents this run processed ended partial or quarantined (documents "
-                 "an earlier run finished are listed as cached and do not decide it)"),
+    found = [(0, "every document under the sources is done (entries skipped by format do "
+                 "not count)"),
              (130, "Ctrl-C, after the run closed what it opened"),
              (143, "SIGTERM (`docker stop`, an evicted pod), after the run closed what it "
-                   "opened")]
+                   "opened, or 10 s after the signal when closing takes longer (the "
+                   "`--report` is written first)")]
     for node in ast.parse(source).body:
         if (isinstance(node, ast.Assign) and len(node.targets) == 1
                 and isinstance(node.targets[0], ast.Name)
@@ -282,6 +282,25 @@ def _json_type(value: Any) -> str:
     return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), "null")
 
 
+#: the report's keys a reader could take two ways
+REPORT_DOCUMENT = {
+    "outcome": "ok, partial, quarantined or skipped; a cached document keeps the outcome "
+               "the run that processed it gave",
+    "seconds": "wall-clock seconds from the start of the document's preparation (download, "
+               "format check) to its outputs and vectors written, waits in the run's queues "
+               "(for the OCR engine, the embedder, the store) included: documents of one run "
+               "overlap, so these do not add up to `totals.seconds`",
+    "cached": "an earlier run's result, served without processing (done, or quarantined "
+              "for good: a cached quarantine still counts in `quarantined` and exit code 3)",
+}
+REPORT_TOTALS = {
+    "seconds": "the run's wall-clock seconds",
+    "pages_per_s": "pages this run processed (cached documents left out) per second",
+    "cached": "documents served from earlier runs (of any outcome)",
+    "quarantined": "documents quarantined, cached ones included",
+}
+
+
 def _keys_table(record: dict[str, Any], notes: dict[str, str]) -> list[str]:
     rows = ["| key | JSON type | meaning |", "|---|---|---|"]
     rows += [f"| `{k}` | {_json_type(v)} | {cell(notes.get(k, ''))} |" for k, v in record.items()]
@@ -313,6 +332,27 @@ class _RecordingConnection:
                                else statement.as_string(None))
 
 
+#: what a page is for each Office format (folio.formats' native readers, docs/office.md)
+OFFICE_PAGES = [
+    "## Pages and places in Office files", "",
+    "Office files are read from their own structure (docs/office.md), so a page and a",
+    "block's `location` mean, per format (`page_start`/`page_end` of a chunk, `page` of a",
+    "page, `<!-- page N -->` in document.md):", "",
+    "| format | a page is | `location` of a block (and of a chunk: its first block's) |",
+    "|---|---|---|",
+    "| DOCX, DOC, RTF, ODT | the text between Word's last rendered page breaks where the "
+    "file records them, else between the author's page breaks; one page without either "
+    "| its heading path (`Report > Scope > Costs`) |",
+    "| XLSX, XLS, ODS | a sheet, in the workbook's order, hidden sheets too | the sheet "
+    "and cell range (`Shipments!A1:G51` for the table, `Shipments!B3` for a comment) |",
+    "| PPTX, PPT, ODP | a slide | `slide 3`; `slide 3 notes` for its speaker notes |",
+    "",
+    "A native page has `engine: office`, `route: text-layer`, no boxes and no size "
+    "(`width_pt`/`height_pt` 0). A chunk's `location` (its first block's) is a column of "
+    "the vector tables below, and a field of every `folio search --json` hit.", "",
+]
+
+
 def outputs_doc() -> str:
     from folio import models
     from folio.models import DocumentResult
@@ -327,6 +367,7 @@ def outputs_doc() -> str:
              "`document.json` and `pages.jsonl`; the run report where `--report` says; the",
              "chunks and their vectors in the vector store. Pages are numbered from 1",
              "everywhere a person reads them.", "",
+             *OFFICE_PAGES,
              "## document.json", "",
              "The `DocumentResult` (folio/models.py) as JSON; each page's 0-based `index` is "
              "written as `page`, counted from 1, first in its object. The models it holds:", ""]
@@ -350,17 +391,18 @@ def outputs_doc() -> str:
     lines += ["", "## The run report (`--report`)", "",
               "`documents`: one object per document; `totals`: the run's sums; `config`: "
               "the run's settings without secrets (see configuration.md).", "",
-              "### `documents[]`", ""] + _keys_table(built["documents"][0], {})
-    lines += ["", "### `totals`", ""] + _keys_table(built["totals"], {})
+              "### `documents[]`", ""] + _keys_table(built["documents"][0], REPORT_DOCUMENT)
+    lines += ["", "### `totals`", ""] + _keys_table(built["totals"], REPORT_TOTALS)
     lines += ["", "## The vector table", "", "### LanceDB (Arrow schema, `dim`: the "
               "embedding's size)", "", "| column | Arrow type | nullable |", "|---|---|---|"]
     for f in lance_schema.chunk_schema(384):
         lines.append(f"| `{f.name}` | {cell(str(f.type).replace('384', 'dim'))} | "
                      f"{'yes' if f.nullable else 'no'} |")
     conn = _RecordingConnection()
-    pg_schema.create_tables(conn, "folio_chunks", "folio_chunks_delta", 384)  # type: ignore[arg-type]
-    lines += ["", "### pgvector (the statements folio runs; the `_delta` table is the main "
-              "table's side table of recent writes)", "", "```sql"]
+    pg_schema.create_tables(conn, "chunks", "chunks_delta", 384)  # type: ignore[arg-type]
+    lines += ["", "### pgvector (the statements folio runs for the default `store.table`, "
+              "`chunks`; the `chunks_delta` table is its side table of recent writes)", "",
+              "```sql"]
     lines += [s.replace("384", "dim") for s in conn.statements if "lock" not in s]
     lines += ["```", ""]
     return "\n".join(lines)

@@ -31,3 +31,22 @@ def announce(doc: DocumentResult, out: str) -> None:
         emit_event(name, resource=resource, related=related, payload=payload)
     except Exception:
         log.warning("%s not emitted for %s", name, doc.source, exc_info=True)
+
+
+#: how long the flow waits for its events to be sent before it reports its end
+FLUSH_TIMEOUT_S = 10.0
+
+
+def flush_announcements(timeout_s: float = FLUSH_TIMEOUT_S) -> None:
+    """Send every event emitted so far before the run reports its end: Prefect sends
+    events from a background worker, drained only as the process exits, after the run's
+    final state. Flushed here, a document's ``folio.document.*`` event reaches the server
+    before the run's end, so a trigger that sees the end has the documents too
+    (:func:`folio_prefect.deployments.trigger.wait_for_result`). The next event emitted
+    starts a new sender. An events outage is logged, never fails the run."""
+    from prefect.events.worker import EventsWorker
+
+    try:
+        EventsWorker.drain_all(timeout=timeout_s, at_exit=False)
+    except Exception:
+        log.warning("the documents' events were not flushed", exc_info=True)

@@ -163,6 +163,9 @@ def start_prefect_stack(home: Path, deployments: tuple[str, ...] = ("document",)
         "PREFECT_LOGGING_LEVEL": "INFO",
         "PWD": str(REPO),  # prefect.yaml's pull step reads {{ $PWD }} at deploy time
         "OMP_THREAD_LIMIT": "1",
+        # moto's keys (tests.s3_server): a test gives its endpoint with the request
+        # (--s3-endpoint-url); a local source never reaches S3
+        "FOLIO_S3__ACCESS_KEY_ID": "test", "FOLIO_S3__SECRET_ACCESS_KEY": "test",
     }
     stack = PrefectStack(api_url=api, ui_url=f"http://127.0.0.1:{port}", home=home, env=env)
     try:

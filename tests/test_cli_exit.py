@@ -38,6 +38,9 @@ def test_the_fast_exit_keeps_the_exit_code_and_the_output(tmp_path: Path) -> Non
     (tmp_path / "empty").mkdir()
     empty = folio("ingest", str(tmp_path / "empty"), "--out", str(tmp_path / "out"))
     assert empty.returncode == cli.EXIT_NOTHING and empty.stderr.startswith("folio: ")
+    # docs/index-sync.md: --sync over nothing at all is "nothing to do" too, and removes nothing
+    synced = folio("ingest", str(tmp_path / "empty"), "--out", str(tmp_path / "out"), "--sync")
+    assert synced.returncode == cli.EXIT_NOTHING and synced.stderr.startswith("folio: ")
     helped = folio("ingest", "--help")  # printed to a pipe (buffered), then the fast exit
     assert helped.returncode == 0 and "--out" in helped.stdout
     assert helped.stdout.endswith("\n")

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from folio.cli import _parser, _settings, search_hit
+from folio.cli import _parser, _settings
 from folio.figures.crops import crop_size
 from folio.figures.links import resolve_page
 from folio.figures.regions import (
@@ -23,6 +23,7 @@ from folio.figures.regions import (
 from folio.models import BBox, Block, Chunk, DocumentResult, Label, PageOutcome, PageResult, Region
 from folio.output.chunking import chunk_document
 from folio.parsers import chandra
+from folio.retrieval import Hit
 from folio.settings.config import ChunkSettings, S3Settings, StoreSettings
 from folio.stores import open_store
 from folio.stores.lance_schema import chunk_schema
@@ -32,6 +33,11 @@ from tests.store_data import DIM, chunks, vectors
 
 W, H = 612.0, 792.0
 FIGURE = BBox(x0=300, y0=400, x1=560, y1=700)
+
+
+def _record(row: dict[str, object]) -> dict[str, object]:
+    """A store row as ``folio search --json`` prints it."""
+    return Hit.from_row(row).model_dump()
 
 
 def _block(label: str, box: tuple[float, float, float, float], text: str, order: int) -> Block:
@@ -212,29 +218,36 @@ def test_figures_none_on_the_command_line_is_the_figures_mode_setting() -> None:
 def _with_images(doc_id: str) -> list[Chunk]:
     rows = chunks(doc_id, 2)
     rows[1] = rows[1].model_copy(update={"kind": "figure", "image_uri": "/out/d/figures/p1-1.png"})
+    rows[0] = rows[0].model_copy(update={"location": "Shipments!A1:C9"})  # a sheet's range
     return rows
 
 
-def test_lancedb_rows_carry_image_uri_last_and_an_older_table_gets_the_column(
+#: the columns tables made before figure chunks and native Office reading lack, last
+LATE = ["image_uri", "location"]
+
+
+def test_lancedb_rows_carry_image_uri_and_location_last_and_an_older_table_gets_them(
         tmp_path: Path) -> None:
     import lancedb
     import pyarrow as pa
 
-    assert chunk_schema(DIM).names[-1] == "image_uri"
+    assert chunk_schema(DIM).names[-2:] == LATE
     uri = str(tmp_path / "v")
-    old = pa.schema([f for f in chunk_schema(DIM) if f.name != "image_uri"])
+    old = pa.schema([f for f in chunk_schema(DIM) if f.name not in LATE])
     row = {"id": "old-0", "doc_id": "old", "source": "a.pdf", "chunk_index": 0, "kind": "text",
            "text": "old chunk", "page_start": 1, "page_end": 1, "headings": [], "boxes": [],
            "vector": vectors(1, 3)[0].tolist()}
     lancedb.connect(uri).create_table("chunks", pa.Table.from_pylist([row], schema=old))
     store = LanceDBStore(uri, dim=DIM)
     (hit,) = store.search(vectors(1, 3)[0], k=1)  # read before any write: no column yet
-    assert hit["id"] == "old-0" and search_hit({**hit, "score": 1.0})["image_uri"] is None
+    assert hit["id"] == "old-0" and _record({**hit, "score": 1.0})["image_uri"] is None
+    assert _record({**hit, "score": 1.0})["location"] is None
     store.replace_document("d", _with_images("d"), vectors(2, 5))
-    assert lancedb.connect(uri).open_table("chunks").schema.names[-1] == "image_uri"
+    assert lancedb.connect(uri).open_table("chunks").schema.names[-2:] == LATE
     hits = {h["id"]: h for h in store.search(vectors(2, 5)[1], k=3)}
-    assert {search_hit(h)["image_uri"] for h in hits.values()} == {
+    assert {_record(h)["image_uri"] for h in hits.values()} == {
         None, "/out/d/figures/p1-1.png"}
+    assert {_record(h)["location"] for h in hits.values()} == {None, "Shipments!A1:C9"}
 
 
 @pytest.fixture()
@@ -247,26 +260,28 @@ def pg_store(pg_dsn: str) -> Iterator[tuple[PgVectorStore, str]]:
     store.close()
 
 
-def test_pgvector_rows_carry_image_uri_and_an_older_table_gets_the_column(
+def test_pgvector_rows_carry_image_uri_and_location_and_an_older_table_gets_them(
         pg_dsn: str, pg_store: tuple[PgVectorStore, str]) -> None:
     store, table = pg_store
     store.replace_document("a", chunks("a", 1), vectors(1, 1))  # makes the tables
     with psycopg.connect(pg_dsn, autocommit=True) as conn:  # as an older folio made them
         for name in (table, store.delta_table):
-            conn.execute(sql.SQL("ALTER TABLE {t} DROP COLUMN image_uri")
+            conn.execute(sql.SQL("ALTER TABLE {t} DROP COLUMN image_uri, DROP COLUMN location")
                          .format(t=sql.Identifier(name)))
     older = open_store(StoreSettings(kind="pgvector", uri=pg_dsn, table=table),
                        default_uri="ignored", s3=S3Settings(), dim=DIM)
     assert isinstance(older, PgVectorStore)
     try:
-        assert search_hit(older.search(vectors(1, 1)[0], k=1)[0])["image_uri"] is None
+        first = _record(older.search(vectors(1, 1)[0], k=1)[0])
+        assert first["image_uri"] is None and first["location"] is None
         older.replace_document("d", _with_images("d"), vectors(2, 5))
         hits = older.search(vectors(2, 5)[1], k=3)
-        assert "/out/d/figures/p1-1.png" in {search_hit(h)["image_uri"] for h in hits}
+        assert "/out/d/figures/p1-1.png" in {_record(h)["image_uri"] for h in hits}
+        assert "Shipments!A1:C9" in {_record(h)["location"] for h in hits}
     finally:
         older.close()
     with psycopg.connect(pg_dsn) as conn:
         cols = [r[0] for r in conn.execute(
             "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s)"
             " AND attnum > 0 AND NOT attisdropped ORDER BY attnum", (table,))]
-    assert cols[-1] == "image_uri"
+    assert cols[-2:] == LATE

@@ -140,7 +140,7 @@ def test_second_run_is_served_from_the_done_index(first_run: dict[str, Any]) -> 
     done = [d for n, d in docs.items() if n in ("report.pdf", "scanned-letter.pdf", "blank.pdf")]
     assert all(d["cached"] for d in done)
     # quarantined for good (no password: retrying cannot help) and not tried again; a
-    # rerun with --password or --reprocess does (tests/test_known_bad.py)
+    # rerun with --password-file or --reprocess does (tests/test_known_bad.py)
     encrypted = docs["encrypted.pdf"]
     assert encrypted["cached"] and encrypted["outcome"] == "quarantined", encrypted
 
@@ -293,8 +293,8 @@ def test_cli_keeps_the_pdf_password_out_of_prefect(tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     proc = subprocess.run(
         [sys.executable, "-m", "folio_prefect.flows.cli", "ingest", str(pdf), "--out", str(tmp_path / "o"),
-         "--password", secret, "--store", "none", "--report", str(report), "--quiet"],
-        capture_output=True, text=True, timeout=600, env=env,
+         "--password-file", "-", "--store", "none", "--report", str(report), "--quiet"],
+        capture_output=True, text=True, timeout=600, env=env, input=secret + "\n",
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(report.read_text())["documents"][0]["outcome"] == "ok"
@@ -307,18 +307,19 @@ def test_cli_keeps_the_pdf_password_out_of_prefect(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("uri", "to_env"), [
-    ("postgresql://folio:s3cret@db:5432/rag", True),
-    ("host=db dbname=rag user=folio password=s3cret", True),
+    ("postgresql://folio@db:5432/rag", True),  # its password in PGPASSFILE
+    ("host=db dbname=rag user=folio", True),
     ("s3://bucket/vectors", False),
     ("/srv/vectors", False),
     ("/srv/run=1/vectors", False),
 ])
-def test_cli_sends_dsns_through_the_environment(uri: str, to_env: bool) -> None:
+def test_cli_sends_dsns_through_the_environment(uri: str, to_env: bool, tmp_path: Path) -> None:
     from folio import cli
     from folio.stores import PG_DSN_ENV
 
+    (tmp_path / "pw").write_text("pdf-pw\n")
     args = cli._parser().parse_args(["ingest", "x.pdf", "--out", "o", "--store-uri", uri,
-                                     "--password", "pdf-pw"])
+                                     "--password-file", str(tmp_path / "pw")])
     env = cli._secret_environment(args)
     settings = cli._settings(args)
     assert env["FOLIO_PASSWORD"] == "pdf-pw" and "password" not in settings

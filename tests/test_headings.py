@@ -150,24 +150,17 @@ def test_a_papers_numbered_heading_heads_the_chunks_after_it(corpus: Path,
                                                              tmp_path: Path) -> None:
     """A born-digital arXiv page: '5.1 Hyper Parameter Optimization' (bold, body size) ran
     into its paragraph, and every chunk's heading path was empty."""
-    from folio.io.sources import discover
     from folio.output.chunking import chunk_document
-    from folio.pipeline import Services, process_document
-    from folio.settings.config import PipelineConfig
+    from tests.pipeline_run import process_pdf
 
     pdf = corpus / "docling" / "2305.03393v1-pg9.pdf"
     if not pdf.is_file():
         pytest.skip(f"{pdf} absent")
-    config = PipelineConfig.model_validate(
-        {"store": {"kind": "none"}, "work_dir": str(tmp_path / "work")})
-    services = Services(config, str(tmp_path / "out"))
-    try:
-        doc = process_document(discover([str(pdf)], config.s3)[0], services)
-    finally:
-        services.close()
+    doc, config = process_pdf(pdf, tmp_path)
     lines = doc.pages[0].markdown.splitlines()
-    assert "## 5.1 Hyper Parameter Optimization" in lines
-    assert "## 5.2 Quantitative Results" in lines
+    # the document's shallowest headings are its top level (folio.hierarchy.order)
+    assert "# 5.1 Hyper Parameter Optimization" in lines
+    assert "# 5.2 Quantitative Results" in lines
     chunks = chunk_document(doc, config.chunk)
     paths = [c.headings for c in chunks]
     assert ["5.1 Hyper Parameter Optimization"] in paths

@@ -229,14 +229,18 @@ def test_document_json_never_says_ok_before_the_vectors(tmp_path: Path) -> None:
 # --- sync without pipeline runs: records only -------------------------------------------
 
 
-def _record(sink: Sink, uri: str, folder: str) -> None:
+def _record(sink: Sink, uri: str) -> str:
+    """A record as folio writes it (its folder derived from the source: folio.io.keys)."""
     from folio.index.live import LiveRecord, write_live
     from folio.index.retire import use_folder
+    from folio.io.keys import doc_slug
 
+    folder = doc_slug(uri, "0" * 32)
     use_folder(sink, folder, uri)
     sink.write_text(f"{folder}/document.json", "{}")
     write_live(sink, LiveRecord(source=uri, sha256="0" * 64, config_hash="c", doc_id="0" * 32,
                                 folder=folder))
+    return folder
 
 
 def test_sync_stays_inside_its_roots_and_refuses_an_empty_root(tmp_path: Path) -> None:
@@ -248,23 +252,25 @@ def test_sync_stays_inside_its_roots_and_refuses_an_empty_root(tmp_path: Path) -
     present.write_bytes(b"%PDF")
     (tmp_path / "in" / "subway").mkdir()
     for rel in ("sub/here.pdf", "sub/gone.pdf", "subway/other.pdf", "elsewhere.pdf"):
-        _record(sink, str(tmp_path / "in" / rel), rel.replace("/", "-"))
+        _record(sink, str(tmp_path / "in" / rel))
+    gone_folder = _record(sink, str(tmp_path / "in" / "sub" / "gone.pdf"))
     root = str(tmp_path / "in" / "sub")
 
     counted = sync_roots(sink, NullStore, [root], [str(present)], apply=False, dry_run=False,
                          started=now(), s3=PipelineConfig().s3)
     assert (counted.indexed, counted.gone_count, counted.applied) == (2, 1, False)
+    assert counted.gone == [str(tmp_path / "in/sub/gone.pdf")]  # named without --sync too
     dry = sync_roots(sink, NullStore, [root], [str(present)], apply=True, dry_run=True,
                      started=now(), s3=PipelineConfig().s3)
     assert dry.gone == [str(tmp_path / "in/sub/gone.pdf")] and not dry.applied
-    assert sink.exists("sub-gone.pdf/document.json")  # a dry run changes nothing
+    assert sink.exists(f"{gone_folder}/document.json")  # a dry run changes nothing
     with pytest.raises(ConfigError, match="lists no document"):
         sync_roots(sink, NullStore, [str(tmp_path / "in" / "subway")], [], apply=True,
                    dry_run=False, started=now(), s3=PipelineConfig().s3)
     done = sync_roots(sink, NullStore, [root], [str(present)], apply=True, dry_run=False,
                       started=now(), s3=PipelineConfig().s3)
     assert done.removed == [str(tmp_path / "in/sub/gone.pdf")]
-    assert not sink.exists("sub-gone.pdf/document.json")
+    assert not sink.exists(f"{gone_folder}/document.json")
     for rel in ("sub/here.pdf", "subway/other.pdf", "elsewhere.pdf"):  # outside, or present
         assert read_live(sink, str(tmp_path / "in" / rel)) is not None
 
@@ -278,13 +284,14 @@ def test_sync_keeps_a_source_put_back_or_rewritten_since_its_listing(tmp_path: P
     here.write_bytes(b"%PDF")
     started = now()
     back, rewritten = tmp_path / "in" / "back.pdf", tmp_path / "in" / "rewritten.pdf"
-    _record(sink, str(back), "back")
-    _record(sink, str(rewritten), "rewritten")  # written after `started`
+    back_folder = _record(sink, str(back))
+    rewritten_folder = _record(sink, str(rewritten))  # written after `started`
     back.write_bytes(b"%PDF")  # put back after the listing below
     result = sync_roots(sink, NullStore, [str(tmp_path / "in")], [str(here)], apply=True,
                         dry_run=False, started=started, s3=PipelineConfig().s3)
     assert result.removed == [] and sorted(result.kept) == sorted([str(back), str(rewritten)])
-    assert sink.exists("back/document.json") and sink.exists("rewritten/document.json")
+    assert sink.exists(f"{back_folder}/document.json")
+    assert sink.exists(f"{rewritten_folder}/document.json")
 
 
 def test_trigger_requests_carry_sync_without_changing_older_keys() -> None:
@@ -308,3 +315,25 @@ def test_a_run_without_a_store_syncs_without_loading_the_embedder(tmp_path: Path
         store.delete_sources(["file:///gone.pdf"])
     finally:
         services.close()
+
+
+def test_a_run_without_sync_names_the_first_gone_sources_and_counts_the_rest(
+    tmp_path: Path,
+) -> None:
+    from folio.index.sync import GONE_NAMED
+    from folio.output.report import markdown_summary
+
+    sink = LocalSink(tmp_path / "out")
+    root = tmp_path / "in"
+    for i in range(GONE_NAMED + 5):
+        _record(sink, str(root / f"gone{i:02d}.pdf"))
+    counted = sync_roots(sink, NullStore, [str(root)], [], apply=False, dry_run=False,
+                         started=now(), s3=PipelineConfig().s3)
+    assert counted.gone_count == GONE_NAMED + 5 and len(counted.gone) == GONE_NAMED
+    assert set(counted.gone) < {str(root / f"gone{i:02d}.pdf") for i in range(GONE_NAMED + 5)}
+    report = {"documents": [], "sync": counted.model_dump(),
+              "totals": {"documents": 0, "pages": 0, "seconds": 1.0, "pages_per_s": 0.0,
+                         "ok": 0, "partial": 0, "quarantined": 0, "cached": 0, "out": "out"}}
+    line = markdown_summary(report).splitlines()[1]
+    assert line.startswith(f"{GONE_NAMED + 5} indexed source(s) are gone from the roots: ")
+    assert counted.gone[0] in line and " and 5 more; `folio ingest --sync`" in line

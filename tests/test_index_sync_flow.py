@@ -35,6 +35,7 @@ def test_the_flow_counts_lists_and_removes_gone_sources(tmp_path: Path) -> None:
     assert not dry["sync"]["applied"]
     plain = ingest(sources=[str(root)], out=str(out), settings=FAST)
     assert plain["sync"]["gone_count"] == 1 and not plain["sync"]["applied"]
+    assert plain["sync"]["gone"] == [str(root / "b.pdf")]  # which one, not only how many
     synced = ingest(sources=[str(root)], out=str(out), settings=FAST, sync=True)
     assert synced["sync"]["removed"] == [str(root / "b.pdf")]
     assert [p.parent.name.startswith("b-") for p in out.glob("*/document.json")] == [False]

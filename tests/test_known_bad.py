@@ -59,9 +59,19 @@ def _exit_code(docs: list[DocumentResult]) -> int:
     return cli.report_ingest(argparse.Namespace(report=None), report)
 
 
-def test_only_documents_this_run_processed_decide_exit_3() -> None:
+def test_a_rerun_exits_3_while_a_document_is_still_quarantined(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A cached quarantine is not a fixed one: every rerun over the folder says so (exit 3,
+    a line in the summary) until the file is fixed, removed or excluded."""
     bad = DocumentResult(source="bad.pdf", outcome=DocumentOutcome.QUARANTINED,
                          reason="not-a-pdf: ...")
     ok = DocumentResult(source="ok.pdf", outcome=DocumentOutcome.OK)
     assert _exit_code([ok, bad]) == 3
-    assert _exit_code([ok, bad.model_copy(update={"cached": True})]) == 0
+    assert "from earlier runs" not in capsys.readouterr().out
+    assert _exit_code([ok.model_copy(update={"cached": True}),
+                       bad.model_copy(update={"cached": True})]) == 3
+    summary = capsys.readouterr().out
+    assert "1 quarantined" in summary and "Still partial or quarantined from earlier runs: 1" \
+        in summary and "| bad.pdf | quarantined (cached) |" in summary
+    assert _exit_code([ok.model_copy(update={"cached": True})]) == 0

@@ -1,4 +1,6 @@
-"""Office documents into PDF through the real LibreOffice (folio.formats.office).
+"""LibreOffice's conversions and their isolation (folio.formats.office), into PDF as the
+conversion benchmark uses them; the pipeline converts the legacy formats into OOXML the
+same way and reads them natively (tests/test_office_native.py).
 
 The sources are made here: ODF documents written by hand (a ZIP of a few XML members),
 DOCX, XLSX, PPTX and DOC made from them by LibreOffice itself, RTF by hand, a DOCX sealed
@@ -218,7 +220,7 @@ def test_a_document_libreoffice_cannot_read_ends_in_its_message(tmp_path: Path) 
             "/></Types>"))
         archive.writestr("word/document.xml", "\x00\x01 not xml <<<")
     with pytest.raises(OfficeConversionError, match="LibreOffice could not convert this "
-                       "DOCX document .filter MS Word 2007 XML.: .*could not be loaded"):
+                       "DOCX document to PDF .filter MS Word 2007 XML.: .*could not be loaded"):
         convert_to_pdf(docx, tmp_path / "work", timeout_s=TIMEOUT_S, memory_mb=MEMORY_MB)
 
 

@@ -21,18 +21,24 @@ def sample(name: str) -> str:
 def test_chandra1_blocks_labels_and_boxes() -> None:
     blocks, md = chandra.parse(sample("chandra1_page.html"), width_pt=W, height_pt=H, bbox_scale=1024)
     labels = [b.label for b in blocks]
-    assert labels == ["Page-Header", "Section-Header", "Text", "List-Item", "Table", "Caption",
-                      "Equation-Block", "Figure", "Footnote", "Page-Footer"]
+    assert labels == ["Page-Header", "Section-Header", "Text", "List-Item", "List-Item",
+                      "List-Item", "Table", "Caption", "Equation-Block", "Figure", "Footnote",
+                      "Page-Footer"]
     assert [b.order for b in blocks] == list(range(len(blocks)))
+    # the model's List-Group is one List-Item an item, nested by its indentation
+    items = [(b.marker, b.level, b.content) for b in blocks[3:6]]
+    assert items == [("-", 1, "West: new cluster online"),
+                     ("-", 1, "East: backup policy reviewed"), ("-", 2, "weekly restore tests")]
+    assert blocks[3].bbox == blocks[5].bbox  # each item keeps the group's box
     assert all(b.label in KNOWN_LABELS for b in blocks)
     header = blocks[1].bbox
     assert header is not None  # [72, 110, 952, 170] of 1024 -> points
     assert header.x0 == pytest.approx(72 / 1024 * W) and header.y1 == pytest.approx(170 / 1024 * H)
-    table = blocks[4].content
+    table = blocks[6].content
     assert table.startswith("<table>") and 'colspan="2"' in table and "North<br/>(restated)" in table
     assert "$r = \\frac{\\Delta R}{R_0}$" in blocks[2].content and "**region**" in blocks[2].content
-    assert blocks[6].content == "$$R_{total} = \\sum_i R_i$$"  # chandra's block-math form
-    assert "  - weekly restore tests" in blocks[3].content
+    assert blocks[8].content == "$$R_{total} = \\sum_i R_i$$"  # chandra's block-math form
+    assert "  - weekly restore tests" in md
     # page headers and footers are blocks but not page markdown
     assert "Confidential" not in md and "# Regional revenue review" in md
 
@@ -75,7 +81,8 @@ def test_olmocr_front_matter_markdown_and_html_table() -> None:
     blocks, md = olmocr.parse(sample("olmocr2_page.md"), width_pt=W, height_pt=H, image_px=(1000, 1294))
     labels = [b.label for b in blocks]
     assert labels == ["Title", "Text", "Section-Header", "Table", "Text", "Equation-Block", "Figure",
-                      "List-Item"]
+                      "List-Item", "List-Item"]  # a markdown list: one block an item
+    assert all(b.marker is not None and b.level == 1 for b in blocks[7:])
     assert blocks[3].content.startswith("<table><tr><th>Server</th>")
     fig = blocks[6].bbox  # page_100_500_400_300.png in image pixels
     assert fig is not None and fig.x0 == pytest.approx(100 * W / 1000) and fig.y1 == pytest.approx(800 * H / 1294)
@@ -92,7 +99,10 @@ def test_olmocr_without_or_with_broken_front_matter() -> None:
 
 def test_generic_markdown_pipe_table_lists_and_title() -> None:
     blocks, md = markdown.parse(sample("generic_page.md"), width_pt=W, height_pt=H)
-    assert [b.label for b in blocks] == ["Title", "Text", "Section-Header", "Table", "List-Item", "Text"]
+    assert [b.label for b in blocks] == ["Title", "Text", "Section-Header", "Table", "List-Item",
+                                         "List-Item", "Text"]
+    assert [(b.marker, b.content) for b in blocks[4:6]] == [
+        ("1.", "Pay by bank transfer."), ("2.", "Quote the invoice number.")]
     assert all(b.bbox is None for b in blocks)
     assert blocks[3].content == (
         "<table><thead><tr><th>Item</th><th>Qty</th><th>Price</th></tr></thead><tbody>"

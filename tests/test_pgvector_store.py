@@ -131,6 +131,11 @@ def test_malformed_or_missing_dsn_is_a_config_error(monkeypatch: pytest.MonkeyPa
     with pytest.raises(ConfigError, match="not a PostgreSQL DSN") as info:
         PgVectorStore(f"password={SECRET} host", dim=DIM)
     assert SECRET not in str(info.value)
+    # a raw "/" in a URI's password (issue 58): libpq took "folio" for the host and the
+    # rest for the database, and the store's name showed both halves of the password
+    with pytest.raises(ConfigError, match="raw '/'") as info:
+        PgVectorStore(f"postgresql://folio:{SECRET}@127.0.0.1:1/rag", dim=DIM)
+    assert not any(part in str(info.value) for part in SECRET.split("/"))
     with pytest.raises(ConfigError, match="not a PostgreSQL DSN"):
         open_store(StoreSettings(kind="pgvector", uri="/some/folder"), default_uri="x",
                    s3=S3Settings(), dim=DIM)

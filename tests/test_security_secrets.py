@@ -76,18 +76,23 @@ def test_secrets_given_to_the_cli_reach_no_parameter_file_or_child(tmp_path: Pat
     pdf = write_encrypted_pdf(tmp_path / "locked.pdf", PASSWORD)
     out, report = tmp_path / "out", tmp_path / "report.json"
     endpoint = f"http://folio:{ENDPOINT_TOKEN}@127.0.0.1:9/v1"
+    env = {**os.environ, "FOLIO_OCR__API_KEY": API_KEY, "FOLIO_S3__SECRET_ACCESS_KEY": S3_SECRET,
+           "FOLIO_OCR__ENDPOINT": endpoint}  # the ways docs/security.md gives (and stdin)
+    env.pop("FOLIO_PASSWORD", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "folio_prefect.flows.cli", "ingest", str(pdf), "--out", str(out),
-         "--report", str(report), "--set", f"password={PASSWORD}",
-         "--set", f"ocr.api_key={API_KEY}", "--set", f"s3.secret_access_key={S3_SECRET}",
-         "--set", f"ocr.endpoint={endpoint}"],
+         "--report", str(report), "--password-file", "-"], env=env, stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdin is not None
+    proc.stdin.write(PASSWORD + "\n")
+    proc.stdin.flush()
+    assert not _found_in(Path(f"/proc/{proc.pid}/cmdline").read_bytes())
     seen: dict[int, bytes] = {}
     stop = threading.Event()
     watcher = threading.Thread(target=_watch, args=(proc.pid, seen, stop), daemon=True)
     watcher.start()
     try:
-        stdout, stderr = proc.communicate(timeout=240)
+        stdout, stderr = proc.communicate(timeout=240)  # closes stdin
     finally:
         stop.set()
         watcher.join()
@@ -143,6 +148,10 @@ def test_the_report_masks_credentials_in_uris(monkeypatch: pytest.MonkeyPatch) -
     dumped = json.dumps(config.public_dump())
     assert "db-pw-9c1e" not in dumped and "tok-9c1e" not in dumped
     assert "postgresql://rag:***@db:5432/rag" in dumped
+    # a password holding a raw "/" (issue 58): masked whole, not cut at the "/"
+    monkeypatch.setenv("FOLIO_STORE__URI", "postgresql://rag:db/pw-9c1e@db:5432/rag")
+    dumped = json.dumps(PipelineConfig().public_dump())
+    assert "pw-9c1e" not in dumped and "postgresql://rag:***@db:5432/rag" in dumped
 
 
 def test_ghostscript_gets_the_password_in_a_private_file_not_its_command_line(
@@ -202,3 +211,60 @@ def test_a_childs_environment_holds_no_secret() -> None:
                      "FOLIO_RENDER__MAX_DPI": "200"}, keep=("HF_TOKEN",), TMPDIR="/t")
     assert env == {"PATH": "/bin", "HF_TOKEN": "h", "FOLIO_RENDER__MAX_DPI": "200",
                    "TMPDIR": "/t"}
+
+
+CLI = [sys.executable, "-m", "folio_prefect.flows.cli"]
+
+
+@pytest.mark.parametrize(("given", "instead"), [
+    (["--password", PASSWORD], "FOLIO_PASSWORD"),
+    (["--set", f"password={PASSWORD}"], "FOLIO_PASSWORD"),
+    (["--set", f"ocr.api_key={API_KEY}"], "FOLIO_OCR__API_KEY"),
+    (["--set", f"s3.secret_access_key={S3_SECRET}"], "FOLIO_S3__SECRET_ACCESS_KEY"),
+    (["--store-uri", f"postgresql://rag:{PASSWORD}@db/rag"], "FOLIO_PG_DSN"),
+    (["--store-uri", f"host=db user=rag password={PASSWORD}"], "FOLIO_PG_DSN"),
+    (["--store-uri", f"postgresql://rag:a/{PASSWORD}@db/rag"], "FOLIO_PG_DSN"),  # a raw "/"
+    (["--endpoint", f"http://u:{ENDPOINT_TOKEN}@gpu/v1"], "FOLIO_OCR__ENDPOINT"),
+    (["--set", f'ocr.endpoints=["http://u:{ENDPOINT_TOKEN}@gpu/v1"]'], "FOLIO_OCR__ENDPOINT"),
+])
+def test_a_secret_on_the_command_line_is_refused_in_one_line(
+        given: list[str], instead: str, tmp_path: Path) -> None:
+    """Issue 58 finding 5: each of these ran, the secret in ``/proc/<pid>/cmdline`` (every
+    local user's to read) for the whole run. Now: exit 2 before any work, one line that
+    names where to give it instead, and no secret in it."""
+    (tmp_path / "a.pdf").write_bytes(b"%PDF-1.4")
+    proc = subprocess.run([*CLI, "ingest", str(tmp_path / "a.pdf"), "--out",
+                           str(tmp_path / "out"), *given], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and instead in proc.stderr, proc.stderr
+    assert "readable by every local user" in proc.stderr
+    assert not _found_in(proc.stderr.encode()) and not (tmp_path / "out").exists()
+
+
+#: the attacker: another user reading a process's command line, as ``ps`` does
+READ_CMDLINE = "import sys; print(open(f'/proc/{sys.argv[1]}/cmdline', 'rb').read())"
+
+
+def test_another_user_reads_no_secret_from_a_runs_command_line(tmp_path: Path) -> None:
+    """The password from stdin (``--password-file -``), the other secrets from the
+    environment: a second local user reading the running ``folio``'s command line finds
+    none of them (before, docs showed ``--password`` and ``--set ocr.api_key=``)."""
+    from tests.test_security_local_user import SYSTEM_PYTHON, _nobody_can_run
+
+    if not _nobody_can_run():
+        pytest.skip("needs root (to act as nobody) and /usr/bin/python3")
+    (tmp_path / "a.pdf").write_bytes(b"%PDF-1.4")
+    env = {**os.environ, "FOLIO_OCR__API_KEY": API_KEY}
+    run = subprocess.Popen([*CLI, "ingest", str(tmp_path / "a.pdf"), "--out",
+                            str(tmp_path / "out"), "--password-file", "-"], env=env,
+                           stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:  # the run waits on stdin: alive while the attacker looks
+        seen = subprocess.run([SYSTEM_PYTHON, "-c", READ_CMDLINE, str(run.pid)], user="nobody",
+                              capture_output=True, text=True, timeout=30, cwd="/")
+        assert "--password-file" in seen.stdout, seen.stderr  # it did read the command line
+        assert not _found_in(seen.stdout.encode())
+    finally:
+        run.kill()
+        run.wait()

@@ -81,10 +81,15 @@ def test_discover_errors(tmp_path: Path) -> None:
         discover([], NO_S3)
 
 
-def test_fetch_local_returns_the_path(tmp_path: Path) -> None:
+def test_fetch_local_reads_a_private_copy(tmp_path: Path) -> None:
+    """The pipeline reads a copy made through one checked descriptor (issue 58), so a
+    later swap of the source's name changes nothing it reads."""
     (tmp_path / "x.pdf").write_bytes(b"%PDF")
     (ref,) = discover([str(tmp_path / "x.pdf")], NO_S3)
-    assert fetch(ref, tmp_path / "work", NO_S3) == tmp_path / "x.pdf"
+    (tmp_path / "work").mkdir()
+    local = fetch(ref, tmp_path / "work", NO_S3)
+    assert local.parent == tmp_path / "work" and local.name.endswith("-x.pdf")
+    assert local.read_bytes() == b"%PDF" and local.stat().st_mode & 0o777 == 0o600
 
 
 def test_discover_and_fetch_s3(s3_server: S3Server, s3_bucket: str, tmp_path: Path) -> None:

@@ -6,6 +6,8 @@ instead of quarantining every document (or every page) with the same reason."""
 
 from __future__ import annotations
 
+import os
+import stat
 import uuid
 
 from folio.errors import ConfigError, EngineUnavailableError, NothingToDoError, StorageError
@@ -51,9 +53,27 @@ def check_office_converter(sources: list[str], out: str, config: PipelineConfig)
     require_for((ref.name for ref in found.refs), enabled=True)
 
 
+def check_work_dir(config: PipelineConfig) -> None:
+    """The work folder, if there, is this user's alone, and so is every folder above it
+    (exit 2 in one line, before any work: folio.security.work_dirs)."""
+    from folio.security.private_dir import check_path_to, check_private_dir
+
+    check_path_to(config.work_dir)
+    try:
+        info = os.lstat(config.work_dir)
+    except FileNotFoundError:
+        return  # made private at its first use
+    # one folio made before these checks (0755, never writable by others) is closed at
+    # its next use; anything else is refused, saying why
+    if (stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode)
+            or info.st_uid != os.geteuid() or info.st_mode & 0o022):
+        check_private_dir(config.work_dir)
+
+
 def check_host(config: PipelineConfig) -> None:
     """What the host running the pages must have for this configuration (the CLI's host,
     or a deployment's worker): each resource a setting names, when the run uses it."""
+    check_work_dir(config)
     check_ghostscript(config)
     check_layout_model(config)
     check_embedding_model(config)

@@ -34,6 +34,7 @@ from folio.errors import (
     TimeoutExpired,
 )
 from folio.models import Attempt, BBox, Block, Label, PagePrep, WordBox
+from folio.page.list_items import ItemLine, list_pieces
 from folio.page.quality import weighted_mean
 from folio.security.redaction import child_env
 
@@ -275,24 +276,41 @@ def paragraphs_to_blocks(
     paragraphs: list[Paragraph], scale: tuple[float, float] | None
 ) -> list[Block]:
     """Blocks with labels and confidences; ``scale`` is points per pixel (x, y), or None
-    when the page size is unknown (then blocks carry no bbox rather than a wrong one)."""
+    when the page size is unknown (then blocks carry no bbox rather than a wrong one).
+    List items are cut out of the paragraphs (:mod:`folio.page.list_items`, with the
+    marks OCR makes of bullets), each a block with its marker and nesting level."""
     median = _median_line_height(paragraphs)
-    blocks = []
-    for order, para in enumerate(paragraphs):
-        words = para.words
-        content = " ".join(" ".join(w.text for w in line.words) for line in para.lines)
-        box = _bbox(words, scale)
-        header = _is_header(para, median)
-        label = Label.SECTION_HEADER if header else Label.TEXT
+    headers = [_is_header(para, median) for para in paragraphs]
+    pieces = list_pieces(
+        [[ItemLine(_line_text(line), min(w.left for w in line.words), line.height)
+          for line in para.lines] for para in paragraphs], headers, ocr=True)
+    blocks: list[Block] = []
+    for piece in pieces:
+        para = paragraphs[piece.para]
+        lines = [para.lines[i] for i in piece.lines]
+        words = [w for line in lines for w in line.words]
+        header = headers[piece.para]
         confidence = round(statistics.fmean(w.conf for w in words) / 100.0, 4)
+        if piece.marker is not None:
+            blocks.append(Block(label=Label.LIST_ITEM.value, bbox=_bbox(words, scale),
+                                content=" ".join(t.strip() for t in piece.item_texts),
+                                order=len(blocks), confidence=confidence,
+                                marker=piece.marker.marker, level=piece.level))
+            continue
+        label = Label.SECTION_HEADER if header else Label.TEXT
         # a header's line height over the page's median: its type size, for its level
         size = (round(min(line.height for line in para.lines) / median, 2)
                 if header and median else None)
         blocks.append(
-            Block(label=label.value, bbox=box, content=content, order=order,
+            Block(label=label.value, bbox=_bbox(words, scale),
+                  content=" ".join(_line_text(line) for line in lines), order=len(blocks),
                   confidence=confidence, type_size=size)
         )
     return blocks
+
+
+def _line_text(line: Line) -> str:
+    return " ".join(w.text for w in line.words)
 
 
 def word_boxes(paragraphs: list[Paragraph], scale: tuple[float, float] | None

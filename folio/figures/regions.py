@@ -163,9 +163,15 @@ def _prose(members: Sequence[Block]) -> bool:
     than :data:`MAX_WORDS_OVER_IMAGE` words, one block of more than
     :data:`folio.page.layout_labels.CELL_MAX_WORDS` among them (a paragraph, a list, a table of
     contents; a drawing's labels, a chart's ticks and titles are short). Hidden in a
-    picture, such text would leave document.md; a figure of sentences loses its crop."""
-    sizes = [len(m.content.split()) for m in members]
+    picture, such text would leave document.md; a figure of sentences loses its crop.
+    Words are tokens with a letter: a chart's tick values and the marks OCR makes of its
+    bars and symbols (``100 - 90 80 ... ~ < >``) are no prose."""
+    sizes = [sum(1 for token in m.content.split() if _lettered(token)) for m in members]
     return sum(sizes) > MAX_WORDS_OVER_IMAGE and max(sizes, default=0) > CELL_MAX_WORDS
+
+
+def _lettered(token: str) -> bool:
+    return any(c.isalpha() for c in token)
 
 
 def _as_text(block: Block, rest: Sequence[Region], min_cover: float) -> Block:

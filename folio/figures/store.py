@@ -20,16 +20,17 @@ import logging
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Literal
 
 from pydantic import SecretStr
 
 from folio.figures.crops import CropJobSettings, CropSpec
-from folio.figures.links import FIGURES_DIR, is_written, resolve_page
+from folio.figures.links import FIGURES_DIR, crop_name, is_written, resolve_page
 from folio.io.sinks import Sink
 from folio.models import DocumentResult, Label, PageOutcome
 from folio.settings.config import PipelineConfig
 
-__all__ = ["crop_specs", "store_figures"]
+__all__ = ["crop_specs", "store_figures", "store_images"]
 
 log = logging.getLogger(__name__)
 
@@ -58,19 +59,72 @@ def crop_specs(doc: DocumentResult) -> dict[str, CropSpec]:
 
 
 def store_figures(doc: DocumentResult, pdf: Path, password: SecretStr | None, sink: Sink,
-                  config: PipelineConfig, folder: str) -> DocumentResult:
+                  config: PipelineConfig, folder: str,
+                  kind: Literal["pdf", "image"] = "pdf") -> DocumentResult:
     """Crop, write and link ``doc``'s figures (see the module's docstring); ``doc``
     with its pages' images and links resolved and its figure counts set. ``folder`` is
-    the document's folder in the sink (:func:`folio.output.outputs.document_folder`)."""
+    the document's folder in the sink (:func:`folio.output.outputs.document_folder`);
+    ``kind`` what ``pdf`` is: an image's crops are cut from its own pixels."""
     specs = crop_specs(doc) if config.figures.mode == "crops" else {}
     written: dict[str, str] = {}
     total = 0
     if specs:
         try:
-            written, total = _write(specs, pdf, password, sink, config, folder)
+            written, total = _write(specs, pdf, password, sink, config, folder, kind)
         except Exception as exc:  # the figures are lost, never the document
             log.warning("%s: figure crops not written: %s: %s", doc.source,
                         type(exc).__name__, exc)
+    return _linked(doc, written, total, sink, config, folder)
+
+
+#: image formats an Office file embeds that are written as they are (no re-encoding)
+_AS_IS = {"png": "png", "jpg": "jpg", "jpeg": "jpg"}
+#: formats Pillow re-encodes as PNG (a browser shows few of them); others (EMF, WMF, SVG)
+#: keep their block, caption and alt text, without an image
+_TO_PNG = frozenset({"gif", "bmp", "tif", "tiff", "webp"})
+
+
+def store_images(doc: DocumentResult, images: dict[str, bytes], sink: Sink,
+                 config: PipelineConfig, folder: str) -> DocumentResult:
+    """Write the images an Office document embeds (pending name -> bytes, as the native
+    readers found them: folio.formats.office_blocks.NativeRead) beside its outputs and
+    resolve its pages' links, as :func:`store_figures` does for crops: PNG and JPEG as
+    they are, GIF, BMP, TIFF and WebP as PNG, the rest not at all (their pictures keep
+    their caption and alt text). Never raises: an image is not worth a document."""
+    written: dict[str, str] = {}
+    total = 0
+    if config.figures.mode == "crops":
+        numbers: dict[int, int] = {}
+        for page in doc.pages:
+            for block in sorted(page.blocks, key=lambda b: b.order):
+                if block.label != Label.PICTURE.value or not block.image:
+                    continue
+                data = images.get(block.image)
+                ext = block.image.rsplit(".", 1)[-1].lower()
+                try:
+                    data, ext = _as_written(data, ext, config)
+                except Exception as exc:  # a broken image: the picture stays, unlinked
+                    log.warning("%s: image %s not written: %s", doc.source, block.image, exc)
+                    continue
+                if data is None:
+                    continue
+                numbers[page.index] = numbers.get(page.index, 0) + 1
+                rel = crop_name(page.index, numbers[page.index], ext)
+                try:
+                    sink.write_bytes(f"{folder}/{rel}", data)
+                except Exception as exc:
+                    log.warning("%s: image %s not written: %s", doc.source, rel, exc)
+                    continue
+                written[f"{page.index}/{block.image}"] = rel
+                total += len(data)
+    return _linked(doc, written, total, sink, config, folder)
+
+
+def _linked(doc: DocumentResult, written: dict[str, str], total: int, sink: Sink,
+            config: PipelineConfig, folder: str) -> DocumentResult:
+    """``doc`` with its pages' links resolved to the ``written`` images (``"{page
+    index}/{pending name}"`` -> path), its figure counts set, and crops an earlier run
+    left that this one did not write removed."""
     doc.pages = [resolve_page(page, {name.split("/", 1)[1]: rel
                                      for name, rel in written.items()
                                      if name.startswith(f"{page.index}/")})
@@ -82,15 +136,38 @@ def store_figures(doc: DocumentResult, pdf: Path, password: SecretStr | None, si
     return doc
 
 
+def _as_written(data: bytes | None, ext: str,
+                config: PipelineConfig) -> tuple[bytes | None, str]:
+    """The bytes to write and their extension: as they are, as PNG, or None."""
+    if not data:
+        return None, ext
+    if ext in _AS_IS:
+        return data, _AS_IS[ext]
+    if ext not in _TO_PNG:
+        return None, ext
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as image:
+        if image.width * image.height > config.figures.max_pixels:
+            return None, ext
+        out = io.BytesIO()
+        image.save(out, "PNG")
+    return out.getvalue(), "png"
+
+
 def _write(specs: dict[str, CropSpec], pdf: Path, password: SecretStr | None, sink: Sink,
-           config: PipelineConfig, folder: str) -> tuple[dict[str, str], int]:
+           config: PipelineConfig, folder: str, kind: Literal["pdf", "image"]
+           ) -> tuple[dict[str, str], int]:
     from folio.pdf.page_worker import CropJob, render_crops
 
     out_dir = Path(tempfile.mkdtemp(prefix="figures-", dir=_scratch(config)))
     try:
         job = CropJob(pdf=pdf, password=password, crops=list(specs.values()),
                       out_dir=out_dir, memory_mb=config.limits.worker_memory_mb,
-                      nice=config.limits.worker_nice,
+                      nice=config.limits.worker_nice, kind=kind,
+                      max_image_pixels=config.limits.max_image_pixels,
                       settings=CropJobSettings(dpi=config.figures.dpi,
                                                max_pixels=config.figures.max_pixels,
                                                jpeg_quality=config.figures.jpeg_quality))
@@ -114,8 +191,9 @@ def _write(specs: dict[str, CropSpec], pdf: Path, password: SecretStr | None, si
 
 
 def _scratch(config: PipelineConfig) -> Path:
-    config.work_dir.mkdir(parents=True, exist_ok=True)
-    return config.work_dir
+    from folio.security.work_dirs import ensure_root
+
+    return ensure_root(config.work_dir)  # checked on every use (another user's? a link?)
 
 
 def _remove_stale(sink: Sink, folder: str, keep: set[str]) -> None:

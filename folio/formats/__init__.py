@@ -7,9 +7,10 @@ for ZIP and OLE2 containers, their inner entries), never by its name alone:
 - ``image`` (PNG, JPEG, TIFF, WebP, BMP, GIF, JPEG 2000): each frame a page, decoded by
   Pillow in the page worker child (:mod:`.images`), sized from its pixels and DPI
   (:mod:`.image_pages`);
-- ``office`` (DOCX, PPTX, XLSX, ODT, ODP, ODS, RTF, DOC, PPT, XLS): converted to PDF by
-  LibreOffice (``folio.formats.office``), then read as a PDF; the document keeps the
-  original file's identity and hash;
+- ``office`` (DOCX, PPTX, XLSX, ODT, ODP, ODS, RTF, DOC, PPT, XLS): read from their own
+  structure (:mod:`.office_read`: DOCX, XLSX and PPTX parsed, the others converted to
+  them by LibreOffice first, ``folio.formats.office``), pages of blocks with no OCR; the
+  document keeps the original file's identity and hash;
 - ``text`` (plain text, markdown, HTML) and ``unsupported``: not read; the entry ends as a
   ``skipped`` outcome with its reason (docs/inputs.md says why).
 """

@@ -18,8 +18,8 @@ an extension), and the name decides nothing a reader can check. The rules:
 
 from __future__ import annotations
 
+import os
 import struct
-import zipfile
 from functools import cache
 from pathlib import Path
 from typing import Literal
@@ -27,6 +27,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from folio.formats.cfb import CfbError, CompoundFile, is_cfb
+from folio.formats.zip_directory import ZipError, central_directory, read_member
 
 __all__ = ["Format", "FormatKind", "detect_bytes", "detect_file"]
 
@@ -35,8 +36,6 @@ FormatKind = Literal["pdf", "image", "office", "text", "unsupported"]
 #: bytes read to decide (a PDF header may sit anywhere in the first KiB)
 HEAD_BYTES = 8192
 _PDF_WINDOW = 1024
-#: a ZIP with more entries than this is not an office document worth opening to look
-_MAX_ZIP_ENTRIES = 100_000
 
 
 class Format(BaseModel, frozen=True):
@@ -86,7 +85,11 @@ _ODF = {"application/vnd.oasis.opendocument.text": "odt",
 _OLE = (("WordDocument", "doc", "application/msword"),
         ("PowerPoint Document", "ppt", "application/vnd.ms-powerpoint"),
         ("Workbook", "xls", "application/vnd.ms-excel"),
-        ("Book", "xls", "application/vnd.ms-excel"))
+        ("Book", "xls", "application/vnd.ms-excel"),
+        # an OOXML package sealed with a password (Office's "Encrypt with password"):
+        # read by the Office path, which ends it ``encrypted`` (or opens it, when it is
+        # Excel's published default password), never skipped as an unknown container
+        ("EncryptedPackage", "ooxml-encrypted", "application/x-ole-storage"))
 
 
 @cache
@@ -181,29 +184,29 @@ def _text_format(head: bytes, lower_name: str) -> Format | None:
 
 
 def _zip_format(path: Path) -> Format:
-    """OOXML by ``[Content_Types].xml`` and its part folder, ODF by ``mimetype``, else ZIP."""
+    """OOXML by ``[Content_Types].xml`` and its part folder, ODF by ``mimetype``, else ZIP.
+    The central directory is read within bounds (:mod:`folio.formats.zip_directory`):
+    this runs in the main process, which has no memory cap."""
     plain = Format(kind="unsupported", name="zip", mime="application/zip")
     try:
-        with zipfile.ZipFile(path) as archive:
-            infos = archive.infolist()
-            if len(infos) > _MAX_ZIP_ENTRIES:
-                return plain
-            names = {info.filename for info in infos}
+        with path.open("rb") as handle:
+            entries = central_directory(handle, os.fstat(handle.fileno()).st_size)
+            names = {entry.name: entry for entry in entries}
             if "[Content_Types].xml" in names:
                 for folder, (short, mime) in _OOXML.items():
                     if any(n.startswith(folder) for n in names):
                         return Format(kind="office", name=short, mime=mime)
-            if "mimetype" in names:
-                info = archive.getinfo("mimetype")
-                if info.file_size <= 256:
-                    declared = archive.read(info).decode("ascii", errors="replace").strip()
-                    if declared in _ODF:
-                        return Format(kind="office", name=_ODF[declared], mime=declared)
-                    if declared:
-                        return Format(kind="unsupported", name=declared.rsplit("/", 1)[-1],
-                                      mime=declared)
-    except (zipfile.BadZipFile, OSError, RuntimeError, ValueError, EOFError):
-        return plain  # a damaged or encrypted ZIP is still a ZIP
+            mimetype = names.get("mimetype")
+            if mimetype is not None and mimetype.size <= 256:
+                declared = read_member(handle, mimetype, 256).decode(
+                    "ascii", errors="replace").strip()
+                if declared in _ODF:
+                    return Format(kind="office", name=_ODF[declared], mime=declared)
+                if declared:
+                    return Format(kind="unsupported", name=declared.rsplit("/", 1)[-1],
+                                  mime=declared)
+    except (ZipError, OSError):
+        return plain  # a damaged, encrypted or huge ZIP is still a ZIP
     return plain
 
 

@@ -23,22 +23,37 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from PIL import Image
 
 from folio.errors import FolioError
-from folio.formats.images import dpi_tag, frame_count, load_frame, open_image, resolution
+from folio.formats.images import (
+    PAGED_FORMATS,
+    dpi_tag,
+    frame_count,
+    load_frame,
+    open_image,
+    resolution,
+)
+from folio.formats.tiff_frames import open_from_frame
 from folio.models import PagePrep, RenderPlan, TextLayer
 from folio.pdf.model_image import ModelSizing, chandra_fit, olmocr_size
 from folio.pdf.pdfium_doc import blank_render
 from folio.pdf.render_plan import MAX_SIDE_PX, plan_page
-from folio.pdf.worker_protocol import Fatal, PdfInfo, WorkerJob, WorkerMessage, page_failure
+from folio.pdf.worker_protocol import (
+    Fatal,
+    PdfInfo,
+    WorkerJob,
+    WorkerMessage,
+    WorkerRequest,
+    page_failure,
+)
 from folio.settings.config import RenderSettings
 
-__all__ = ["image_info", "model_image_px", "prepare_image_pages", "page_plan"]
+__all__ = ["answering", "image_info", "model_image_px", "prepare_image_pages", "page_plan"]
 
 log = logging.getLogger(__name__)
 
@@ -101,38 +116,65 @@ def _sized(image: Image.Image, width_px: int, height_px: int) -> Image.Image:
     return image.resize((width_px, height_px), Image.Resampling.LANCZOS)
 
 
+@contextmanager
+def answering(request: WorkerRequest, emit: Callable[[WorkerMessage], None]
+              ) -> Iterator[tuple[Image.Image, int] | None]:
+    """The image of ``request`` opened and its frame count, after the ``ready`` line; None
+    after a ``fatal`` line when it does not open (a page batch's and a crop job's start)."""
+    with ExitStack() as stack:
+        try:
+            image = stack.enter_context(open_image(request.pdf, request.max_image_pixels))
+            pages = frame_count(image)
+        except FolioError as exc:
+            emit(WorkerMessage(fatal=Fatal(code=exc.code, message=str(exc))))
+            yield None
+            return
+        emit(WorkerMessage(ready=pages))
+        yield image, pages
+
+
 def prepare_image_pages(job: WorkerJob, emit: Callable[[WorkerMessage], None],
                         save: Callable[[Image.Image, Path, int, str], Path],
                         hooks: Callable[[int], None]) -> None:
     """Answer a page batch for an image: ``ready``, then one ``page`` per index (a page
     that fails carries its error, as a PDF page does), or one ``fatal``."""
     with ExitStack() as stack:
+        # a batch past the first frames opens the file at its first page, not by walking
+        # every frame before it (folio.formats.tiff_frames)
+        base = job.pages[0] if job.pages and job.pages[0] > 0 else 0
+        rebased = open_from_frame(job.pdf, base) if base else None
+        if rebased is None:
+            base = 0
+        else:
+            stack.callback(rebased.close)
         try:
-            image = stack.enter_context(open_image(job.pdf, job.max_image_pixels))
-            pages = frame_count(image)
+            image = stack.enter_context(open_image(rebased or job.pdf, job.max_image_pixels))
         except FolioError as exc:
             emit(WorkerMessage(fatal=Fatal(code=exc.code, message=str(exc))))
             return
-        emit(WorkerMessage(ready=pages))
+        # the probe counted the frames once; counting them again here walked every frame
+        # of a 10,000-page TIFF for each batch (a seek past the last frame fails the page)
+        emit(WorkerMessage(ready=len(job.pages)))
         for index in job.pages:
             hooks(index)
-            emit(WorkerMessage(page=_one_page(image, index, pages, job, save)))
+            emit(WorkerMessage(page=_one_page(image, index, base, job, save)))
 
 
-def _one_page(image: Image.Image, index: int, pages: int, job: WorkerJob,
+def _one_page(image: Image.Image, index: int, base: int, job: WorkerJob,
               save: Callable[[Image.Image, Path, int, str], Path]) -> PagePrep:
-    if not 0 <= index < pages:
-        return PagePrep(index=index, error=f"bad-input: no page {index} in {pages} pages")
+    """Page ``index``, frame ``index - base`` of ``image`` (opened at frame ``base``)."""
+    if index < base or (index > 0 and image.format not in PAGED_FORMATS):
+        return PagePrep(index=index, error=f"bad-input: no page {index + 1} in this image")
     try:
-        return _page(image, index, job, save)
+        return _page(image, index, base, job, save)
     except Exception as exc:  # one bad page must not end the document
         return page_failure(index, exc, job)
 
 
-def _page(image: Image.Image, index: int, job: WorkerJob,
+def _page(image: Image.Image, index: int, base: int, job: WorkerJob,
           save: Callable[[Image.Image, Path, int, str], Path]) -> PagePrep:
     settings = job.render_settings
-    frame, tag = load_frame(image, index, job.max_image_pixels)
+    frame, tag = load_frame(image, index - base, job.max_image_pixels, number=index + 1)
     dpi, why = resolution(frame.width, frame.height, tag)
     width_pt, height_pt, plan = page_plan(frame.width, frame.height, dpi, settings)
     plan = plan.model_copy(update={"reason": f"{why}; {plan.reason}"})

@@ -24,12 +24,13 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from folio.errors import BadImageError, PageTooLargeError
 
-__all__ = ["ESTIMATE_LONG_SIDE_IN", "MIN_TAGGED_DPI", "dpi_tag", "frame_count", "load_frame",
+__all__ = ["ESTIMATE_LONG_SIDE_IN", "MIN_TAGGED_DPI", "PAGED_FORMATS", "dpi_tag", "frame_count", "load_frame",
            "open_image", "resolution"]
 
 #: a DPI tag below this is taken for a default, not a measurement: cameras write 72,
@@ -43,11 +44,11 @@ ESTIMATE_LONG_SIDE_IN = 11.0
 #: estimated resolutions stay in this range (a thumbnail is not a page the size of a stamp)
 ESTIMATE_DPI_RANGE = (72.0, 1200.0)
 #: formats whose every frame is a page
-_PAGED_FORMATS = frozenset({"TIFF"})
+PAGED_FORMATS = frozenset({"TIFF"})
 
 
 @contextmanager
-def open_image(path: Path, max_pixels: int) -> Iterator[Image.Image]:
+def open_image(path: Path | BinaryIO, max_pixels: int) -> Iterator[Image.Image]:
     """The image, opened lazily (header read, no pixels decoded), after the size checks.
 
     Raises:
@@ -84,7 +85,7 @@ def frame_count(image: Image.Image) -> int:
     Raises:
         BadImageError: the frames cannot be counted (a damaged TIFF directory).
     """
-    if image.format not in _PAGED_FORMATS:
+    if image.format not in PAGED_FORMATS:
         return 1
     try:
         return max(1, int(getattr(image, "n_frames", 1)))
@@ -92,7 +93,7 @@ def frame_count(image: Image.Image) -> int:
         raise BadImageError(f"damaged TIFF page directory: {exc}") from exc
 
 
-def load_frame(image: Image.Image, index: int, max_pixels: int
+def load_frame(image: Image.Image, index: int, max_pixels: int, *, number: int | None = None
                ) -> tuple[Image.Image, tuple[float, float] | None]:
     """Frame ``index`` decoded, turned upright (EXIF orientation) and made 8-bit grey or
     RGB; with its DPI tags as (x, y) after the turn, or None without tags.
@@ -101,17 +102,18 @@ def load_frame(image: Image.Image, index: int, max_pixels: int
         BadImageError: truncated or corrupt pixel data.
         PageTooLargeError: this frame is over ``max_pixels``.
     """
+    number = index + 1 if number is None else number  # the page's number, as messages say it
     try:
         image.seek(index)
         width, height = image.size
         if width * height > max_pixels:
             raise PageTooLargeError(
-                f"page {index + 1}: {width}x{height} px is over the {max_pixels}-pixel limit")
+                f"page {number}: {width}x{height} px is over the {max_pixels}-pixel limit")
         dpi = dpi_tag(image)
         image.load()
         upright = ImageOps.exif_transpose(image)  # a copy, turned; or the frame unchanged
     except (OSError, SyntaxError, ValueError, EOFError) as exc:
-        raise BadImageError(f"page {index + 1}: corrupt or truncated image data: {exc}") \
+        raise BadImageError(f"page {number}: corrupt or truncated image data: {exc}") \
             from exc
     if dpi is not None and upright.size != image.size and upright.size == image.size[::-1]:
         dpi = (dpi[1], dpi[0])  # turned a quarter: the axes' resolutions swap

@@ -1,6 +1,6 @@
-"""Office documents (DOCX, PPTX, XLSX, ODT, ODP, ODS, RTF, DOC, PPT, XLS) into PDF through
-LibreOffice headless; the PDF then goes through the pipeline as any other (its text layer is
-exact, so the CPU route reads it).
+"""Office documents LibreOffice headless converts: DOC, RTF and ODT into DOCX, XLS and ODS
+into XLSX, PPT and ODP into PPTX, which folio then reads natively (folio.formats.office_read);
+and into PDF for the conversion benchmark (bench/office_convert.py).
 
 Every conversion is a LibreOffice of its own, and is treated as running hostile input:
 
@@ -101,33 +101,54 @@ def require_libreoffice() -> None:
         raise ConfigError(INSTALL_HINT)
 
 
-#: the names Office documents usually carry: what the run's preflight looks for among the
-#: entries it listed (content decides the format later; a misnamed one that needs
-#: LibreOffice on a host without it ends retryable with the same hint)
-OFFICE_SUFFIXES = (".docx", ".docm", ".dotx", ".xlsx", ".xlsm", ".xltx", ".pptx", ".pptm",
-                   ".potx", ".odt", ".ods", ".odp", ".rtf", ".doc", ".xls", ".ppt")
+#: the names of the Office documents LibreOffice converts before they are read (DOCX, XLSX
+#: and PPTX are read without it): what the run's preflight looks for among the entries it
+#: listed (content decides the format later; a misnamed one that needs LibreOffice on a
+#: host without it ends retryable with the same hint)
+OFFICE_SUFFIXES = (".odt", ".ott", ".ods", ".ots", ".odp", ".otp", ".rtf", ".doc", ".dot",
+                   ".xls", ".xlt", ".ppt", ".pot", ".pps")
 
 
 def require_for(names: Iterable[str], enabled: bool) -> None:
     """:func:`require_libreoffice` when ``enabled`` (``office.enabled``) and one of the
-    listed entries' ``names`` is an Office file's: before any work, a run that would
-    convert one on a host without LibreOffice stops with one line (exit 2), instead of
-    quarantining each document with the same reason."""
+    listed entries' ``names`` is an Office file LibreOffice converts: before any work, a
+    run that would convert one on a host without LibreOffice stops with one line (exit 2),
+    instead of quarantining each document with the same reason."""
     if enabled and any(name.lower().endswith(OFFICE_SUFFIXES) for name in names):
         require_libreoffice()
 
 
-def convert_to_pdf(src: Path, work_dir: Path, *, timeout_s: float, memory_mb: int) -> Path:
-    """Convert the Office document ``src`` into a PDF inside ``work_dir``; return its path.
+#: the OOXML format each LibreOffice application writes for the native readers
+OOXML_TARGET = {"writer": "docx", "calc": "xlsx", "impress": "pptx"}
 
-    The PDF's name is unique (conversions share ``work_dir``); the caller removes it.
+
+def convert_to_pdf(src: Path, work_dir: Path, *, timeout_s: float, memory_mb: int) -> Path:
+    """Convert the Office document ``src`` into a PDF inside ``work_dir`` (the benchmark
+    of conversions uses it; the pipeline reads Office files natively): :func:`convert`."""
+    return convert(src, work_dir, "pdf", timeout_s=timeout_s, memory_mb=memory_mb)
+
+
+def convert_to_ooxml(src: Path, work_dir: Path, *, timeout_s: float, memory_mb: int) -> Path:
+    """Convert ``src`` (DOC, RTF, ODT; XLS, ODS; PPT, ODP; an encrypted OOXML package)
+    into the OOXML format of its application (DOCX, XLSX, PPTX: :data:`OOXML_TARGET`),
+    which the native readers parse: :func:`convert`."""
+    return convert(src, work_dir, OOXML_TARGET[sniff_office(src).app], timeout_s=timeout_s,
+                   memory_mb=memory_mb)
+
+
+def convert(src: Path, work_dir: Path, target: str, *, timeout_s: float,
+            memory_mb: int) -> Path:
+    """Convert the Office document ``src`` into ``target`` (``pdf``, ``docx``, ``xlsx``,
+    ``pptx``) inside ``work_dir``; return its path.
+
+    The output's name is unique (conversions share ``work_dir``); the caller removes it.
     Nothing else is left in ``work_dir``, whatever happens.
 
     Raises:
         ConfigError: LibreOffice is not installed.
         EncryptedDocumentError: the document needs a password.
         OfficeConversionError: the file is corrupt, not an Office document, or
-            LibreOffice failed on it (a crash, the memory limit) with no PDF.
+            LibreOffice failed on it (a crash, the memory limit) with no output.
         OfficeTimeoutError: the conversion ran longer than ``timeout_s``.
     """
     soffice = find_soffice()
@@ -143,15 +164,15 @@ def convert_to_pdf(src: Path, work_dir: Path, *, timeout_s: float, memory_mb: in
         profile = job / "profile"
         _write_profile(profile)
         out_dir = job / "out"
-        argv = _command(soffice, kind, profile, document, out_dir)
+        argv = _command(soffice, kind, profile, document, out_dir, target)
         (job / "tmp").mkdir()
         returncode, output = _run(argv, env=_environment(job), cwd=job, timeout_s=timeout_s,
                                   memory_mb=memory_mb)
-        produced = out_dir / "document.pdf"
-        if not _looks_like_pdf(produced):
+        produced = out_dir / f"document.{target}"
+        if not _looks_like(produced, target):
             _check_module(soffice, kind)
-            raise _failure(src, kind, returncode, output, memory_mb)
-        result = work_dir / f"office-{job.name.rsplit('-', 1)[-1]}.pdf"
+            raise _failure(src, kind, returncode, output, memory_mb, target)
+        result = work_dir / f"office-{job.name.rsplit('-', 1)[-1]}.{target}"
         os.replace(produced, result)
         return result
     finally:
@@ -159,13 +180,13 @@ def convert_to_pdf(src: Path, work_dir: Path, *, timeout_s: float, memory_mb: in
 
 
 def _command(soffice: str, kind: OfficeKind, profile: Path, document: Path,
-             out_dir: Path) -> list[str]:
+             out_dir: Path, target: str) -> list[str]:
     argv = [soffice, f"-env:UserInstallation={profile.as_uri()}", "--headless",
             "--invisible", "--norestore", "--nolockcheck", "--nodefault", "--nologo"]
     if kind.infilter:
         argv.append(f"--infilter={kind.infilter}")
     # absolute paths: they start with "/" and cannot be read as options
-    return [*argv, "--convert-to", "pdf", "--outdir", str(out_dir), str(document)]
+    return [*argv, "--convert-to", target, "--outdir", str(out_dir), str(document)]
 
 
 def _write_profile(profile: Path) -> None:
@@ -256,8 +277,8 @@ def _check_module(soffice: str, kind: OfficeKind) -> None:
 
 
 def _failure(src: Path, kind: OfficeKind, returncode: int, output: str,
-             memory_mb: int) -> Exception:
-    """The typed error for a conversion that wrote no PDF."""
+             memory_mb: int, target: str) -> Exception:
+    """The typed error for a conversion that wrote nothing."""
     if kind.cfb:
         why = cfb_encryption(src)
         if why is not None:
@@ -266,17 +287,23 @@ def _failure(src: Path, kind: OfficeKind, returncode: int, output: str,
     lines = [line.strip() for line in output.splitlines()
              if line.strip() and "javaldx" not in line]
     said = " | ".join(lines[-_TAIL_LINES:]) or "no message"
-    status = (f"killed by signal {signal.Signals(-returncode).name}" if returncode < 0
-              else f"exit {returncode}")
-    if returncode < 0 or any(marker in output for marker in _MEMORY_MARKERS):
+    # soffice is a shell script: its program killed by a signal is its exit 128 + N
+    killed = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
+    status = (f"killed by signal {signal.Signals(killed).name}"
+              if killed in signal.valid_signals() else f"exit {returncode}")
+    if killed or any(marker in output for marker in _MEMORY_MARKERS):
         status += f"; the memory limit is {memory_mb} MB (office.memory_mb)"
     return OfficeConversionError(
-        f"LibreOffice could not convert this {kind.extension.upper()} document "
+        f"LibreOffice could not convert this {kind.extension.upper()} document to "
+        f"{target.upper()} "
         f"(filter {kind.infilter or 'detected'}): {said} ({status})")
 
 
-def _looks_like_pdf(path: Path) -> bool:
+def _looks_like(path: Path, target: str) -> bool:
+    """Whether LibreOffice wrote a file that starts as ``target`` does (a PDF header, an
+    OOXML package's ZIP header)."""
     if not path.is_file() or path.stat().st_size < 8:
         return False
     with path.open("rb") as handle:
-        return handle.read(5) == b"%PDF-"
+        head = handle.read(5)
+    return head == b"%PDF-" if target == "pdf" else head[:4] == b"PK\x03\x04"

@@ -16,16 +16,16 @@ opens, and refusing those up front would lose readable spreadsheets.
 
 from __future__ import annotations
 
+import os
 import re
 import struct
-import zipfile
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from folio.errors import EncryptedDocumentError, OfficeConversionError
 from folio.formats.cfb import CfbError, CompoundFile, is_cfb
+from folio.formats.zip_directory import ZipError, central_directory, read_member
 
 App = Literal["writer", "calc", "impress"]
 
@@ -97,33 +97,30 @@ def sniff_office(path: Path) -> OfficeKind:
 
 def _sniff_zip(path: Path) -> OfficeKind:
     try:
-        with zipfile.ZipFile(path) as archive:
-            names = set(archive.namelist())
+        with path.open("rb") as handle:
+            entries = central_directory(handle, os.fstat(handle.fileno()).st_size)
+            names = {entry.name: entry for entry in entries}
             if "mimetype" in names:
-                mimetype = _member(archive, "mimetype").decode("ascii", "replace").strip()
+                mimetype = read_member(handle, names["mimetype"], _MEMBER_LIMIT).decode(
+                    "ascii", "replace").strip()
                 if mimetype in _ODF:
-                    if "META-INF/manifest.xml" in names and b"encryption-data" in _member(
-                            archive, "META-INF/manifest.xml"):
+                    manifest = names.get("META-INF/manifest.xml")
+                    if manifest is not None and b"encryption-data" in read_member(
+                            handle, manifest, _MEMBER_LIMIT):
                         raise EncryptedDocumentError(
                             "the document is encrypted with a password (ODF "
                             "manifest:encryption-data); folio cannot open it")
                     app, infilter, ext = _ODF[mimetype]
                     return OfficeKind(app, infilter, ext)  # type: ignore[arg-type]
             if "[Content_Types].xml" in names:
-                types = _member(archive, "[Content_Types].xml")
+                types = read_member(handle, names["[Content_Types].xml"], _MEMBER_LIMIT)
                 for pattern, (app, infilter, ext) in _OOXML:
                     if pattern.search(types):
                         return OfficeKind(app, infilter, ext)  # type: ignore[arg-type]
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError,
-            zlib.error) as err:
+    except ZipError as err:  # damaged, or over the bounds of a document's directory
         raise OfficeConversionError(f"corrupt ZIP container: {err}") from None
     raise OfficeConversionError(
         "a ZIP archive, but not an Office document (no ODF mimetype, no OOXML main part)")
-
-
-def _member(archive: zipfile.ZipFile, name: str) -> bytes:
-    with archive.open(name) as member:
-        return member.read(_MEMBER_LIMIT)
 
 
 def _sniff_cfb(path: Path) -> OfficeKind:

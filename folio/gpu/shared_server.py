@@ -53,6 +53,7 @@ from folio.errors import EngineUnavailableError
 from folio.gpu.inflight_slots import SlotSemaphore, slot_semaphore
 from folio.gpu.server_probe import probe_server, read_metrics
 from folio.process_files import flocked, pid_alive, pid_owned, proc_start_time, write_atomic
+from folio.security.listeners import ListenerVerdict, url_verdict
 from folio.security.private_dir import ensure_private_dir, read_or_make_secret
 from folio.security.redaction import MODEL_HUB_SECRETS, child_env
 
@@ -338,7 +339,10 @@ class SharedEndpoint:
                     self._supervisor_pid, self._supervisor_start):
                 return False
             # the pid check: a dead server still "ready" in the file is a restart not yet seen
-            if state.state == "ready" and state.base_url and pid_alive(state.server_pid):
+            # and the kernel's word that the socket is that server's before the key is sent
+            if (state.state == "ready" and state.base_url and pid_alive(state.server_pid)
+                    and state.server_pid is not None
+                    and url_verdict(state.server_pid, state.base_url) is ListenerVerdict.OURS):
                 remaining = deadline - time.monotonic()
                 ok, model = probe_server(state.base_url, timeout_s=min(2.0, max(0.2, remaining)),
                                          api_key=self._api_key)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,8 @@ from typing import IO, TYPE_CHECKING, Protocol, Self
 
 from folio.errors import EngineUnavailableError
 from folio.gpu.server_probe import free_port, probe_server, read_metrics
+from folio.gpu.server_process import LAUNCHER, gone, kill_group, open_log
+from folio.security.listeners import ListenerVerdict, url_verdict
 from folio.security.redaction import MODEL_HUB_SECRETS, child_env
 
 if TYPE_CHECKING:
@@ -41,15 +42,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Sets the parent-death signal, checks the parent did not die before that, then execs.
-_LAUNCHER = (
-    "import ctypes,os,signal,sys\n"
-    "try:\n ctypes.CDLL(None,use_errno=True).prctl(1,int(signal.SIGKILL))\n"
-    "except Exception:\n pass\n"
-    "if os.getppid()!=int(sys.argv[1]):\n sys.exit(70)\n"
-    "os.execvp(sys.argv[2],sys.argv[2:])\n"
-)
-
+#: ports tried when another process listens on the one picked (it bound it first)
+PORT_ATTEMPTS = 3
 
 class Endpoint(Protocol):
     """What an OCR client needs from a server: where it is, what it serves, how many
@@ -211,12 +205,14 @@ class VLLMServer:
         #: required by the server (``VLLM_API_KEY`` in its environment: not on its command
         #: line, which every local user can read) and sent by every probe and client
         self.api_key = api_key
-        self.port = port or free_port(host)
-        self.command = [  # not str.format: JSON arguments are full of braces
-            part.replace("{host}", host).replace("{port}", str(self.port)) for part in command
-        ]
+        self._template = list(command)
+        self.port = 0
+        self.command: list[str] = []
+        self._use_port(port or free_port(host))
         self.env = dict(env or {})
-        self.log_path = log_path or Path(tempfile.gettempdir()) / f"folio-vllm-{os.getpid()}-{self.port}.log"
+        #: without a folder given, a private one (0700, a random name): a predictable name
+        #: in the shared /tmp could be a link another user planted
+        self.log_path = log_path or Path(tempfile.mkdtemp(prefix="folio-vllm-")) / "server.log"
         self._served_model_name = served_model_name
         self._in_flight = in_flight
         self.startup_timeout_s = startup_timeout_s
@@ -234,6 +230,12 @@ class VLLMServer:
         self._log_fh: IO[bytes] | None = None
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+
+    def _use_port(self, port: int) -> None:
+        self.port = port
+        self.command = [  # not str.format: JSON arguments are full of braces
+            part.replace("{host}", self.host).replace("{port}", str(port)) for part in self._template
+        ]
 
     # --- Endpoint ------------------------------------------------------------------------
     @property
@@ -338,7 +340,7 @@ class VLLMServer:
         """A client saw a connection fail: if the process is gone, mark it restarting now
         instead of at the supervisor's next tick, so waiters block."""
         proc = self._proc
-        if proc is not None and self._state is ServerState.READY and _gone(proc):
+        if proc is not None and self._state is ServerState.READY and gone(proc):
             self._set_state(ServerState.RESTARTING)
 
     def _supervise(self) -> None:
@@ -348,9 +350,10 @@ class VLLMServer:
             last_ok = time.monotonic()
             while not self._stopping.wait(self.health_interval_s):
                 proc = self._proc
-                if proc is not None and not _gone(proc):
-                    if probe_server(self.base_url, timeout_s=min(5.0, self.unhealthy_after_s),
-                                    api_key=self.api_key)[0]:
+                if proc is not None and not gone(proc):
+                    if self._verdict(proc) is ListenerVerdict.OURS and probe_server(
+                            self.base_url, timeout_s=min(5.0, self.unhealthy_after_s),
+                            api_key=self.api_key)[0]:
                         last_ok = time.monotonic()
                         continue
                     if time.monotonic() - last_ok < self.unhealthy_after_s:
@@ -382,41 +385,71 @@ class VLLMServer:
             self._kill(self.stop_timeout_s)
         self._set_state(ServerState.FAILED)
 
+    def _verdict(self, proc: subprocess.Popen[bytes]) -> ListenerVerdict:
+        """Whose socket the server's address reaches: the started process group's, another
+        process's (a squatter that bound the port first), or nobody's yet."""
+        return url_verdict(proc.pid, self.base_url)
+
     def _spawn_and_wait(self) -> bool:
+        """Start the process and wait until it alone serves its port, then for its health.
+        Nothing (no key, no page) is sent before the kernel shows the listening socket is
+        the started process's; another process listening there means a new port, up to
+        :data:`PORT_ATTEMPTS` times (clients read :attr:`base_url` per request)."""
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            outcome = self._start_on_port()
+            if outcome != "squatted":
+                return outcome == "ready"
+            log.warning("another process listens on port %d of the vLLM server (attempt %d of "
+                        "%d): starting it on another port", self.port, attempt, PORT_ATTEMPTS)
+            with self._proc_lock:
+                self._kill(self.stop_timeout_s)
+            self._use_port(free_port(self.host))
+        self._fail(f"another process listened on each of {PORT_ATTEMPTS} ports picked for it "
+                   f"(log: {self.log_path})")
+        return False
+
+    def _start_on_port(self) -> str:
+        """"ready", "failed" (or stopped), or "squatted" (another process listens)."""
         with self._proc_lock:
             if self._stopping.is_set():
-                return False
+                return "failed"
             self._proc = self._spawn()
         proc = self._proc
         deadline = time.monotonic() + self.startup_timeout_s
         while not self._stopping.is_set():
+            verdict = self._verdict(proc)
+            if verdict is ListenerVerdict.FOREIGN:
+                return "squatted"
             code = proc.poll()
             if code is not None:
                 self._fail(f"process exited with code {code} during start-up (log: {self.log_path})")
-                return False
-            ok, model = probe_server(self.base_url, api_key=self.api_key)
+                return "failed"
+            if verdict is ListenerVerdict.NONE:
+                ok, model = False, None
+            else:
+                ok, model = probe_server(self.base_url, api_key=self.api_key)
             if ok:
                 self._served_model_name = self._served_model_name or model
                 self.generation += 1
                 self._set_state(ServerState.READY)
                 log.info("vLLM server ready at %s (pid %s, generation %d)",
                          self.base_url, proc.pid, self.generation)
-                return True
+                return "ready"
             if time.monotonic() > deadline:
                 self._fail(f"not healthy after {self.startup_timeout_s:.0f} s (log: {self.log_path})")
-                return False
+                return "failed"
             self._stopping.wait(min(1.0, self.health_interval_s))
-        return False
+        return "failed"
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         if self._log_fh is None:
-            self._log_fh = self.log_path.open("ab")
+            self._log_fh = open_log(self.log_path)
         self._log_fh.write(f"\n=== folio: starting {' '.join(self.command)}\n".encode())
         self._log_fh.flush()
         argv = list(self.command)
         if sys.platform.startswith("linux"):
-            argv = [sys.executable, "-S", "-c", _LAUNCHER, str(os.getpid()), *argv]
+            argv = [sys.executable, "-S", "-c", LAUNCHER, str(os.getpid()), *argv]
         # the run's secrets stay out of a server that outlives it (docs/security.md)
         env = {**child_env(keep=MODEL_HUB_SECRETS), **self.env}
         if self.api_key:
@@ -429,43 +462,9 @@ class VLLMServer:
         return proc
 
     def _kill(self, timeout_s: float) -> None:
-        """SIGTERM the process group, wait, SIGKILL the group (caller holds _proc_lock)."""
-        proc = self._proc
-        if proc is None:
-            return
-        pgid = proc.pid  # session leader: its pid is the group id
-        if proc.poll() is None:
-            _signal_group(pgid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                log.warning("vLLM server pid %d ignored SIGTERM for %.0f s: SIGKILL", pgid, timeout_s)
-        _signal_group(pgid, signal.SIGKILL)  # stragglers of the group, if any
-        try:
-            proc.wait(timeout=10.0)
-        except subprocess.TimeoutExpired:
-            log.error("vLLM server pid %d survived SIGKILL", pgid)
-
-
-def _gone(proc: subprocess.Popen[bytes]) -> bool:
-    """Exited (or a zombie not yet reaped)? ``Popen.poll`` alone can answer None while
-    another thread holds its wait lock."""
-    if proc.poll() is not None:
-        return True
-    try:
-        with open(f"/proc/{proc.pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-    except (OSError, IndexError):
-        return False
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+        """Stop the process group (caller holds _proc_lock)."""
+        if self._proc is not None:
+            kill_group(self._proc, timeout_s)
 
 
 # --- the endpoint a flow run is using ----------------------------------------------------

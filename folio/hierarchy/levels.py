@@ -25,7 +25,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from folio.formats.native import is_native_page
 from folio.hierarchy.numbering import numbering_level
+from folio.hierarchy.order import order_levels
 from folio.models import (
     HEADING_LABELS,
     Block,
@@ -81,11 +83,13 @@ class HeadingLeveler:
     _titles: list[str] | None = None
 
     def page(self, page: PageResult) -> None:
-        """Set the level of each heading block of ``page`` (left alone: quarantined)."""
-        if page.outcome == PageOutcome.QUARANTINED:
+        """Set the level of each heading block of ``page`` (left alone: quarantined, and
+        native Office pages, whose levels are their styles')."""
+        if page.outcome == PageOutcome.QUARANTINED or is_native_page(page):
             return
         for block in sorted(page.blocks, key=lambda b: b.order):
-            if block.label in HEADING_LABELS and block.content.strip():
+            # a level already set is the document's (level_document, a native reader's)
+            if block.label in HEADING_LABELS and block.content.strip() and block.level is None:
                 block.level = self.level(block, page.index)
 
     def level(self, block: Block, page: int) -> int:
@@ -154,23 +158,37 @@ def _same_title(heading: str, entry: str) -> bool:
 
 
 def level_document(doc: DocumentResult) -> None:
-    """Level every heading of ``doc`` (pages in index order) and rewrite the ``#`` marks
-    of the page markdown the engine made from its blocks (a vision model's own markdown
-    keeps its marks: its levels are among the signals)."""
+    """Level every heading of ``doc`` (pages in index order), make the levels consistent
+    over the document (:func:`folio.hierarchy.order.order_levels`; a native Office page's
+    levels are its styles', left as they are), and rewrite the ``#``
+    marks of the page markdown the engine made from its blocks (a vision model's own
+    markdown keeps its marks: its levels are among the signals). Headings levelled before
+    keep their levels, so a second call changes nothing."""
     leveler = HeadingLeveler(doc.outline)
-    for page in sorted(doc.pages, key=lambda p: p.index):
+    pages = sorted(doc.pages, key=lambda p: p.index)
+    for page in pages:
         leveler.page(page)
+    # a native Office page's levels are its author's styles, kept as they are
+    read = [page for page in pages if not is_native_page(page)]
+    order_levels(read)
+    for page in read:
         page.markdown = relevel_markdown(page.markdown, page.blocks)
 
 
 def relevel_markdown(markdown: str, blocks: Sequence[Block]) -> str:
-    """``markdown`` with each heading paragraph that a block without marks of its own
-    made (``## Scope``) given its block's level (``### Scope``); other paragraphs, and
-    markdown a model wrote, as they are."""
+    """``markdown`` with each heading paragraph given its block's level: one that a block
+    without marks of its own made (``## Scope`` -> ``### Scope``), and a model's own
+    ``#`` marks where the document's order (:mod:`folio.hierarchy.order`) moved its
+    level; other paragraphs as they are."""
     wanted: dict[str, str] = {}
     for block in blocks:
         content = block.content.strip()
-        if block.level is None or block.label not in HEADING_LABELS or content.startswith("#"):
+        if block.level is None or block.label not in HEADING_LABELS:
+            continue
+        marked = model_level(block)
+        if marked is not None:  # a model's marks, where the document's order moved it
+            if marked != block.level:
+                wanted[content] = "#" * block.level + " " + _MD_MARKS.sub("", content)
             continue
         for marks in ("# ", "## "):  # what folio.engines.markdown prefixes
             wanted[marks + content] = "#" * block.level + " " + content

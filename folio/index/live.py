@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -24,10 +25,11 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ValidationError
 
+from folio.io.keys import doc_slug
 from folio.io.layout import LIVE
 from folio.io.sinks import Sink
 
-__all__ = ["LiveRecord", "live_path", "live_prefix", "read_live", "write_live"]
+__all__ = ["LiveRecord", "live_path", "live_prefix", "not_folios", "read_live", "write_live"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +37,8 @@ log = logging.getLogger(__name__)
 _SAFE = "-_.~()+,=@ "
 #: an encoded segment longer than this becomes a hash (file systems allow 255 bytes)
 _MAX_SEGMENT = 180
+#: a document id as folio makes it (the content hash's first 32 hex digits)
+_DOC_ID = re.compile(r"[0-9a-f]{32}")
 
 
 class LiveRecord(BaseModel):
@@ -90,8 +94,9 @@ def live_prefix(root: str) -> str:
 
 
 def read_live(sink: Sink, uri: str) -> LiveRecord | None:
-    """The source's record; None when there is none or it is unreadable (then the
-    source is processed again, which writes a good one)."""
+    """The source's record; None when there is none, it is unreadable or folio did not
+    write it (:func:`not_folios`): then the source is processed again, which writes a
+    good one, and no folder the record names is ever released."""
     text = sink.read_text(live_path(uri))
     if text is None:
         return None
@@ -100,9 +105,34 @@ def read_live(sink: Sink, uri: str) -> LiveRecord | None:
     except ValidationError:
         log.warning("unreadable live record of %s: processing it again", uri)
         return None
-    return record if record.source == uri else None
+    why = not_folios(live_path(uri), record)
+    if why is not None:  # planted by whoever can write the outputs: its folder not obeyed
+        log.warning("live record of %s was not written by folio (%s): ignored", uri, why)
+        return None
+    return record
 
 
 def write_live(sink: Sink, record: LiveRecord) -> None:
     stamped = record.model_copy(update={"updated_at": datetime.now(UTC).isoformat()})
     sink.write_text(live_path(record.source), stamped.model_dump_json(indent=1))
+
+
+def not_folios(path: str, record: LiveRecord) -> str | None:
+    """Why the record read at ``path`` is not one folio wrote (None: it is).
+
+    Why: whoever can write inside the output folder (a shared inbox, an S3 prefix that is
+    also the sources') can put a record there. ``--sync`` obeys a record only when what it
+    names is what folio itself derives: the record's path from its source
+    (:func:`live_path`, so the source lies under the root listed), and its folder from the
+    source and the document id (:func:`folio.io.keys.doc_slug`), never a name of the
+    writer's choosing (another folder, a source object, ``x/../..``).
+    """
+    if live_path(record.source) != path:
+        return f"it names another source ({record.source!r})"
+    if not record.folder:
+        return None
+    if _DOC_ID.fullmatch(record.doc_id) is None:
+        return f"its document id {record.doc_id!r} is not one folio makes"
+    if record.folder != doc_slug(record.source, record.doc_id):
+        return f"its folder {record.folder!r} is not the one folio makes for the source"
+    return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Container
 
 from folio.io.layout import FOLDER_SOURCES
 from folio.io.sinks import Sink
@@ -31,13 +32,19 @@ def use_folder(sink: Sink, folder: str, source: str) -> None:
     sink.write_text(_marker(folder, source), source)
 
 
-def release_folder(sink: Sink, folder: str, source: str) -> bool:
+def release_folder(sink: Sink, folder: str, source: str,
+                   sources: Container[str] = ()) -> bool:
     """``source`` no longer uses ``folder``: the folder leaves, whole, when no other
-    source does; True when it was removed."""
+    source does; True when it was removed. A folder holding one of ``sources`` (the
+    run's present sources, by URI: outputs under the sources' own prefix) stays."""
     if not folder:
         return False
     sink.delete(_marker(folder, source))
     if next(iter(sink.names(f"{FOLDER_SOURCES}/{folder}/")), None) is not None:
         return False  # the same bytes and name under another source: its folder too
+    if sources and (sink.uri(folder) in sources
+                    or any(sink.uri(name) in sources for name in sink.names(f"{folder}/"))):
+        log.warning("%s holds a source document: left in place", sink.uri(folder))
+        return False
     sink.delete_prefix(folder)
     return True

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel
 
 from folio.errors import ConfigError
-from folio.index.live import LiveRecord, live_path, live_prefix
+from folio.index.live import LiveRecord, live_path, live_prefix, not_folios
 from folio.index.retire import release_folder
 from folio.io.sinks import Sink
 from folio.io.source_index import version_path
@@ -35,16 +35,23 @@ __all__ = ["SyncResult", "check_roots", "gone_sources", "remove_sources", "sourc
 
 log = logging.getLogger(__name__)
 
+#: gone sources a run without ``--sync`` names in its report and summary (the rest counted)
+GONE_NAMED = 20
+
 
 class SyncResult(BaseModel):
     """What ``--sync`` found and did (the report's ``sync``)."""
 
     roots: list[str]
     indexed: int = 0  # sources with a live record under the roots
-    gone: list[str] = []  # their URIs, when read (``--sync``); else only counted
+    #: their URIs: all of them with ``--sync``, else the first :data:`GONE_NAMED` (the
+    #: rest only counted: naming each costs a read of its record)
+    gone: list[str] = []
     gone_count: int = 0
     removed: list[str] = []
     kept: list[str] = []  # found again, or rewritten by another run since the listing
+    #: records folio did not write (``path: why``): reported, never obeyed
+    refused: list[str] = []
     rows_removed: int = 0
     dry_run: bool = False
     applied: bool = False
@@ -89,26 +96,36 @@ def source_exists(uri: str, head: Callable[[str], bool] | None = None) -> bool:
     return os.path.isfile(uri.removeprefix("file://"))
 
 
-def read_records(sink: Sink, paths: Sequence[str]) -> list[LiveRecord]:
-    records = []
+def read_records(sink: Sink, paths: Sequence[str]) -> tuple[list[LiveRecord], list[str]]:
+    """The records at ``paths`` that folio wrote, and ``path: why`` for each it did not
+    (:func:`folio.index.live.not_folios`): those are reported and left alone."""
+    records, refused = [], []
     for path in paths:
         text = sink.read_text(path)
         if text is None:
             continue  # removed meanwhile (another sync)
         try:
-            records.append(LiveRecord.model_validate_json(text))
+            record = LiveRecord.model_validate_json(text)
         except ValueError:
             log.warning("unreadable live record %s: left for a person to look at", path)
-    return records
+            continue
+        why = not_folios(path, record)
+        if why is None:
+            records.append(record)
+        else:
+            log.warning("live record %s was not written by folio (%s): not obeyed", path, why)
+            refused.append(f"{path}: {why}")
+    return records, refused
 
 
 def remove_sources(sink: Sink, store: VectorStore, records: Sequence[LiveRecord], *,
                    started: datetime, head: Callable[[str], bool] | None = None,
-                   busy: Callable[[str], bool] | None = None,
+                   busy: Callable[[str], bool] | None = None, present: Sequence[str] = (),
                    ) -> tuple[list[str], list[str], int]:
     """Remove the rows, folders and records of these gone sources; ``(removed, kept,
     rows removed)``. A source found again, whose record a run rewrote after ``started``
-    (the listing's time), or that ``busy`` says someone holds (a sweep's claim), is kept."""
+    (the listing's time), or that ``busy`` says someone holds (a sweep's claim), is kept;
+    no file of ``present`` (the run's sources) is ever removed."""
     doomed: list[LiveRecord] = []
     kept: list[str] = []
     for record in records:
@@ -118,8 +135,9 @@ def remove_sources(sink: Sink, store: VectorStore, records: Sequence[LiveRecord]
         else:
             doomed.append(record)
     rows = store.delete_sources([r.source for r in doomed]) if doomed else 0
+    sources = frozenset(present)
     for record in doomed:
-        release_folder(sink, record.folder, record.source)
+        release_folder(sink, record.folder, record.source, sources)
         if record.source.startswith("s3://"):
             sink.delete(version_path(record.source))
         sink.delete(live_path(record.source))
@@ -155,13 +173,17 @@ def sync_roots(sink: Sink, store: Callable[[], VectorStore], roots: Sequence[str
         check_roots(roots, present)
     result.indexed, paths = gone_sources(sink, roots, present)
     result.gone_count = len(paths)
-    if not apply or not paths:
+    if not apply:
+        named, _ = read_records(sink, sorted(paths)[:GONE_NAMED])
+        result.gone = [r.source for r in named]
         return result
-    records = read_records(sink, paths)
+    if not paths:
+        return result
+    records, result.refused = read_records(sink, paths)
     result.gone = [r.source for r in records]
     if dry_run:
         return result
     result.removed, result.kept, result.rows_removed = remove_sources(
-        sink, store(), records, started=started, head=s3_head(s3), busy=busy)
+        sink, store(), records, started=started, head=s3_head(s3), busy=busy, present=present)
     result.applied = True
     return result

@@ -13,17 +13,20 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import logging
 import os
 import secrets
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from folio.errors import ConfigError, StorageError
+from folio.io import nofollow
 from folio.io import s3 as s3io
 from folio.io.keys import check_relpath
 from folio.settings.config import S3Settings
+
+log = logging.getLogger(__name__)
 
 __all__ = ["LocalSink", "S3Sink", "Sink", "open_sink"]
 
@@ -183,15 +186,8 @@ class LocalSink:
         return str(self._path(relpath))
 
     def delete_prefix(self, relpath: str) -> int:
-        path = self._path(relpath)
-        if path.is_dir() and not path.is_symlink():
-            count = sum(len(files) for _, _, files in os.walk(path))
-            shutil.rmtree(path)
-            return count
-        if path.exists() or path.is_symlink():
-            path.unlink()
-            return 1
-        return 0
+        # never through a link between the output folder and the leaf (folio.io.nofollow)
+        return nofollow.remove(self.root, check_relpath(relpath))
 
     @staticmethod
     def _etag(body: bytes) -> str:
@@ -216,7 +212,11 @@ class LocalSink:
         path = self._path(relpath)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path.with_name(f".{path.name}.lock"), "a") as lock:
+            self._no_links(path)
+            # never through a link planted at the lock's name (it would create its target)
+            fd = os.open(path.with_name(f".{path.name}.lock"),
+                         os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+            with os.fdopen(fd, "a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 current = self.read(relpath)
                 if current is None or current[1] != etag:
@@ -227,15 +227,19 @@ class LocalSink:
         return self._etag(data)
 
     def delete(self, relpath: str) -> None:
-        path = self._path(relpath)
-        try:
-            path.unlink(missing_ok=True)
-        except OSError as exc:
-            raise StorageError(f"delete {path}: {exc.strerror or type(exc).__name__}") from exc
+        nofollow.unlink(self.root, check_relpath(relpath))
 
     def names(self, prefix: str) -> Iterator[str]:
         base = self._path(prefix.rstrip("/"))
         if not base.is_dir():
+            return
+        try:  # a listing through a planted link would list another folder: none
+            self._no_links(base / "-")
+        except StorageError as exc:
+            log.warning("%s: not listed", exc)
+            return
+        if base.is_symlink():
+            log.warning("%s is a symbolic link inside the output folder: not listed", base)
             return
         for folder, _, files in os.walk(base):
             for name in files:

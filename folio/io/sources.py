@@ -33,6 +33,7 @@ from folio.errors import ConfigError
 from folio.io import s3 as s3io
 from folio.io.keys import safe_key
 from folio.io.layout import RECORD_FOLDERS
+from folio.io.source_open import copy_checked
 from folio.settings.config import S3Settings, SourceSettings
 
 __all__ = ["Discovery", "SourceRef", "discover", "discover_entries", "fetch", "in_scope",
@@ -50,6 +51,13 @@ class SourceRef(BaseModel, frozen=True):
     #: set when the entry is listed but cannot be read as a file of the source: the
     #: reason of its ``skipped`` outcome ("symlink to a file outside the source")
     skip: str | None = None
+    #: a local file's identity as listed (device, inode) and its source folder's real
+    #: path: the file read is checked to be this one, inside it (folio.io.source_open)
+    device: int | None = None
+    inode: int | None = None
+    root: str | None = None
+    #: listed through a link (one to a file inside the source, or named by the user)
+    link: bool = False
 
     @property
     def is_s3(self) -> bool:
@@ -72,17 +80,22 @@ def in_scope(relative: str, scope: SourceSettings) -> bool:
     return not any(fnmatch.fnmatchcase(relative, g) for g in scope.exclude)
 
 
-def _local_ref(path: Path, skip: str | None = None) -> SourceRef:
+def _local_ref(path: Path, skip: str | None = None, root: Path | None = None) -> SourceRef:
     try:
         stat = path.stat() if skip is None else path.lstat()
     except OSError:
         stat = path.lstat()
+    readable = skip is None
     return SourceRef(
         uri=str(path),
-        size=stat.st_size if skip is None else 0,
+        size=stat.st_size if readable else 0,
         name=path.name,
         mtime=datetime.fromtimestamp(stat.st_mtime).astimezone(),
         skip=skip,
+        device=stat.st_dev if readable else None,
+        inode=stat.st_ino if readable else None,
+        root=str(root) if readable and root is not None else None,
+        link=readable and path.is_symlink(),
     )
 
 
@@ -174,7 +187,7 @@ def _walk(root: Path, scope: SourceSettings, excluded: list[int],
             if not in_scope(path.relative_to(root).as_posix(), scope):
                 excluded[0] += 1
                 continue
-            yield _local_ref(path, _why_not_readable(path, real_root))
+            yield _local_ref(path, _why_not_readable(path, real_root), real_root)
 
 
 def _iter_local(uri: str, scope: SourceSettings, excluded: list[int],
@@ -186,7 +199,7 @@ def _iter_local(uri: str, scope: SourceSettings, excluded: list[int],
     elif path.exists() or path.is_symlink():
         # named explicitly: taken whatever its name, outside any glob
         yield _local_ref(path, _why_not_readable(path, path.resolve().parent)
-                         if not path.is_symlink() else _named_link(path))
+                         if not path.is_symlink() else _named_link(path), path.resolve().parent)
     else:
         raise ConfigError(f"input not found: {uri!r} (no such file or folder)")
 
@@ -307,15 +320,20 @@ def has_documents(uris: list[str], s3: S3Settings,
     return found
 
 
-def fetch(ref: SourceRef, dest_dir: Path, s3: S3Settings) -> Path:
-    """A local path with the document's bytes: the file itself, or a download.
+def fetch(ref: SourceRef, dest_dir: Path, s3: S3Settings, max_bytes: int | None = None) -> Path:
+    """A private copy of the document's bytes in ``dest_dir``: a download, or a local file
+    read through one descriptor checked to be the file discovery listed
+    (:func:`folio.io.source_open.copy_checked`; SourceChangedError when it is not).
 
-    Downloads are named ``{hash of the URI}-{safe name}`` in ``dest_dir``, so keys that
-    sanitise to the same name never overwrite each other.
+    Copies are named ``{hash of the URI}-{safe name}``, so names that sanitise to the same
+    one never overwrite each other.
     """
-    if not ref.is_s3:
-        return Path(ref.uri)
-    bucket, key = s3io.parse_s3_uri(ref.uri)
     tag = hashlib.sha256(ref.uri.encode()).hexdigest()[:12]
     dest = dest_dir / f"{tag}-{safe_key(ref.name)}"
+    if not ref.is_s3:
+        identity = (ref.device, ref.inode) if ref.device is not None and ref.inode is not None \
+            else None
+        return copy_checked(ref.uri.removeprefix("file://"), dest, identity=identity,
+                            root=ref.root, link_ok=ref.link, max_bytes=max_bytes)
+    bucket, key = s3io.parse_s3_uri(ref.uri)
     return s3io.download_file(s3io.client_for(s3), bucket, key, dest)

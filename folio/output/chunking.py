@@ -4,23 +4,31 @@ Why not fixed windows over the markdown: a citation needs pages and boxes, an an
 needs whole tables, and a chunk is easier to judge when it knows its section. So blocks
 are walked in reading order; headings close the current chunk and set the heading path;
 text accumulates up to ``max_chars``; a block is only cut (paragraphs, then sentences,
-then words) when it alone is too long; a table is always one chunk, however long.
+then words) when it alone is too long; a table is one chunk, however long, on a PDF's
+page (which bounds it); a table read natively from an Office file (a sheet of thousands
+of rows) longer than several chunks is cut by rows, its header rows repeated in every
+piece (folio.tables.table_split).
 Page headers and footers are noise; quarantined pages contribute nothing. Pure.
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
+from folio.engines.markdown import code_markdown, list_item_markdown
 from folio.figures.links import is_written
-from folio.figures.text import picture_text
-from folio.hierarchy.levels import HeadingLeveler
-from folio.hierarchy.numbering import is_bare_number, section_number
+from folio.figures.text import (
+    figure_context,
+    figure_number,
+    picture_text,
+    referring_sentences,
+    says_nothing,
+)
+from folio.formats.native import is_native_page
+from folio.hierarchy.levels import HeadingLeveler, level_document
 from folio.models import (
     HEADING_LABELS,
     BBox,
@@ -31,18 +39,21 @@ from folio.models import (
     PageOutcome,
     PageResult,
 )
+from folio.output.chunk_split import code_line_split, pack, split_long, with_overlap
+from folio.output.chunk_tables import is_table_caption, is_table_markup
+from folio.output.heading_path import HeadingPath, heading_of
 from folio.page import running_heads
 from folio.settings.config import ChunkSettings
+from folio.tables.table_split import split_table
 
-__all__ = ["ChunkStream", "chunk_document", "chunk_id", "embedding_text"]
+__all__ = ["ChunkStream", "chunk_document", "chunk_id", "embedding_text", "is_table_caption",
+           "is_table_markup"]
 
 _HEADING_LABELS = frozenset(label.lower() for label in HEADING_LABELS)
 _SKIP_LABELS = frozenset(label.lower() for label in running_heads.HEAD_LABELS)
 _TABLE_LABEL = Label.TABLE.lower()
-_DEFAULT_SECTION_LEVEL = 2
 _MD_HEADING = re.compile(r"^(#{1,6})\s+(.*)$", re.DOTALL)
 _PARAGRAPHS = re.compile(r"\n\s*\n")
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？;])\s+")
 
 
 def chunk_id(sha256: str, config_hash: str, index: int, source: str = "") -> str:
@@ -60,116 +71,6 @@ def embedding_text(chunk: Chunk) -> str:
     return " > ".join(chunk.headings) + "\n\n" + chunk.text
 
 
-# --- headings ---------------------------------------------------------------------------
-
-
-def _heading(block: Block) -> tuple[int, str]:
-    """(level, text): the block's level in the document (:mod:`folio.hierarchy`) where it
-    is known, else the '#' count when the content is markdown, else Title 1 / section 2."""
-    content = block.content.strip()
-    match = _MD_HEADING.match(content)
-    if match:
-        level, text = len(match.group(1)), match.group(2)
-    else:
-        level = 1 if block.label.lower() == Label.TITLE.lower() else _DEFAULT_SECTION_LEVEL
-        text = content
-    if block.level is not None:
-        level = block.level
-    return level, " ".join(text.split()).strip("#*_ ")
-
-
-@dataclass
-class _HeadingPath:
-    """The headings over the current text, one a level: a new heading pops the path to
-    its level (``1.2`` after ``1.1.3`` leaves ``1`` > ``1.2``)."""
-
-    levels: list[tuple[int, str]] = field(default_factory=list)
-
-    def enter(self, level: int, text: str, *, after_text: bool = True) -> None:
-        """Enter a heading; ``after_text``: some text came since the last heading. A
-        chapter's number set on a line of its own over its title (``1``, then ``Securing
-        the data``, nothing between) makes one entry, ``1 Securing the data``, at the
-        number's level: the title alone would lose the number, the number alone names
-        nothing."""
-        if (not after_text and self.levels and is_bare_number(self.levels[-1][1])
-                and not is_bare_number(text)):
-            number_level, number = self.levels.pop()
-            level = min(level, number_level)
-            if section_number(text) is None:  # "Chapter 1. Securing ..." names itself
-                text = f"{number} {text}"
-        while self.levels and self.levels[-1][0] >= level:
-            self.levels.pop()
-        self.leave_other_numbers(text)
-        self.levels.append((level, text))
-
-    def leave_other_numbers(self, text: str) -> None:
-        """A numbered heading is not inside a numbered heading whose number does not
-        open its own: ``2.1.6`` leaves ``1.2`` and ``Chapter 1`` though no ``2`` or
-        ``2.1`` heading came between (a page that was not read, a heading not found)."""
-        number = section_number(text)
-        while number is not None and self.levels:
-            above = section_number(self.levels[-1][1])
-            if above is None or number[:len(above)] == above:
-                return
-            self.levels.pop()
-
-    def names(self) -> list[str]:
-        return [text for _, text in self.levels]
-
-
-# --- splitting long blocks --------------------------------------------------------------
-
-
-def _hard_split(text: str, limit: int) -> Iterator[str]:
-    """Cut at the last whitespace before ``limit``, or at ``limit`` in unbroken text."""
-    while len(text) > limit:
-        cut = text.rfind(" ", 0, limit + 1)
-        cut = cut if cut > limit // 2 else limit
-        yield text[:cut].strip()
-        text = text[cut:].strip()
-    if text:
-        yield text
-
-
-def _pack(parts: list[str], limit: int, sep: str) -> Iterator[str]:
-    """Greedily join consecutive parts while they fit ``limit``."""
-    current = ""
-    for part in parts:
-        if current and len(current) + len(sep) + len(part) > limit:
-            yield current
-            current = ""
-        current = f"{current}{sep}{part}" if current else part
-    if current:
-        yield current
-
-
-def _split_long(text: str, limit: int) -> list[str]:
-    """Pieces of at most ``limit`` chars, cut at paragraph, then sentence, then word."""
-    units: list[str] = []
-    for para in (p.strip() for p in _PARAGRAPHS.split(text)):
-        if len(para) <= limit:
-            units.append(para)
-            continue
-        sentences: list[str] = []
-        for sentence in _SENTENCE_END.split(para):
-            sentences.extend(_hard_split(sentence, limit))
-        units.extend(_pack(sentences, limit, " "))
-    return list(_pack([u for u in units if u], limit, "\n\n"))
-
-
-def _with_overlap(pieces: list[str], overlap: int) -> list[str]:
-    """Prefix each piece with the tail (whole words) of the one before it."""
-    if overlap <= 0 or len(pieces) < 2:
-        return pieces
-    out = [pieces[0]]
-    for prev, piece in itertools.pairwise(pieces):
-        tail = prev[-overlap:]
-        space = tail.find(" ")
-        tail = tail[space + 1 :] if 0 <= space < len(tail) - 1 else tail
-        out.append(f"{tail} {piece}")
-    return out
-
-
 # --- accumulation -----------------------------------------------------------------------
 
 
@@ -183,6 +84,8 @@ class _Draft:
     boxes: list[tuple[int, BBox]] = field(default_factory=list)
     kind: Literal["text", "table", "figure"] = "text"
     image_uri: str | None = None  # a figure chunk's crop
+    #: where its first block lies in a source without pages (a sheet's range, a slide)
+    location: str | None = None
     #: the boxes already in ``boxes`` as plain tuples: a membership test on the list
     #: compared pydantic models one by one (a chunk of many small blocks took quadratic
     #: time, the validation's text agreement and the load stage's chunking both)
@@ -195,6 +98,8 @@ class _Draft:
 
     #: per part, its box when that part added it to ``boxes`` (for :meth:`take_last`)
     added: list[BBox | None] = field(default_factory=list)
+    #: pages of a list's later items (:meth:`add_list`)
+    more_pages: set[int] = field(default_factory=set)
 
     def add(self, text: str, page: int, bbox: BBox | None) -> None:
         self.parts.append(text)
@@ -208,6 +113,17 @@ class _Draft:
             self.seen.add(key)
             self.boxes.append((page, bbox))
             self.added[-1] = bbox
+
+    def add_list(self, items: list[tuple[str, int, BBox | None]]) -> None:
+        """A list's lines as one part (no blank line between items: one markdown list),
+        each item's box kept; its pages all count for the chunk's page range."""
+        self.add("\n".join(text for text, _, _ in items), items[0][1], items[0][2])
+        for _, page, bbox in items[1:]:
+            self.more_pages.add(page)
+            if bbox is not None and (key := (page, bbox.x0, bbox.y0, bbox.x1, bbox.y1)) \
+                    not in self.seen:
+                self.seen.add(key)
+                self.boxes.append((page, bbox))
 
     def take_last(self) -> tuple[str, int, BBox | None]:
         """Remove the last part added (and the box it added) and return it as ``add``
@@ -224,19 +140,37 @@ class _Draft:
 class _Chunker:
     doc: DocumentResult
     settings: ChunkSettings
-    headings: _HeadingPath = field(default_factory=_HeadingPath)
+    headings: HeadingPath = field(default_factory=HeadingPath)
     chunks: list[Chunk] = field(default_factory=list)
     draft: _Draft | None = None
-    #: some text or table came since the last heading (see :meth:`_HeadingPath.enter`)
+    #: some text or table came since the last heading (see :meth:`HeadingPath.enter`)
     after_text: bool = True
     #: the draft's last part is a table's caption (:func:`is_table_caption`): a table
     #: right after it takes it into its own chunk
     caption_last: bool = False
     #: the draft is a table's, kept open for one more block: a caption under the table
     table_open: bool = False
+    #: the location of the block being chunked (Block.location), given to drafts it opens
+    location: str | None = None
+    #: the page being chunked was read natively from an Office file (its tables are not
+    #: bounded by a page: a long one is cut by rows)
+    native: bool = False
+    #: the list being read: its items' markdown lines, pages and boxes (:meth:`end_list`)
+    items: list[tuple[str, int, BBox | None]] = field(default_factory=list)
+    #: the draft's last part is a paragraph of text: a list right after it is its lead-in's
+    text_last: bool = False
+    #: the text of the pages around the one being chunked: where a figure's referring
+    #: sentences are looked for (folio.figures.text)
+    nearby: list[str] = field(default_factory=list)
+    #: the blocks of the page being chunked, in reading order (a figure's context)
+    page_blocks: list[Block] = field(default_factory=list)
 
     def flush(self) -> None:
-        self.caption_last = self.table_open = False
+        self.end_list()
+        self._close()
+
+    def _close(self) -> None:
+        self.caption_last = self.table_open = self.text_last = False
         draft, self.draft = self.draft, None
         if draft is None or not draft.parts:
             return
@@ -250,37 +184,46 @@ class _Chunker:
                 text="\n\n".join(draft.parts),
                 kind=draft.kind,
                 page_start=min(draft.pages),
-                page_end=max(draft.pages),
+                page_end=max([*draft.pages, *draft.more_pages]),
                 headings=draft.headings,
                 boxes=draft.boxes,
                 sha256=self.doc.sha256,
                 config_hash=self.doc.config_hash,
                 image_uri=draft.image_uri,
+                location=draft.location,
             )
         )
 
     def _open(self) -> _Draft:
         if self.draft is None:
-            self.draft = _Draft(headings=self.headings.names())
+            self.draft = _Draft(headings=self.headings.names(), location=self.location)
         return self.draft
 
     def heading(self, block: Block) -> None:
         self.flush()
-        level, text = _heading(block)
+        level, text = heading_of(block)
         if text:
             self.headings.enter(level, text, after_text=self.after_text)
             self.after_text = False
 
     def table(self, block: Block, page: int) -> None:
         """A table is one chunk, with its caption: the one right before it (taken back
-        from the text's chunk) or the one right after it (:meth:`after_table`)."""
+        from the text's chunk) or the one right after it (:meth:`after_table`). A table
+        too long for that is cut by rows, its header rows heading every piece
+        (:func:`folio.tables.table_split.split_table`); the caption goes with the first."""
         self.after_text = True
         caption = self.draft.take_last() if self.draft is not None and self.caption_last else None
         self.flush()
-        self.draft = _Draft(headings=self.headings.names(), kind="table")
-        if caption is not None:
-            self.draft.add(*caption)
-        self.draft.add(block.content.strip(), page, block.bbox)
+        pieces = (split_table(block.content.strip(), self.settings.max_chars) if self.native
+                  else [block.content.strip()])
+        for n, piece in enumerate(pieces):
+            if n:
+                self.flush()
+            self.draft = _Draft(headings=self.headings.names(), kind="table",
+                                location=self.location)
+            if caption is not None and n == 0:
+                self.draft.add(*caption)
+            self.draft.add(piece.strip(), page, block.bbox)
         self.table_open = True
 
     def after_table(self, block: Block, page: int) -> bool:
@@ -296,23 +239,85 @@ class _Chunker:
         """A figure is a chunk of its own: its caption, description and inner words, and
         its crop's URI (the document's folder in the sink joined with its image path).
         A figure with no words at all has nothing to embed and makes no chunk."""
-        text = picture_text(block)
+        number = figure_number(block.caption)
+        referring = (referring_sentences(number, self.nearby, block.caption or "")
+                     if number else [])
+        if says_nothing(block, referring):  # a generic caption alone: the text around it
+            referring = figure_context(block, self.page_blocks)
+        text = picture_text(block, referring)
         if not text:
             return
         self.flush()
-        self.draft = _Draft(headings=self.headings.names(), kind="figure")
+        self.draft = _Draft(headings=self.headings.names(), kind="figure",
+                            location=self.location)
         if block.image and is_written(block.image) and self.doc.folder_uri:
             self.draft.image_uri = f"{self.doc.folder_uri.rstrip('/')}/{block.image}"
         self.draft.add(text, page, block.bbox)
         self.flush()
 
-    def text(self, content: str, page: int, bbox: BBox | None) -> None:
+    def end_list(self) -> None:
+        """Add the list read so far as one part, with its lead-in where both fit a chunk:
+        the paragraph before it is taken into the list's chunk when the list does not fit
+        the chunk it is in. A list longer than a chunk is cut between items, the first
+        piece with its lead-in."""
+        items, self.items = self.items, []
+        if not items:
+            return
         self.after_text = True
         limit = max(1, self.settings.max_chars)
-        if len(content) > limit:
+        pieces: list[list[tuple[str, int, BBox | None]]] = [[]]
+        size = 0
+        for item in items:
+            if pieces[-1] and size + 1 + len(item[0]) > limit:
+                pieces.append([])
+                size = 0
+            pieces[-1].append(item)
+            size += len(item[0]) + 1
+        draft = self._open()
+        first = sum(len(t) + 1 for t, _, _ in pieces[0])
+        if draft.parts and draft.size + 2 + first > limit:
+            lead = draft.take_last() if self.text_last else None
+            if lead is not None and len(lead[0]) + 2 + first > limit:
+                draft.add(*lead)
+                lead = None
+            self._close()
+            draft = self._open()
+            if lead is not None:
+                draft.add(*lead)
+        for n, piece in enumerate(pieces):
+            if n:
+                self._close()
+                draft = self._open()
+            draft.add_list(piece)
+        self.text_last = self.caption_last = False
+
+    def list_item(self, block: Block, page: int) -> None:
+        self.items.append((list_item_markdown(block), page, block.bbox))
+
+    def code(self, block: Block, page: int) -> None:
+        """A code block as a fenced block, whole where it fits a chunk (a code block
+        longer than a chunk is cut between lines, each piece fenced)."""
+        limit = max(1, self.settings.max_chars)
+        fenced = code_markdown(block)
+        if len(fenced) <= limit:
+            self.text(fenced, page, block.bbox, whole=True)
+            return
+        inner = fenced.split("\n")
+        fence = inner[0]
+        room = max(1, limit - 2 * len(fence) - 2)
+        for piece in pack([line for part in inner[1:-1] for line in code_line_split(part, room)],
+                           room, "\n"):
+            self.text(f"{fence}\n{piece}\n{fence}", page, block.bbox, whole=True)
+
+    def text(self, content: str, page: int, bbox: BBox | None, *, whole: bool = False) -> None:
+        """Add text; ``whole``: a unit never cut (a fenced code piece within the limit)."""
+        self.end_list()
+        self.after_text = True
+        limit = max(1, self.settings.max_chars)
+        if len(content) > limit and not whole:
             self.flush()
             overlap = min(max(0, self.settings.overlap_chars), limit // 2)
-            pieces = _with_overlap(_split_long(content, limit - overlap), overlap)
+            pieces = with_overlap(split_long(content, limit - overlap), overlap)
             for piece in pieces[:-1]:
                 self._open().add(piece, page, bbox)
                 self.flush()
@@ -322,9 +327,11 @@ class _Chunker:
             self.flush()
             draft = self._open()
         draft.add(content, page, bbox)
+        self.text_last = not whole
 
     def block(self, block: Block, page: int) -> None:
         label = block.label.lower()
+        self.location = block.location
         if block.label == Label.PICTURE.value:
             self.figure(block, page)
             return
@@ -333,55 +340,20 @@ class _Chunker:
             return
         if self.table_open and self.after_table(block, page):
             return
+        if block.label == Label.LIST_ITEM.value and block.marker is not None:
+            self.list_item(block, page)
+            return
+        self.end_list()
         if label in _HEADING_LABELS:
             self.heading(block)
         elif label == _TABLE_LABEL and is_table_markup(block.content):
             self.table(block, page)
+        elif block.label == Label.CODE.value:
+            self.code(block, page)
         else:
             self.text(block.content.strip(), page, block.bbox)
             self.caption_last = is_table_caption(block) and self.draft is not None \
                 and self.draft.parts[-1:] == [block.content.strip()]
-
-
-# --- tables and their captions ----------------------------------------------------------
-
-_HTML_TABLE = re.compile(r"<table\b", re.IGNORECASE)
-_PIPE_ROW = re.compile(r"^\s*\|.*\|\s*$")
-#: a caption that names a figure (or a chart, a photo): not a table's
-_FIGURE_CAPTION = re.compile(
-    r"^(?:fig(?:ure)?|chart|graph|image|photo|plate|scheme|diagram|abb(?:ildung)?|illustration)"
-    r"\b\.?", re.IGNORECASE)
-#: "Table 2: ...", "Table 2-2 Comparison", "Tab. IV. Results", "Tabelle 3 Werte": a table's
-#: name and number, then a separator or a capitalised word (not "Table 2 shows that ...")
-_TABLE_CAPTION = re.compile(
-    r"^(?i:table|tab|tabelle|tabla|tableau|tabella)\.?\s*(?:\d+|[IVXL]+|[A-Z])(?:[-.]\d+)*"
-    r"\.?\s*(?:[:.\-\u2013\u2014|]|$|[A-Z(\d])")
-#: a caption is short: a paragraph after "Table 3" is the text discussing it
-_CAPTION_MAX_CHARS = 400
-
-
-def is_table_markup(content: str) -> bool:
-    """Whether a Table block's content is a table (an HTML table, or markdown pipe rows):
-    a block labelled Table over text a grid could not be made of is chunked as text, as
-    ``kind: table`` promises a whole table."""
-    content = content.strip()
-    if _HTML_TABLE.search(content):
-        return True
-    lines = [line for line in content.splitlines() if line.strip()]
-    return len(lines) >= 2 and all(_PIPE_ROW.match(line) for line in lines)
-
-
-def is_table_caption(block: Block) -> bool:
-    """Whether ``block`` can be the caption of a table beside it: a short Caption block
-    that names no figure, or a short text block that opens as a table's caption. Where a
-    caption sits was settled before (folio.page.caption_order moves it beside its table)."""
-    text = " ".join(block.content.split())
-    if not text or len(text) > _CAPTION_MAX_CHARS:
-        return False
-    label = block.label.lower()
-    if label == Label.CAPTION.lower():
-        return not _FIGURE_CAPTION.match(text)
-    return label == Label.TEXT.lower() and bool(_TABLE_CAPTION.match(text))
 
 
 def _blocks_from_markdown(markdown: str) -> list[Block]:
@@ -400,6 +372,19 @@ def _blocks_from_markdown(markdown: str) -> list[Block]:
             label = Label.TEXT.value
         blocks.append(Block(label=label, content=para, order=order))
     return blocks
+
+
+def _prose_of(pages: list[PageResult]) -> list[str]:
+    """The running text of ``pages``: text and list blocks (the markdown without blocks)."""
+    out: list[str] = []
+    for page in pages:
+        if page.outcome == PageOutcome.QUARANTINED:
+            continue
+        if not page.blocks:
+            out.append(page.markdown)
+        out += [b.content for b in page.blocks
+                if b.label in (Label.TEXT.value, Label.LIST_ITEM.value)]
+    return out
 
 
 class ChunkStream:
@@ -437,11 +422,18 @@ class ChunkStream:
             return
         self._leveler.page(page)
         keep = self._chunker.settings.keep_headers_footers
-        heads = running_heads.heads(self._candidates, k) if page.blocks and not keep else {}
+        native = is_native_page(page)  # its reader labelled its heads (folio.formats.native)
+        self._chunker.native = native
+        heads = (running_heads.heads(self._candidates, k)
+                 if page.blocks and not keep and not native else {})
         heads = running_heads.spare_only_text(page.blocks, heads)
         blocks = [b for n, b in enumerate(page.blocks) if n not in heads]
-        for block in (sorted(blocks, key=lambda b: b.order) if page.blocks
-                      else _blocks_from_markdown(page.markdown)):
+        # a figure's referring sentences: on its page, the one before, the WINDOW after
+        self._chunker.nearby = _prose_of(self._pages[max(0, k - 1):k + running_heads.WINDOW + 1])
+        ordered = (sorted(blocks, key=lambda b: b.order) if page.blocks
+                   else _blocks_from_markdown(page.markdown))
+        self._chunker.page_blocks = ordered
+        for block in ordered:
             # citations count pages as people do, from 1 (page_start, page_end, boxes)
             self._chunker.block(block, page.index + 1)
 
@@ -455,7 +447,10 @@ class ChunkStream:
 
 
 def chunk_document(doc: DocumentResult, settings: ChunkSettings) -> list[Chunk]:
-    """The document's chunks in reading order, with stable ids ``0..n-1``."""
+    """The document's chunks in reading order, with stable ids ``0..n-1``; the document
+    is levelled first (:func:`folio.hierarchy.levels.level_document`, a no-op where the
+    load stage did it), so heading paths follow the document's heading order."""
+    level_document(doc)
     stream = ChunkStream(doc, settings)
     chunks: list[Chunk] = []
     for page in sorted(doc.pages, key=lambda p: p.index):
@@ -469,13 +464,14 @@ def page_chunk_texts(doc: DocumentResult, page: PageResult, settings: ChunkSetti
     their text). The same rules as :func:`chunk_document` on blocks whose running heads are
     already labelled (:func:`folio.page.running_heads.mark_running_heads`); used to check that
     the chunks agree with the page's markdown (:mod:`folio.page.text_agreement`)."""
-    chunker = _Chunker(doc=doc, settings=settings)
-    headings: list[str] = []
     blocks = (sorted(page.blocks, key=lambda b: b.order) if page.blocks
               else _blocks_from_markdown(page.markdown))
+    chunker = _Chunker(doc=doc, settings=settings, nearby=_prose_of([page]), page_blocks=blocks,
+                       native=is_native_page(page))
+    headings: list[str] = []
     for block in blocks:
         if block.label.lower() in _HEADING_LABELS and block.content.strip():
-            headings.append(_heading(block)[1])
+            headings.append(heading_of(block)[1])
         chunker.block(block, page.index + 1)
     chunker.flush()
     return [c.text for c in chunker.chunks] + headings

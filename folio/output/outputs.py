@@ -197,6 +197,7 @@ def write_quarantine(sink: Sink, doc: DocumentResult) -> str:
         "outcome": doc.outcome.value,
         "reason": doc.reason,
         "retryable": doc.retryable,
+        "time_limit_s": doc.time_limit_s,
         "page_count": doc.page_count,
         "format": doc.format,
         "quarantined_at": datetime.now(UTC).isoformat(),

@@ -87,6 +87,12 @@ def nothing_processed(report: dict[str, Any]) -> str | None:
     return f"{ALL_QUARANTINED} ({len(fresh)}): {shown}"
 
 
+def still_failing(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The report's documents that are partial or quarantined, cached or not: what a
+    rerun's exit code 3 and its summary own up to (a cached quarantine is not fixed)."""
+    return [d for d in documents if d["outcome"] in ("partial", "quarantined")]
+
+
 def markdown_summary(report: dict[str, Any], *, links: bool = False,
                      data_docs: str | None = None) -> str:
     """The report as a markdown table (a Prefect artifact, and the CLI's printout), then
@@ -111,6 +117,10 @@ def markdown_summary(report: dict[str, Any], *, links: bool = False,
          + f". Outputs: `{t['out']}`"
          + (f"{OUTPUT_FILES}" if links else "")),
     ]
+    earlier = [d for d in still_failing(report["documents"]) if d["cached"]]
+    if earlier:
+        lines[0] += (f". Still partial or quarantined from earlier runs: {len(earlier)} "
+                     "(cached: fix or remove the file, or leave it out with --exclude)")
     lines += _sync_lines(report.get("sync"))
     if t.get("pages_without_text"):
         lines[0] += f". Pages read without text on them: {t['pages_without_text']}."
@@ -201,6 +211,12 @@ def _sync_lines(sync: dict[str, Any] | None) -> list[str]:
     roots (docs/index-sync.md)."""
     if not sync:
         return []
+    refused = [f"--sync: left alone a live record folio did not write: {printable(line)}"
+               for line in sync.get("refused", [])]
+    return refused + _sync_outcome(sync)
+
+
+def _sync_outcome(sync: dict[str, Any]) -> list[str]:
     if sync.get("dry_run"):
         return [f"--sync --dry-run: {len(sync.get('gone', []))} indexed source(s) gone from "
                 "the roots would be removed (listed below); nothing was changed"]
@@ -209,6 +225,9 @@ def _sync_lines(sync: dict[str, Any] | None) -> list[str]:
         return [f"--sync: removed {len(sync.get('removed', []))} source(s) gone from the roots "
                 f"({sync.get('rows_removed', 0)} vector rows){kept}"]
     if sync.get("gone_count"):
-        return [f"{sync['gone_count']} indexed source(s) are gone from the roots; "
+        named = [printable(uri) for uri in sync.get("gone", [])]
+        more = sync["gone_count"] - len(named)
+        listed = ": " + ", ".join(named) + (f" and {more} more" if more > 0 else "") if named else ""
+        return [f"{sync['gone_count']} indexed source(s) are gone from the roots{listed}; "
                 "`folio ingest --sync` removes their chunks and outputs"]
     return []

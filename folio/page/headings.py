@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from folio.models import BBox, Label, Region
 
@@ -49,6 +49,7 @@ CHAPTER_NUMBER = re.compile(r"\d{1,2}|[IVXLC]{1,6}")
 NUMBERING = re.compile(
     r"^(?:\d{1,2}(?:\.\d+)*\.?|[A-Z](?:\.\d+)+\.?|[IVXLC]+\.|\(\d+\)|\d+\))(?=\s|$)")
 #: PDF font descriptor flags (PDF 32000, 9.8.2)
+FLAG_FIXED_PITCH = 1 << 0
 FLAG_ITALIC = 1 << 6
 FLAG_FORCE_BOLD = 1 << 18
 #: a bold face by name: Arial-BoldMT, Helvetica-Bd, LubalinGraph-Demi, NimbusRomNo9L-Medi,
@@ -77,6 +78,18 @@ def is_bold(name: str, weight: int, flags: int) -> bool:
     return weight >= 600 or bool(flags & FLAG_FORCE_BOLD) or bool(_BOLD_NAME.search(face_name(name)))
 
 
+#: a monospaced face by name: Courier, Consolas, Menlo, Monaco, anything "Mono" or "Code",
+#: TeX's typewriter faces (CMTT10, SFTT1000, LMMono, txtt)
+_MONO_NAME = re.compile(
+    r"courier|mono|consol|menlo|monaco|inconsolata|code|typewriter|^(?:cm|sf|lm|ec|tx)tt",
+    re.IGNORECASE)
+
+
+def is_monospaced(name: str, flags: int) -> bool:
+    """Whether a glyph's font is monospaced: the FixedPitch flag or its name."""
+    return bool(flags & FLAG_FIXED_PITCH) or bool(_MONO_NAME.search(face_name(name)))
+
+
 def is_italic(name: str, flags: int) -> bool:
     """Whether a glyph's font is italic or oblique: the Italic flag or its name."""
     return bool(flags & FLAG_ITALIC) or bool(_ITALIC_NAME.search(face_name(name)))
@@ -91,6 +104,14 @@ class Style:
     italic: int = 0
     size: float | None = None
     face: str = ""
+    #: glyphs in a monospaced face (:func:`is_monospaced`): code, where the body is not
+    mono: int = 0
+    #: glyphs per face name (a face measured monospaced on the page counts as mono)
+    faces: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def whole_mono(self) -> bool:
+        return self.glyphs > 0 and self.mono >= WHOLE_LINE * self.glyphs
 
     @property
     def whole_bold(self) -> bool:
@@ -105,7 +126,10 @@ class Style:
         sizes = [s for s in (self.size, other.size) if s is not None]
         return Style(self.glyphs + other.glyphs, self.bold + other.bold,
                      self.italic + other.italic, max(sizes, default=None),
-                     self.face if self.glyphs >= other.glyphs else other.face)
+                     self.face if self.glyphs >= other.glyphs else other.face,
+                     self.mono + other.mono,
+                     {k: self.faces.get(k, 0) + other.faces.get(k, 0)
+                      for k in {*self.faces, *other.faces}})
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,11 @@ from folio.tables.table_rows import lines
 __all__ = ["CELL_MAX_WORDS", "FIGURE_TABLE_MIN", "MERGED", "PRIORITY", "cover",
            "dense_columns", "label_blocks", "merge_blocks", "region_for", "with_grid"]
 
+#: a list item or code the engine found is never made a heading by a title region (a short
+#: bold item, a one-line command look like headings to a layout model)
+_STRUCTURED = frozenset({Label.LIST_ITEM.value, Label.CODE.value})
+_HEADINGS = frozenset({Label.TITLE, Label.SECTION_HEADER})
+
 #: the kind that wins when regions of several kinds cover a block, most specific first
 PRIORITY: tuple[Label, ...] = (
     Label.TABLE,
@@ -132,13 +137,19 @@ def label_blocks(blocks: Sequence[Block], regions: Sequence[Region], min_cover: 
         label = block.label
         if region is not None and not (
                 region.label is Label.TEXT and label != Label.TEXT.value
+                or (label in _STRUCTURED and region.label in _HEADINGS)
                 or keeps_heading(label, block.content, block.bbox, region, regions, cover,
                                  min_cover)
                 or refuses_heading(label, block.content, region, heads, cover, min_cover)):
             label = region.label.value
         if label != block.label:
             changed += 1
-            block = block.model_copy(update={"label": label})
+            # an item that is no longer one keeps its marker in its words
+            update: dict[str, object] = {"label": label}
+            if block.marker is not None:
+                update.update(marker=None, level=None,
+                              content=f"{block.marker} {block.content}")
+            block = block.model_copy(update=update)
         if region is not None and region.label in MERGED and label == region.label.value:
             groups.setdefault(id(region), []).append(block)
             frames[id(region)] = region.bbox

@@ -6,6 +6,7 @@ import re
 
 from folio.engines.markdown import blocks_to_markdown
 from folio.models import KNOWN_LABELS, BBox, Block, Label
+from folio.page.list_items import ItemLine, list_pieces, split_marker
 
 #: labels other vocabularies use, mapped onto folio's; anything else becomes Text
 LABEL_ALIASES: dict[str, Label] = {
@@ -73,3 +74,46 @@ def scaled_bbox(
 def page_markdown(blocks: list[Block]) -> str:
     """The page's markdown: blocks in reading order, page headers and footers left out."""
     return blocks_to_markdown([b for b in blocks if b.label not in NOT_IN_MARKDOWN])
+
+
+#: a markdown list's nesting is its indentation in characters; an item two or more
+#: characters right of the one above is nested under it (list_items.INDENT_SHARE of 2.0)
+_MARKDOWN_LINE_HEIGHT = 2.0
+
+
+def split_lists(blocks: list[Block]) -> list[Block]:
+    """A model's list blocks (a markdown list, Chandra's List-Group) and paragraphs whose
+    lines open with bullets (``• a`` / ``• b``, which markdown would run into one
+    paragraph) as one List-Item block an item, with its marker and nesting level
+    (:mod:`folio.page.list_items`), lead-in lines as Text; each keeps the block's box.
+    Other blocks are kept; orders are renumbered."""
+    out: list[Block] = []
+    for block in blocks:
+        out += _split_list(block)
+    for order, block in enumerate(out):
+        block.order = order
+    return out
+
+
+def _split_list(block: Block) -> list[Block]:
+    listed = block.label == Label.LIST_ITEM.value
+    if block.marker is not None or not (listed or block.label == Label.TEXT.value):
+        return [block]
+    lines = [line for line in block.content.split("\n") if line.strip()]
+    if not any(split_marker(line) for line in lines):
+        return [block]
+    pieces = list_pieces(
+        [[ItemLine(line.strip(), len(line) - len(line.lstrip()), _MARKDOWN_LINE_HEIGHT)
+          for line in lines]], trust_numbers=listed)
+    if not any(piece.item for piece in pieces):
+        return [block]
+    out = []
+    for piece in pieces:
+        if piece.marker is None:
+            out.append(block.model_copy(update={"label": Label.TEXT.value,
+                                                "content": "\n".join(piece.texts).strip()}))
+        else:
+            out.append(block.model_copy(update={
+                "label": Label.LIST_ITEM.value, "content": piece.content,
+                "marker": piece.marker.marker, "level": piece.level}))
+    return out

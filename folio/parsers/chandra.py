@@ -36,7 +36,7 @@ from bs4 import BeautifulSoup, Tag
 from markdownify import MarkdownConverter, re_whitespace
 
 from folio.models import Block
-from folio.parsers._common import map_label, scaled_bbox
+from folio.parsers._common import map_label, scaled_bbox, split_lists
 
 CHANDRA1_BBOX_SCALE = 1024
 CHANDRA2_BBOX_SCALE = 1000
@@ -144,4 +144,4 @@ def parse(
         bbox = scaled_bbox(raw_box if isinstance(raw_box, str) else None, scale_x=bbox_scale,
                            scale_y=bbox_scale, width_pt=width_pt, height_pt=height_pt)
         blocks.append(Block(label=folio_label, bbox=bbox, content=block_md, order=len(blocks)))
-    return blocks, to_markdown(page_html)
+    return split_lists(blocks), to_markdown(page_html)

@@ -21,7 +21,7 @@ import html
 import re
 
 from folio.models import BBox, Block, Label
-from folio.parsers._common import page_markdown
+from folio.parsers._common import page_markdown, split_lists
 from folio.parsers._html import html_to_markdown, parse_html, table_html
 
 _FENCE = re.compile(r"^\s*(```+|~~~+)\s*([\w+-]*)\s*$")
@@ -56,6 +56,7 @@ def parse(
         if label == Label.FIGURE.value:
             bbox = _figure_bbox(content, width_pt, height_pt, image_px)
         blocks.append(Block(label=label, bbox=bbox, content=content, order=len(blocks)))
+    blocks = split_lists(blocks)
     return blocks, page_markdown(blocks)
 
 

@@ -113,7 +113,8 @@ def repair(src: Path, dst: Path, *, timeout_s: float, password: str | None = Non
 def gs_version() -> str:
     """The installed Ghostscript's version, e.g. ``10.00.0``."""
     result = subprocess.run(
-        [gs_binary(), "--version"], capture_output=True, text=True, timeout=30, check=True
+        [gs_binary(), "--version"], capture_output=True, text=True, timeout=30, check=True,
+        env=child_env(),  # none of the run's secrets, as every other child
     )
     return result.stdout.strip()
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from folio.models import BBox, Block, Label
 from folio.page import headings
+from folio.page.list_items import ItemLine, is_bare_marker, list_pieces
 
 #: pdfium marks a hyphen it believes was inserted at a line break with U+0002 (per-char
 #: and bounded text) or U+FFFE (full text); the word continues on the next line
@@ -33,6 +34,15 @@ _JOIN_EM = 0.5
 _LEVEL_HEIGHT = 2.0
 #: lines shorter than this sharing a row are table cells, not lines of a paragraph
 _CELL_MAX_CHARS = 25
+#: a list marker set apart from its item's words (``•`` then a tab) joins the run on its
+#: right across at most this many type sizes
+_MARKER_GAP_EM = 6.0
+#: a paragraph set below this share of the body's size is a footnote's type
+_FOOTNOTE_RATIO = 0.92
+#: a page with this share of its glyphs monospaced is a typescript: its text is no code
+_TYPEWRITTEN_SHARE = 0.85
+#: monospaced runs on one line this many type sizes apart are one line of code
+_CODE_GAP_EM = 20.0
 _MAX_CUT_DEPTH = 64
 
 
@@ -82,13 +92,15 @@ def _merge_runs(lines: list[_Line]) -> list[_Line]:
     merged: list[_Line] = []
     for line in sorted(lines, key=lambda ln: (round(ln.bbox.y0), ln.bbox.x0)):
         last = merged[-1] if merged else None
-        if last is not None and _same_line(last, line):
+        code = last is not None and _code_beside(last, line)
+        if last is not None and (_same_line(last, line) or _marker_beside(last, line) or code):
             left, right = sorted((last, line), key=lambda ln: ln.bbox.x0 + ln.bbox.x1)
             first, second = (right, left) if _right_to_left(left.text + right.text) \
                 else (left, right)
             sizes = [s for s in (last.size, line.size) if s is not None]
+            space = " " * (_spaces(left, right) if code else 1)
             merged[-1] = _Line(
-                last.bbox.union(line.bbox), f"{first.text} {second.text}",
+                last.bbox.union(line.bbox), f"{first.text}{space}{second.text}",
                 max(sizes, default=None), style=last.style.joined(line.style),
             )
         else:
@@ -107,6 +119,36 @@ def _same_line(a: _Line, b: _Line) -> bool:
         gap = max(gap, a.bbox.x0 - b.bbox.x1)
     limit = _JOIN_EM * max(a.height, b.height)
     return height > 0 and overlap >= 0.5 * height and -limit <= gap <= limit
+
+
+def _marker_beside(marker: _Line, line: _Line) -> bool:
+    """Whether ``marker`` is a list marker alone (``•``, ``1.``) level with ``line`` and
+    left of it by no more than a tab's width: the marker of that line's item."""
+    if not is_bare_marker(marker.text):
+        return False
+    height = min(marker.bbox.y1 - marker.bbox.y0, line.bbox.y1 - line.bbox.y0)
+    overlap = min(marker.bbox.y1, line.bbox.y1) - max(marker.bbox.y0, line.bbox.y0)
+    gap = line.bbox.x0 - marker.bbox.x1
+    return (height > 0 and overlap >= 0.5 * height
+            and 0 <= gap <= _MARKER_GAP_EM * max(marker.height, line.height))
+
+
+def _code_beside(a: _Line, b: _Line) -> bool:
+    """Whether two monospaced runs are one line of code: level, ``b`` right of ``a``
+    by at most :data:`_CODE_GAP_EM` type sizes (code aligns its columns with spaces)."""
+    if not (a.style.whole_mono and b.style.whole_mono):
+        return False
+    height = min(a.bbox.y1 - a.bbox.y0, b.bbox.y1 - b.bbox.y0)
+    overlap = min(a.bbox.y1, b.bbox.y1) - max(a.bbox.y0, b.bbox.y0)
+    gap = b.bbox.x0 - a.bbox.x1
+    return height > 0 and overlap >= 0.5 * height and 0 <= gap <= _CODE_GAP_EM * max(
+        a.height, b.height)
+
+
+def _spaces(left: _Line, right: _Line) -> int:
+    """The spaces a monospaced line holds between two runs: the gap in character widths."""
+    width = (left.bbox.x1 - left.bbox.x0) / max(len(left.text), 1)
+    return max(1, round((right.bbox.x0 - left.bbox.x1) / width)) if width > 0 else 1
 
 
 def _level(line: _Line) -> bool:
@@ -183,7 +225,9 @@ def _continues(para: _Para, line: _Line, body: headings.Body | None = None) -> b
         height > 0
         and not (line.cell or last.cell)
         and -0.5 * height <= gap <= _PARAGRAPH_GAP * height
-        and overlap >= 0.3 * narrower
+        # code lines overlap little where the indentation changes (``print`` under a
+        # deeper ``if``, ``return`` back at the function's level): same face, same block
+        and (overlap >= 0.3 * narrower or (last.style.whole_mono and line.style.whole_mono))
         and _similar_size(last.size, line.size)
         and not (body is not None and headings.breaks_paragraph(
             [(ln.text, ln.style) for ln in para.lines], (line.text, line.style), body))
@@ -197,13 +241,87 @@ def _similar_size(a: float | None, b: float | None) -> bool:
 
 
 def _blocks(paras: list[_Para], body: headings.Body) -> list[Block]:
+    """The paragraphs in reading order as blocks: monospaced ones (on a page not set
+    mostly in a monospaced face: :func:`_typewritten`) as code with their lines and indentation, list items cut out of the rest
+    (:mod:`folio.page.list_items`), each item a block with its marker and level."""
     ordered = _xy_order(paras)
-    blocks = []
-    for i, p in enumerate(ordered):
-        label = _label(p, body)
-        blocks.append(Block(label=label, bbox=p.bbox, content=_join(p.lines), order=i,
-                            type_size=_type_size(p, body, label)))
+    mono_body = _typewritten(ordered)
+    labels = [_label(p, body) for p in ordered]
+    code = [not mono_body and _is_code(p) for p in ordered]
+    fixed = [label != Label.TEXT.value or is_code or any(ln.cell for ln in p.lines)
+             for p, label, is_code in zip(ordered, labels, code, strict=True)]
+    pieces = list_pieces([[ItemLine(ln.text, ln.bbox.x0, ln.height) for ln in p.lines]
+                          for p in ordered], fixed,
+                         footnotes=[_small_type(p, body) for p in ordered])
+    blocks: list[Block] = []
+    code_groups: list[list[_Line]] = []  # the paragraphs of the code block being built
+    for piece in pieces:
+        para = ordered[piece.para]
+        lines = [para.lines[i] for i in piece.lines]
+        box = lines[0].bbox
+        for line in lines[1:]:
+            box = box.union(line.bbox)
+        order = len(blocks)
+        if code[piece.para]:
+            if blocks and blocks[-1].label == Label.CODE.value:  # code over a blank line
+                code_groups.append(lines)
+                blocks[-1].content = _code_text(code_groups)
+                blocks[-1].bbox = _joined(blocks[-1].bbox, box)
+                continue
+            code_groups = [lines]
+            blocks.append(Block(label=Label.CODE.value, bbox=box,
+                                content=_code_text(code_groups), order=order))
+        elif piece.marker is not None:
+            texts = piece.item_texts
+            content = _join([_Line(ln.bbox, t, ln.size) for ln, t in zip(lines, texts,
+                                                                         strict=True)])
+            blocks.append(Block(label=Label.LIST_ITEM.value, bbox=box, content=content,
+                                order=order, marker=piece.marker.marker, level=piece.level))
+        else:
+            label = labels[piece.para] if len(lines) == len(para.lines) else Label.TEXT.value
+            blocks.append(Block(label=label, bbox=box, content=_join(lines), order=order,
+                                type_size=_type_size(para, body, label)))
     return blocks
+
+
+def _small_type(para: _Para, body: headings.Body) -> bool:
+    """Whether a paragraph is set smaller than the page's body text (a footnote's type)."""
+    sizes = [line.size for line in para.lines if line.size]
+    return bool(body.size and sizes and max(sizes) < _FOOTNOTE_RATIO * body.size)
+
+
+def _joined(a: BBox | None, b: BBox) -> BBox:
+    return b if a is None else a.union(b)
+
+
+def _typewritten(paras: list[_Para]) -> bool:
+    """Whether the page is set mostly (:data:`_TYPEWRITTEN_SHARE` of its glyphs) in a
+    monospaced face: a typescript, whose text is no code (a page of code with a line of
+    prose over and under it is not)."""
+    glyphs = sum(line.style.glyphs for p in paras for line in p.lines)
+    mono = sum(line.style.mono for p in paras for line in p.lines)
+    return glyphs > 0 and mono >= _TYPEWRITTEN_SHARE * glyphs
+
+
+def _is_code(para: _Para) -> bool:
+    """Whether a paragraph is set in a monospaced face throughout (a listing, a command)."""
+    return all(line.style.whole_mono for line in para.lines)
+
+
+def _code_text(groups: list[list[_Line]]) -> str:
+    """A code block's paragraphs (stretches between blank lines) as they stand: each
+    line indented by its left edge over the block's leftmost line, in character widths
+    of the monospaced face; a blank line between paragraphs."""
+    lines = [ln for group in groups for ln in group]
+    widths = [(ln.bbox.x1 - ln.bbox.x0) / len(ln.text) for ln in lines if len(ln.text) > 1]
+    char = sorted(widths)[len(widths) // 2] if widths else 0.0
+    left = min(ln.bbox.x0 for ln in lines)
+
+    def text(line: _Line) -> str:
+        indent = round((line.bbox.x0 - left) / char) if char > 0 else 0
+        return " " * max(indent, 0) + _clean(line.text)
+
+    return "\n\n".join("\n".join(text(line) for line in group) for group in groups)
 
 
 def _type_size(para: _Para, body: headings.Body, label: str) -> float | None:

@@ -213,11 +213,14 @@ class _Run:
     style: headings.Style = field(default_factory=headings.Style)
 
     def add(self, char: str, box: pdfium_c.FS_RECTF, size: float | None,
-            vertical: bool = False, face: tuple[str, bool, bool] | None = None) -> None:
-        if face is not None:  # (name, bold, italic) of the glyph's font
+            vertical: bool = False, face: tuple[str, bool, bool, bool] | None = None
+            ) -> None:
+        if face is not None:  # (name, bold, italic, monospaced) of the glyph's font
             self.style.glyphs += 1
             self.style.bold += face[1]
             self.style.italic += face[2]
+            self.style.mono += face[3]
+            self.style.faces[face[0]] = self.style.faces.get(face[0], 0) + 1
             self.style.face = self.style.face or face[0]
         if not self.chars or self.right == -math.inf:
             self.vertical = vertical
@@ -359,7 +362,10 @@ def _scan_chars(textpage: pdfium.PdfTextPage, geometry: PageGeometry) -> _Scan:
             scan.end_word(geometry)
         if has_box:
             here = (box.left, box.bottom, box.right, box.top)
-            run.add(char, box, size, sideways, fonts.face(index))
+            face = fonts.face(index)
+            run.add(char, box, size, sideways, face)
+            if face is not None and size:
+                fonts.measure(face, char, box.right - box.left, size)
             if char not in _BREAK_HYPHENS:
                 scan.word.add(char, box, size, sideways)
             if char == _LAM and previous[0] in _ALEFS and _same_box(previous[1], here):
@@ -375,6 +381,9 @@ def _scan_chars(textpage: pdfium.PdfTextPage, geometry: PageGeometry) -> _Scan:
             scan.sizes.append(size)
     _flush(run, scan, geometry)
     scan.end_word(geometry)
+    measured = fonts.measured_mono()
+    for line in scan.lines if measured else ():
+        line.style.mono += sum(n for name, n in line.style.faces.items() if name in measured)
     return scan
 
 
@@ -434,17 +443,43 @@ def _low_percentile(sizes: list[float]) -> float | None:
     return round(ordered[int(_MIN_FONT_PERCENTILE * (len(ordered) - 1))], 2)
 
 
+#: glyphs of one face, all of one advance, that make it monospaced by measure
+_MONO_MEASURED = 12
+#: ... among them this many different letters
+_MONO_LETTERS = 5
+
+
 class _Fonts:
-    """Each glyph's font as (name, bold, italic) (:mod:`folio.page.headings`), judged once a
-    font name and flags."""
+    """Each glyph's font as (name, bold, italic, monospaced) (:mod:`folio.page.headings`),
+    judged once a font name and flags."""
 
     def __init__(self, textpage: pdfium.PdfTextPage) -> None:
         self.textpage = textpage
         self.buffer = ctypes.create_string_buffer(128)
         self.flags = ctypes.c_int()
-        self.known: dict[tuple[bytes, int, int], tuple[str, bool, bool]] = {}
+        self.known: dict[tuple[bytes, int, int], tuple[str, bool, bool, bool]] = {}
+        self.advances: dict[str, Counter[float]] = {}
+        self.letters: dict[str, set[str]] = {}
 
-    def face(self, index: int) -> tuple[str, bool, bool] | None:
+    def measure(self, face: tuple[str, bool, bool, bool], char: str, width: float,
+                size: float) -> None:
+        """Note a glyph's advance (its loose box's width) over its size, for a face not
+        named monospaced: :meth:`measured_mono` finds the faces all of whose glyphs
+        advance alike (an IBM manual's BookMaster, a code font without the flag)."""
+        if not face[3] and width > 0:
+            self.advances.setdefault(face[0], Counter())[round(width / size, 2)] += 1
+            if char.isalpha():
+                self.letters.setdefault(face[0], set()).add(char.lower())
+
+    def measured_mono(self) -> set[str]:
+        """Faces with :data:`_MONO_MEASURED` glyphs or more on the page, all of one
+        advance, among them several letters (a proportional face's digits advance alike
+        too: a column of figures is no code)."""
+        return {name for name, widths in self.advances.items()
+                if len(widths) == 1 and widths.total() >= _MONO_MEASURED
+                and len(self.letters.get(name, ())) >= _MONO_LETTERS}
+
+    def face(self, index: int) -> tuple[str, bool, bool, bool] | None:
         got = pdfium_c.FPDFText_GetFontInfo(self.textpage, index, self.buffer,
                                             len(self.buffer), ctypes.byref(self.flags))
         if not got:
@@ -455,6 +490,7 @@ class _Fonts:
         if face is None:
             name = headings.face_name(self.buffer.value.decode("utf-8", "replace"))
             face = (name, headings.is_bold(name, weight, self.flags.value),
-                    headings.is_italic(name, self.flags.value))
+                    headings.is_italic(name, self.flags.value),
+                    headings.is_monospaced(name, self.flags.value))
             self.known[key] = face
         return face

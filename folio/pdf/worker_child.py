@@ -195,7 +195,13 @@ def _run_pages(job: WorkerJob) -> None:
 
 def _run_crops(job: CropJob) -> None:
     """Render every crop of ``job``, one ``crop`` line each; a crop that fails says why
-    in its line (the figure keeps its block, without an image)."""
+    in its line (the figure keeps its block, without an image). An image's crops are
+    cut from its own pixels (:mod:`folio.formats.image_crops`)."""
+    if job.kind == "image":
+        from folio.formats.image_crops import image_crops
+
+        image_crops(job, _emit)
+        return
     doc = _open(job)
     if isinstance(doc, WorkerMessage):
         _emit(doc)

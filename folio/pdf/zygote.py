@@ -165,10 +165,12 @@ class Zygote:
 
 
 def _environment() -> dict[str, str]:
-    """A copy of os.environ; another thread changing it mid-copy makes the copy retry."""
+    """The child's environment: os.environ without the run's secrets (a page worker parses
+    hostile files: it must hold no password, key or login; the PDF password reaches it on
+    stdin). Another thread changing os.environ mid-copy makes the copy retry."""
     while True:
         try:
-            return dict(os.environ)
+            return child_env(dict(os.environ))
         except RuntimeError:  # "dictionary changed size during iteration"
             continue
 

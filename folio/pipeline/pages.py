@@ -16,6 +16,7 @@ from folio.page.answer_gate import answer_work
 from folio.page.caption_order import captions_beside
 from folio.page.layer_or_ocr import layer_holds_text, layer_is_better
 from folio.page.layout_labels import label_blocks
+from folio.page.private_use import scrub_page
 from folio.page.quality import mean_confidence, repeat_ratio
 from folio.page.route import route_page
 from folio.page.running_heads import keep_content_lines, keep_page_text
@@ -145,7 +146,8 @@ def _accept(result: PageResult, output: EngineOutput, engine: str, outcome: Page
             errors: list[str]) -> PageResult:
     result.engine, result.model = engine, output.attempt.model
     result.prompt_format = output.prompt_format
-    result.blocks, result.markdown = output.blocks, output.markdown
+    # the one point every engine's text passes: no private-use glyph goes further
+    result.blocks, result.markdown = output.blocks, scrub_page(output.blocks, output.markdown)
     result.notes = [output.geometry] if output.geometry else []
     result.outcome = outcome
     result.reason = "" if outcome is PageOutcome.OK else f"after: {errors[-1]}"

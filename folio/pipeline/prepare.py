@@ -13,12 +13,22 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict
 
 from folio import progress
-from folio.errors import BadInputError, ConfigError, FolioError, MalformedPdfError
+from folio.checks.validation import in_child as validation_in_child
+from folio.checks.validation import preload as preload_validation
+from folio.errors import (
+    BadInputError,
+    ConfigError,
+    FolioError,
+    MalformedPdfError,
+    TransientError,
+)
 from folio.formats.detect import detect_file
-from folio.formats.handling import office_pdf, skip_reason
+from folio.formats.handling import skip_reason
 from folio.io.source_index import known_sha256, record_sha256
 from folio.io.sources import SourceRef, fetch
 from folio.models import DocumentOutcome, DocumentResult
+from folio.pipeline.deadline import CODE as DOCUMENT_TIMEOUT
+from folio.pipeline.deadline import limit_raised
 from folio.pipeline.limits import ghostscript_workers
 from folio.pipeline.outcome import quarantine
 from folio.pipeline.services import Services
@@ -26,6 +36,7 @@ from folio.security import work_dirs
 from folio.settings.config import PipelineConfig
 
 if TYPE_CHECKING:
+    from folio.formats.office_blocks import NativeRead
     from folio.io.sinks import Sink
     from folio.pdf.page_worker import PdfInfo
 
@@ -87,8 +98,9 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
             if answered is not None:
                 return answered
         work_dir = work_dirs.make(Path(config.work_dir))  # private; swept if the run is killed
-        local = fetch(ref, work_dir, config.s3)
-        doc.sha256 = sha256_file(local)
+        with services.clock.span("fetch"):
+            local = fetch(ref, work_dir, config.s3, config.limits.max_bytes)
+            doc.sha256 = sha256_file(local)
         doc.doc_id = doc.sha256[:32]
         doc.compression.original_bytes = local.stat().st_size
         if ref.is_s3 and doc.sha256 != listed_sha:
@@ -98,6 +110,10 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
             if answered is not None:
                 shutil.rmtree(work_dir, ignore_errors=True)
                 return answered
+        if config.validation.enabled:  # GX imports (seconds) while this document is
+            # converted, probed and read; once per process, never for a document with
+            # nothing to do (a rerun that finds everything done)
+            preload_validation(validation_in_child(config), config.validation.child_processes)
         fmt = detect_file(local, ref.name)
         doc.format = fmt.name
         if fmt.kind in ("text", "unsupported"):
@@ -108,9 +124,15 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
             return PreparedDocument(result=doc, pdf=local, kind="image", work_dir=work_dir,
                                     started=started)
         if fmt.kind == "office":
-            local = office_pdf(local, work_dir, config)
-        probed, info = _probe_or_repair(local, doc, work_dir, config)
-        pdf = _maybe_compress(probed, info, doc, work_dir, config)
+            if not config.office.enabled:
+                shutil.rmtree(work_dir, ignore_errors=True)
+                return skipped(doc, f"Office document not read: office.enabled is off "
+                                    f"({fmt.mime})", started)
+            with services.clock.span("convert"):
+                return _read_office(local, doc, work_dir, services, started)
+        with services.clock.span("probe"):
+            probed, info = _probe_or_repair(local, doc, work_dir, config)
+            pdf = _maybe_compress(probed, info, doc, work_dir, config)
         return PreparedDocument(result=doc, pdf=pdf, work_dir=work_dir, started=started,
                                 text_pdf=probed if pdf != probed else None)
     except Exception as err:  # every failure becomes an outcome
@@ -123,9 +145,57 @@ def start_document(ref: SourceRef, services: Services) -> PreparedDocument | Doc
         return result
 
 
+def _office_within(local: Path, work_dir: Path, config: PipelineConfig, started: float,
+                   doc: DocumentResult) -> NativeRead:
+    """The Office read (a LibreOffice conversion first for the formats that need one),
+    within what is left of the document's time (``limits.document_timeout_s`` from its
+    start): a conversion cut short by it ends the document ``document-timeout`` (not
+    retried unless the limit is raised), as its pages would (folio.pipeline.deadline); one
+    cut short by ``office.timeout_s`` stays transient."""
+    from folio.formats.office_read import read_office
+
+    limit = config.limits.document_timeout_s
+    left = started + limit - time.monotonic()
+    bounded = config
+    if left < config.office.timeout_s:
+        office = config.office.model_copy(update={"timeout_s": max(left, 0.1)})
+        bounded = config.model_copy(update={"office": office})
+    try:
+        return read_office(local, work_dir, bounded)
+    except TransientError as err:
+        if bounded is config or time.monotonic() < started + limit:
+            raise
+        doc.time_limit_s = limit
+        raise BadInputError(f"the document took over its {limit:g} s "
+                            "(limits.document_timeout_s) in its Office conversion",
+                            code=DOCUMENT_TIMEOUT) from err
+
+
 def skipped(doc: DocumentResult, reason: str, started: float) -> DocumentResult:
     """The typed outcome of an entry folio does not read: not an error, not retried."""
     doc.outcome, doc.reason, doc.retryable = DocumentOutcome.SKIPPED, reason, False
+    doc.seconds = time.monotonic() - started
+    return doc
+
+
+def _read_office(local: Path, doc: DocumentResult, work_dir: Path, services: Services,
+                 started: float) -> DocumentResult:
+    """An Office document read from its own structure (folio.formats.office_read): its
+    pages are done here, with no render or OCR (native text is exact); the images it
+    embeds are written beside its outputs as figures. The result goes on to validation and
+    the load stage as any other document's."""
+    from folio.figures.store import store_images
+    from folio.formats.office_read import fill_document
+    from folio.output.outputs import document_folder
+
+    config = services.config
+    try:
+        read = _office_within(local, work_dir, config, started, doc)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    _count_pages(doc, len(read.pages), config)
+    fill_document(doc, read, config)
+    store_images(doc, read.images, services.sink, config, document_folder(doc))
     doc.seconds = time.monotonic() - started
     return doc
 
@@ -159,6 +229,9 @@ def _answered_before(ref: SourceRef, doc: DocumentResult, services: Services,
     from folio.output.outputs import find_done
 
     done = find_done(services.sink, doc.sha256, doc.config_hash)
+    limit = services.config.limits.document_timeout_s
+    if done is not None and limit_raised(done.time_limit_s, limit):
+        return None  # its time ran out before: a larger limit reads the rest
     if done is not None and _live_here(ref, doc, done, services.sink):
         done.source, done.cached, done.seconds = ref.uri, True, time.monotonic() - started
         return done
@@ -210,7 +283,8 @@ def known_bad(sink: Sink, doc: DocumentResult, config: PipelineConfig) -> Docume
         return None
     record = read_quarantine(sink, doc)
     if (record is None or record.get("retryable") is not False
-            or record.get("config_hash") != doc.config_hash):
+            or record.get("config_hash") != doc.config_hash
+            or limit_raised(record.get("time_limit_s"), config.limits.document_timeout_s)):
         return None
     if record.get("outcome") == DocumentOutcome.SKIPPED.value:  # a format not read
         return doc.model_copy(update={

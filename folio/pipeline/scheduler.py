@@ -52,10 +52,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from folio import progress
+from folio.errors import is_transient_code
 from folio.io.sources import SourceRef
 from folio.models import DocumentResult, PagePrep, PageResult
+from folio.pipeline import deadline as doc_deadline
 from folio.pipeline.limits import SchedulerLimits
-from folio.pipeline.outcome import page_failed, quarantine
+from folio.pipeline.outcome import quarantine
 from folio.pipeline.page_jobs import needs_engine, worker_jobs
 from folio.pipeline.pages import discard_image, process_page
 from folio.pipeline.prepare import PreparedDocument
@@ -303,12 +305,13 @@ class PageScheduler:
 
         per_page = reserve // max(len(job.pages), 1)
         seen: set[int] = set()
-        pages = prepare_pages(job)
+        bounded = doc_deadline.within(job, doc.deadline)  # the document's time left, or none
+        pages = prepare_pages(bounded) if bounded is not None else iter(())
         try:
             for page in pages:
                 seen.add(page.index)
                 self._receive(doc, page, per_page)
-                if self._stop.is_set():
+                if self._stop.is_set() or time.monotonic() > doc.deadline:
                     break
         except Exception as err:  # the batch could not run at all: its pages say why
             reason = getattr(err, "reason", None) or f"worker: {type(err).__name__}: {err}"
@@ -320,6 +323,11 @@ class PageScheduler:
             close = getattr(pages, "close", None)
             if callable(close):
                 close()  # kills the child if it is still running
+            if not self._stop.is_set() and time.monotonic() > doc.deadline:
+                for index in job.pages:  # the rest of the batch: never rendered
+                    if index not in seen:
+                        seen.add(index)
+                        self._receive(doc, PagePrep(index=index), per_page)
             with self._cond:
                 unseen = len(job.pages) - len(seen)
                 self._reserved -= per_page * unseen
@@ -335,16 +343,14 @@ class PageScheduler:
                 self._cond.notify_all()
 
     def _receive(self, doc: _Document, page: PagePrep, reserved: int) -> None:
+        if time.monotonic() > doc.deadline and (not page.error or is_transient_code(page.error)):
+            # whatever its route (a text layer too): the document's time is up
+            discard_image(page)
+            page = doc_deadline.timed_out(page.index, self.config.limits.document_timeout_s)
         if not needs_engine(page, self.config):
             self._process_now(doc, page, reserved)
             return
         size = _image_size(page)
-        if time.monotonic() > doc.deadline:
-            discard_image(page)
-            limit = self.config.limits.document_timeout_s
-            self._end_here(doc, page_failed(
-                page, f"timeout: document exceeded {limit:.0f} s", retryable=True), reserved)
-            return
         with self._cond:
             self._reserved -= reserved
             self._rendering -= 1
@@ -384,7 +390,11 @@ class PageScheduler:
                 item = self._next_ready()
                 self._in_ladder += 1
                 self.peak_in_ladder = max(self.peak_in_ladder, self._in_ladder)
-            result = process_page(item.page, self.services)  # never raises; drops the image
+            page = item.page
+            if time.monotonic() > item.doc.deadline:  # waited past the document's time
+                discard_image(page)
+                page = doc_deadline.timed_out(page.index, self.config.limits.document_timeout_s)
+            result = process_page(page, self.services)  # never raises; drops the image
             with self._cond:
                 self._in_ladder -= 1
                 self._image_bytes -= item.size
@@ -428,6 +438,7 @@ class PageScheduler:
         result.pages = [doc.results[i] for i in range(result.page_count)]
         result.engine = "+".join(sorted({p.engine for p in result.pages if p.engine}))
         result.seconds = time.monotonic() - doc.prep.started
+        doc_deadline.mark_timed_out(result, self.config.limits.document_timeout_s)
         self._trash.append(Path(doc.prep.work_dir))
         self._preps[id(result)] = doc.prep
         if doc in self._docs:
@@ -464,7 +475,7 @@ def figures(doc: DocumentResult, prep: PreparedDocument, services: Services) -> 
         with services.clock.span("figures"):
             store_figures(doc, prep.text_pdf or prep.pdf,
                           None if doc.repaired else config.password, services.sink, config,
-                          document_folder(doc))
+                          document_folder(doc), kind=prep.kind)
     except Exception:
         log.exception("figures of %s failed", doc.source)
 

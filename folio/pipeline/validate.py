@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from folio.formats.native import is_native_page
 from folio.models import DocumentOutcome, DocumentResult, PageOutcome
 from folio.page.running_heads import mark_running_heads
 from folio.pipeline.outcome import quarantine
@@ -26,7 +27,9 @@ def validate_document(doc: DocumentResult, services: Services) -> DocumentResult
     if doc.cached or doc.outcome is DocumentOutcome.SKIPPED or (
             doc.outcome is DocumentOutcome.QUARANTINED and doc.reason):
         return doc
-    mark_running_heads(doc.pages, keep_in_markdown=services.config.chunk.keep_headers_footers)
+    # a native Office page's heads are labelled by its reader (a sheet's row is no head)
+    mark_running_heads([p for p in doc.pages if not is_native_page(p)],
+                       keep_in_markdown=services.config.chunk.keep_headers_footers)
     if services.config.validation.enabled and doc.pages:
         try:  # in one GX run with the other documents waiting for validation
             with services.clock.span("validate"):

@@ -16,8 +16,9 @@ import stat
 from pathlib import Path
 
 from folio.errors import ConfigError
+from folio.process_files import write_atomic
 
-__all__ = ["InsecureLocationError", "check_private_dir", "ensure_private_dir",
+__all__ = ["InsecureLocationError", "check_path_to", "check_private_dir", "ensure_private_dir",
            "read_or_make_secret", "write_private"]
 
 
@@ -35,12 +36,45 @@ def ensure_private_dir(path: Path) -> Path:
         InsecureLocationError: it exists but is not this user's private folder.
     """
     path = Path(path).absolute()
+    check_path_to(path)  # before making anything under a folder another user controls
     try:
         path.mkdir(parents=True, mode=0o700)
     except FileExistsError:
         pass
+    check_path_to(path)  # the parents it made
     check_private_dir(path)
     return path
+
+
+def check_path_to(path: Path) -> None:
+    """Raise :class:`InsecureLocationError` unless no other user can change what ``path``
+    names: every folder above it, on the path as written and as resolved (through any
+    link), belongs to this user or root and is writable by no one else, unless sticky
+    (``/tmp``: there only a name's owner can remove or rename it, and the next folder,
+    checked in turn, must be this user's).
+
+    Why: a private leaf folder inside a folder another user owns or may write to (a
+    ``.folio`` they made first in a shared folder) is theirs to rename and replace with
+    one of their own between two uses.
+    """
+    me = os.geteuid()
+    path = Path(path).absolute()
+    for folder in dict.fromkeys([*path.parents, *path.resolve().parents]):
+        try:
+            info = os.stat(folder)
+        except FileNotFoundError:
+            continue  # made below, by this user
+        except OSError as exc:
+            raise InsecureLocationError(f"{folder}: cannot be checked ({exc})") from None
+        if info.st_uid not in (0, me):
+            raise InsecureLocationError(
+                f"{folder} (above {path}) belongs to user id {info.st_uid}: that user can "
+                "swap folio's folder there for one of theirs; choose a folder of yours")
+        if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+            raise InsecureLocationError(
+                f"{folder} (above {path}) has mode {stat.S_IMODE(info.st_mode):04o}: other "
+                "users can swap folio's folder there for one of theirs; choose a folder of "
+                "yours or remove their write permission")
 
 
 def check_private_dir(path: Path) -> None:
@@ -67,15 +101,7 @@ def check_private_dir(path: Path) -> None:
 def write_private(path: Path, text: str) -> None:
     """Write ``text`` to a new file of mode 0600, then rename it over ``path`` (readers
     see the old file or the new one)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomic(path, text, mode=0o600)
 
 
 def read_or_make_secret(path: Path, *, prefix: str = "") -> str:

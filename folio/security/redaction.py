@@ -16,6 +16,8 @@ servers live for idle minutes). So:
 Example:
     >>> redact_uri("postgresql://folio:hunter2@db:5432/rag")
     'postgresql://folio:***@db:5432/rag'
+    >>> redact_uri("postgresql://folio:hun/ter2@db:5432/rag")
+    'postgresql://folio:***@db:5432/rag'
     >>> redact_uri("host=db user=folio password=hunter2 dbname=rag")
     'host=db user=folio password=*** dbname=rag'
     >>> secret_env_name("s3.secret_access_key")
@@ -46,8 +48,11 @@ _MASK = "***"
 #: what a model server may need from the environment to fetch its weights: kept in the
 #: environments of the vLLM servers folio starts (folio.gpu), stripped from every other child
 MODEL_HUB_SECRETS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+#: a password may hold a raw "/" (libpq and psycopg take ``postgresql://u:pa/ss@db/x``):
+#: it runs to the "@", or a part of it was printed (issue 58); a URL whose path holds an
+#: "@" after a port is masked more than needed, never less
 _URI_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^/@:\s]*)"
-                           r"(?::(?P<password>[^/@\s]*))?@")
+                           r"(?::(?P<password>[^@\s]*))?@")
 _LIBPQ_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 _QUERY_SECRET = re.compile(r"([?&](?:password|token|api_key|apikey|secret|sig|signature|"
                            r"x-amz-signature|x-amz-credential|x-amz-security-token)=)[^&#\s]*",

@@ -6,7 +6,8 @@ become a flow-run parameter, which Prefect stores in its database and shows in t
 and its API. The CLI runs the flow in its own process, so it hands such a setting over
 as the ``FOLIO_*`` variable the flow's settings read anyway (:func:`split`); a request
 that reaches a flow with one (a UI run, a trigger) is refused (:func:`refuse`): a worker
-reads its secrets from its own environment.
+reads its secrets from its own environment. On ``folio``'s command line a secret is
+refused before this (:mod:`folio.security.command_line`): every local user can read it.
 
 Example:
     >>> public, env = split({"render.max_dpi": 200, "password": "pw",

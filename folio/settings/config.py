@@ -405,6 +405,8 @@ class PipelineConfig(BaseSettings):
             "compress": self.compress,
             "figures": self.figures.model_dump(),
         }
+        if not self.office.speaker_notes:  # default on: the hash documents had before
+            relevant["office"] = {"speaker_notes": False}
         layout = self.active_layout()
         if layout is not None:
             relevant["layout"] = layout.model_dump(exclude={"threads", "enabled"})

@@ -49,7 +49,9 @@ class ServerSettings(BaseModel):
 
 
 class LimitSettings(BaseModel):
-    document_timeout_s: float = Field(900.0, description="whole-document wall clock limit")
+    document_timeout_s: float = Field(900.0, description=(
+        "whole-document wall clock limit, from its start, whatever its pages; pages not done "
+        "by then end document-timeout, not retried unless the limit is raised"))
     page_timeout_s: float = Field(120.0, description="one page's OCR limit")
     ghostscript_timeout_s: float = Field(
         120.0, gt=0, description="one Ghostscript run's wall-clock limit (repair, compression); "
@@ -106,13 +108,34 @@ class LimitSettings(BaseModel):
 
 
 class OfficeSettings(BaseModel):
-    """Office documents (DOCX, XLSX, PPTX, ODF, RTF, DOC, XLS, PPT) are converted to PDF by
-    LibreOffice headless (folio.formats.office), each in a process group of its own with
-    these limits. Operational only: none of it enters the config hash."""
+    """Office documents: DOCX, XLSX and PPTX are read from their own structure
+    (folio.formats.office_read); DOC, RTF, ODT, XLS, ODS, PPT and ODP are first converted to
+    the matching OOXML format by LibreOffice headless (folio.formats.office), each in a
+    process group of its own with these limits. Only ``speaker_notes`` changes outputs
+    (it enters the config hash when turned off); the rest is operational."""
 
     enabled: bool = Field(
-        True, description="convert Office documents through LibreOffice; off: they are "
-        "skipped with a reason, and LibreOffice need not be installed")
+        True, description="read Office documents; off: they are skipped with a reason, "
+        "and LibreOffice need not be installed")
+    speaker_notes: bool = Field(
+        True, description="keep a slide's speaker notes (labelled, after the slide's "
+        "content, location 'slide N notes')")
+    max_rows: int = Field(
+        100_000, ge=1, description="rows of one sheet read; the rows past it are not "
+        "read, and the sheet's page says so in its notes and its markdown")
+    max_cells: int = Field(
+        2_000_000, ge=1, description="cells of one workbook read (all sheets); as "
+        "max_rows, for the sheets past it")
+    max_unpacked_mb: int = Field(
+        1024, ge=1, description="what an OOXML package may unpack to in all; a larger one "
+        "is refused (too-large) before any part is parsed")
+    max_part_mb: int = Field(
+        256, ge=1, description="one XML part parsed whole (a document's body, a slide, a "
+        "workbook's shared strings; not a sheet, which is streamed); a larger one is "
+        "refused (too-large)")
+    max_ratio: int = Field(
+        200, ge=10, description="unpacked over packed size of one package member of 16 MB "
+        "or more; past it the file is refused as a zip bomb")
     timeout_s: float = Field(
         300.0, gt=0, description="one conversion's wall-clock limit; LibreOffice and "
         "everything it started are killed past it and the document is retried on a later "

@@ -65,6 +65,10 @@ class IngestRequest(BaseModel):
     revision: str | None = Field(
         None, description="the caller's version of the source (ETag, object version, job "
         "id): a new revision is a new request; the same one is a retry")
+    version: str | None = Field(
+        None, description="the source's version as a trigger read it "
+        "(folio.io.source_version: sizes and ETags or modification times): changed bytes are "
+        "a new request, the same bytes a retry")
     include: list[str] = Field(
         default_factory=list, description="globs scoping a folder or prefix source "
         "(sources.include; docs/inputs.md)")
@@ -114,18 +118,18 @@ class IngestRequest(BaseModel):
     @property
     def key(self) -> str:
         """Idempotency key: equal requests (after normalizing the sources) share it."""
-        # sync and the globs enter only when given: a request without them keeps the key
-        # it had before they existed
+        # sync, the globs and the version enter only when given: a request without them
+        # keeps the key it had before they existed
         data = self.normalized().model_dump()
-        for name in ("sync", "include", "exclude"):
+        for name in ("sync", "include", "exclude", "version"):
             if not data[name]:
                 del data[name]
         blob = json.dumps(data, sort_keys=True, default=str)
         return "folio-" + hashlib.sha256(blob.encode()).hexdigest()[:40]
 
     def parameters(self) -> dict[str, Any]:
-        """Flow parameters of ``folio-ingest-document`` (one source; the revision is not
-        a parameter, it only tells requests apart)."""
+        """Flow parameters of ``folio-ingest-document`` (one source; the revision and the
+        version are not parameters, they only tell requests apart)."""
         request = self.normalized()
         return {"source": request.source, "out": request.out, "engine": request.engine,
                 "route": request.route, "reprocess": request.reprocess,

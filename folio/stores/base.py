@@ -27,8 +27,12 @@ if TYPE_CHECKING:  # numpy only for the types: 0.3 s of a CLI start that stores 
     import numpy as np
     import numpy.typing as npt
 
+    from folio.stores.search_filter import SearchFilter
+
 __all__ = [
     "IMAGE_URI_COLUMN",
+    "LATE_COLUMNS",
+    "LOCATION_COLUMN",
     "VERSION_COLUMNS",
     "DocumentVectors",
     "NullStore",
@@ -45,6 +49,11 @@ __all__ = [
 VERSION_COLUMNS = ("sha256", "config_hash")
 #: a figure chunk's crop; tables made before figure chunks get it the same way
 IMAGE_URI_COLUMN = "image_uri"
+#: where a chunk lies in a source without pages (a sheet's range, a slide: Chunk.location);
+#: tables made before it get it the same way
+LOCATION_COLUMN = "location"
+#: the text columns added after a table's first columns, in their order at its end
+LATE_COLUMNS = (IMAGE_URI_COLUMN, LOCATION_COLUMN)
 
 
 def box_records(chunk: Chunk) -> list[dict[str, Any]]:
@@ -139,10 +148,11 @@ class VectorStore(Protocol):
         """
         ...
 
-    def search(self, vector: npt.NDArray[np.float32], k: int = 5) -> list[dict[str, Any]]:
-        """The ``k`` nearest chunks, best first: id, doc_id, source, chunk_index, kind,
-        text, page_start, page_end (from 1), headings, boxes (:func:`box_records`),
-        score (cosine similarity)."""
+    def search(self, vector: npt.NDArray[np.float32], k: int = 5,
+               where: SearchFilter | None = None) -> list[dict[str, Any]]:
+        """The ``k`` nearest chunks (of those ``where`` admits), best first: id, doc_id,
+        source, chunk_index, kind, text, page_start, page_end (from 1), headings, boxes
+        (:func:`box_records`), image_uri, location, score (cosine similarity)."""
         ...
 
     def count(self, doc_id: str | None = None) -> int: ...
@@ -218,7 +228,8 @@ class NullStore:
     def delete_sources(self, sources: Sequence[str]) -> int:
         return 0
 
-    def search(self, vector: npt.NDArray[np.float32], k: int = 5) -> list[dict[str, Any]]:
+    def search(self, vector: npt.NDArray[np.float32], k: int = 5,
+               where: SearchFilter | None = None) -> list[dict[str, Any]]:
         return []
 
     def count(self, doc_id: str | None = None) -> int:

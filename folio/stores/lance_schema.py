@@ -13,9 +13,9 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from folio.models import Chunk
-from folio.stores.base import IMAGE_URI_COLUMN, VERSION_COLUMNS, box_records
+from folio.stores.base import IMAGE_URI_COLUMN, LOCATION_COLUMN, VERSION_COLUMNS, box_records
 
-__all__ = ["BOXES_TYPE", "IMAGE_URI", "VERSION_COLUMNS", "chunk_schema"]
+__all__ = ["BOXES_TYPE", "IMAGE_URI", "LOCATION", "VERSION_COLUMNS", "chunk_schema"]
 
 
 _RESULT_COLUMNS = [
@@ -32,6 +32,7 @@ _RESULT_COLUMNS = [
     "sha256",
     "config_hash",
     "image_uri",
+    "location",
 ]
 
 
@@ -48,6 +49,8 @@ BOXES_TYPE = pa.list_(pa.struct([
 
 #: a figure chunk's crop (local path or s3:// URI; null for other chunks: folio.figures)
 IMAGE_URI = pa.field(IMAGE_URI_COLUMN, pa.string())
+#: where a chunk lies in a source without pages (``Shipments!A1:G51``, ``slide 3``)
+LOCATION = pa.field(LOCATION_COLUMN, pa.string())
 
 
 def chunk_schema(dim: int) -> pa.Schema:
@@ -66,8 +69,9 @@ def chunk_schema(dim: int) -> pa.Schema:
             pa.field("boxes", BOXES_TYPE),  # folio.stores.base.box_records
             pa.field("vector", pa.list_(pa.float32(), dim)),
             *(pa.field(name, pa.string()) for name in VERSION_COLUMNS),
-            # last: tables written before it get it added (LanceDBStore._check_schema)
+            # last: tables written before them get them added (LanceDBStore._check_schema)
             IMAGE_URI,
+            LOCATION,
         ]
     )
 
@@ -89,6 +93,7 @@ def _rows(chunks: list[Chunk], vectors: npt.NDArray[np.float32], schema: pa.Sche
         "sha256": [c.sha256 for c in chunks],
         "config_hash": [c.config_hash for c in chunks],
         "image_uri": [c.image_uri for c in chunks],
+        "location": [c.location for c in chunks],
     }
     arrays = [pa.FixedSizeListArray.from_arrays(flat, dim) if f.name == "vector"
               else pa.array(columns[f.name], type=f.type) for f in schema]

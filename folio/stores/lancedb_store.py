@@ -54,11 +54,13 @@ from folio.stores.lance_indexes import (
 from folio.stores.lance_schema import (
     _RESULT_COLUMNS,
     IMAGE_URI,
+    LOCATION,
     VERSION_COLUMNS,
     _rows,
     chunk_schema,
 )
 from folio.stores.lance_tuning import LanceTuning
+from folio.stores.search_filter import SearchFilter
 from folio.stores.upkeep import Upkeep
 
 __all__ = ["LanceDBStore"]
@@ -149,9 +151,11 @@ class LanceDBStore:
     def _add_missing_columns(self, table: Any) -> None:
         """A table written by an earlier folio gets the columns it lacks, NULL in its old
         rows (which the next write of each source replaces): the version columns (before
-        rows carried their version, docs/index-sync.md) and ``image_uri`` (before figure
-        chunks). Reads and writes then see one schema. Idempotent when workers race."""
-        missing = [c for c in (*VERSION_COLUMNS, IMAGE_URI.name) if c not in table.schema.names]
+        rows carried their version, docs/index-sync.md), ``image_uri`` (before figure
+        chunks) and ``location`` (before Office files were read natively). Reads and writes
+        then see one schema. Idempotent when workers race."""
+        missing = [c for c in (*VERSION_COLUMNS, IMAGE_URI.name, LOCATION.name)
+                   if c not in table.schema.names]
         if not missing:
             return
         try:
@@ -439,8 +443,10 @@ class LanceDBStore:
             log.warning("lancedb prewarm of the id indexes on %s failed: %s", self.uri,
                         self._describe(exc))
 
-    def search(self, vector: npt.NDArray[np.float32], k: int = 5) -> list[dict[str, Any]]:
-        """Nearest chunks by cosine similarity, best first (``score`` = 1 - distance)."""
+    def search(self, vector: npt.NDArray[np.float32], k: int = 5,
+               where: SearchFilter | None = None) -> list[dict[str, Any]]:
+        """Nearest chunks by cosine similarity, best first (``score`` = 1 - distance);
+        ``where`` filters before the nearest are chosen, so k hits come when k match."""
         query = np.asarray(vector, dtype=np.float32).reshape(-1)
         try:
             table = self._searcher()
@@ -453,6 +459,9 @@ class LanceDBStore:
             )
             if self.tuning.ann_refine_factor:
                 builder = builder.refine_factor(self.tuning.ann_refine_factor)
+            condition = where.lance_where() if where else None
+            if condition:
+                builder = builder.where(condition, prefilter=True)
             present = set(table.schema.names)  # a table opened read-only may predate a column
             columns = [c for c in _RESULT_COLUMNS if c in present]
             rows = builder.select([*columns, "_distance"]).limit(k).to_list()

@@ -48,6 +48,10 @@ def _secret_forms(params: dict[str, Any]) -> list[str]:
 def _parse_dsn(dsn: str) -> dict[str, Any]:
     if not dsn.strip():
         raise ConfigError("empty PostgreSQL DSN: set store.uri to postgresql://user@host/db")
+    if _slash_in_userinfo(dsn):
+        raise ConfigError(
+            "the PostgreSQL DSN's password holds a raw '/': libpq reads the part before it "
+            "as the host and the rest as the database (and showed them); write it as %2F")
     try:
         return conninfo_to_dict(dsn)
     except psycopg.ProgrammingError:  # libpq's message quotes the DSN: not shown
@@ -55,3 +59,13 @@ def _parse_dsn(dsn: str) -> dict[str, Any]:
             "store.uri is not a PostgreSQL DSN (postgresql://user:password@host:port/db "
             "or 'host=... dbname=...')"
         ) from None
+
+
+def _slash_in_userinfo(dsn: str) -> bool:
+    """Whether a URI DSN has an ``@`` only after the first ``/`` of its authority, as
+    ``postgresql://u:pa/ss@db/rag`` has: a raw ``/`` in the password (issue 58)."""
+    scheme, sep, rest = dsn.strip().partition("://")
+    if not sep or scheme.lower() not in ("postgresql", "postgres"):
+        return False
+    authority, slash, after = rest.partition("/")
+    return bool(slash) and "@" not in authority and "@" in after.split("?", 1)[0]

@@ -45,7 +45,7 @@ from psycopg.types.json import Jsonb
 from folio.errors import ConfigError, StorageError
 from folio.models import Chunk
 from folio.stores.base import (
-    IMAGE_URI_COLUMN,
+    LATE_COLUMNS,
     VERSION_COLUMNS,
     DocumentVectors,
     batch_label,
@@ -62,6 +62,7 @@ from folio.stores.pg_schema import (
     create_tables,
     has_columns,
 )
+from folio.stores.search_filter import SearchFilter
 from folio.stores.upkeep import Upkeep
 
 __all__ = ["PgVectorStore"]
@@ -134,7 +135,7 @@ class PgVectorStore:
         self._ready = False  # the table was seen to exist with our dimension
         self._has_delta = False  # ... and its side table (tables made before it had none)
         self._has_version = False  # ... and its version columns (docs/index-sync.md)
-        self._has_image_uri = True  # ... and its image_uri column (see _prepare)
+        self._has_late = True  # ... and its image_uri and location columns (see _prepare)
         self.maintain_every_writes = maintain_every_writes
         self.maintain_every_rows = maintain_every_rows
         self._maintain_retry_s = maintain_retry_s
@@ -271,10 +272,10 @@ class PgVectorStore:
         if create and not self._has_version:  # a table from before rows had versions
             add_text_columns(conn, tables, VERSION_COLUMNS, source_index=True)
             self._has_version = True
-        self._has_image_uri = has_columns(conn, self._table_name, (IMAGE_URI_COLUMN,))
-        if create and not self._has_image_uri:  # made before figure chunks: add it
-            add_text_columns(conn, tables, (IMAGE_URI_COLUMN,))
-            self._has_image_uri = True
+        self._has_late = has_columns(conn, self._table_name, LATE_COLUMNS)
+        if create and not self._has_late:  # made before figure chunks or locations: add them
+            add_text_columns(conn, tables, LATE_COLUMNS)
+            self._has_late = True
         self._ready, self._has_delta = True, has_delta
         return True
 
@@ -328,7 +329,7 @@ class PgVectorStore:
             (
                 c.id, c.doc_id, c.source, c.index, c.kind, c.text, c.page_start, c.page_end,
                 Jsonb(c.headings), Jsonb(box_records(c)), _vector_text(v),
-                c.sha256 or None, c.config_hash or None, c.image_uri,
+                c.sha256 or None, c.config_hash or None, c.image_uri, c.location,
             )
             for entry in batch
             for c, v in zip(
@@ -337,7 +338,7 @@ class PgVectorStore:
         ]  # fmt: skip
 
         def work(conn: psycopg.Connection[Any]) -> bool:
-            if not (self._has_delta and self._has_version and self._has_image_uri):
+            if not (self._has_delta and self._has_version and self._has_late):
                 self._prepare(conn, create=True)  # an older table: bring it up to date
             with conn.transaction(), conn.cursor() as cur:
                 cur.execute(lock, (keys,))
@@ -373,10 +374,13 @@ class PgVectorStore:
 
         return self._run(f"delete {len(sources)} source(s)", work, create=False) or 0
 
-    def search(self, vector: npt.NDArray[np.float32], k: int = 5) -> list[dict[str, Any]]:
+    def search(self, vector: npt.NDArray[np.float32], k: int = 5,
+               where: SearchFilter | None = None) -> list[dict[str, Any]]:
         """Nearest chunks by cosine similarity, best first (``score`` = 1 - distance), with
         the keys LanceDBStore returns (``boxes`` a list of dicts, ``headings`` a list):
-        the HNSW table's k nearest and the side table's exact k nearest, merged."""
+        the HNSW table's k nearest and the side table's exact k nearest, merged.
+        ``where`` filters the HNSW scan's candidates (ef_search of them), so a filter
+        that few rows match may return fewer than k."""
         flat = np.asarray(vector, dtype=np.float32).reshape(-1)
         if flat.shape != (self.dim,):
             raise ValueError(f"query vector has {flat.size} values, the store holds {self.dim}")
@@ -385,23 +389,28 @@ class PgVectorStore:
         query = _vector_text(flat)
         part = sql.SQL(
             "(SELECT id, doc_id, source, chunk_index, kind, text, page_start, page_end,"
-            " headings, boxes, {version} {image} AS image_uri,"
+            " headings, boxes, {version} {late},"
             " vector <=> %(q)s::vector AS distance"
-            " FROM {t} ORDER BY vector <=> %(q)s::vector LIMIT %(k)s)"
+            " FROM {t}{where} ORDER BY vector <=> %(q)s::vector LIMIT %(k)s)"
         )
+        condition, params = where.pg_where() if where else ("", {})
 
         def work(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
-            # a table made before figure chunks, not yet written to, has no image_uri
-            image = sql.SQL("image_uri" if self._has_image_uri else "NULL::text")
+            # a table made before figure chunks or locations, not yet written to, lacks them
+            late = sql.SQL("image_uri, location" if self._has_late
+                           else "NULL::text AS image_uri, NULL::text AS location")
             # one statement: one snapshot of both tables, so a row being moved between
             # them is seen exactly once
             version = sql.SQL("sha256, config_hash,") if self._has_version else sql.SQL("")
-            main = part.format(t=sql.Identifier(self._table_name), version=version, image=image)
-            delta = part.format(t=sql.Identifier(self.delta_table), version=version, image=image)
+            clause = sql.SQL(condition)  # type: ignore[arg-type]  # fixed columns, bound values
+            main = part.format(t=sql.Identifier(self._table_name), version=version, late=late,
+                               where=clause)
+            delta = part.format(t=sql.Identifier(self.delta_table), version=version, late=late,
+                                where=clause)
             parts = [main, delta] if self._has_delta else [main]
             statement = sql.SQL(
                 "SELECT id, doc_id, source, chunk_index, kind, text, page_start, page_end,"
-                " headings, boxes, {version} image_uri, 1 - distance AS score"
+                " headings, boxes, {version} image_uri, location, 1 - distance AS score"
                 " FROM ({parts}) AS hits"
                 " ORDER BY distance LIMIT %(k)s"
             ).format(parts=sql.SQL(" UNION ALL ").join(parts), version=version)
@@ -412,7 +421,7 @@ class PgVectorStore:
                 )
                 if k > _EF_SEARCH_MAX:  # beyond HNSW's reach: exact scan
                     cur.execute("SELECT set_config('enable_indexscan', 'off', true)")
-                cur.execute(statement, {"q": query, "k": k})
+                cur.execute(statement, {"q": query, "k": k, **params})
                 return cur.fetchall()
 
         return [legacy_hit(hit) for hit in self._run("search", work, create=False) or []]
