@@ -19,6 +19,7 @@ Example::
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -28,8 +29,11 @@ from pydantic import BaseModel
 
 from folio.stores.search_filter import SearchFilter
 
+log = logging.getLogger(__name__)
+
 if TYPE_CHECKING:
     from folio.output.embeddings import Embedder
+    from folio.settings.config import EmbeddingSettings
     from folio.stores.base import VectorStore
 
 __all__ = ["Box", "Hit", "Index", "SearchFilter", "open_index"]
@@ -159,13 +163,12 @@ def open_index(
     """Open the index an ingest wrote, with the options ``folio ingest`` took: ``out``
     (LanceDB under ``OUT/.folio/vectors``), or ``store`` (``lancedb``/``pgvector``) and
     ``store_uri`` (a LanceDB folder or s3:// URI; a PostgreSQL DSN, else
-    ``FOLIO_PG_DSN``). Settings not given come from ``FOLIO_*`` as for ingest
-    (``FOLIO_EMBEDDING__MODEL_PATH`` for an index built with another embedding model:
-    a model whose dimension differs from the index's is refused).
+    ``FOLIO_PG_DSN``). Settings not given come from ``FOLIO_*`` as for ingest. Queries
+    are embedded with the model the index's rows name (:func:`index_embedder`).
 
     Raises:
-        ConfigError: bad settings, neither ``out`` nor a store URI, or an embedder whose
-            dimension is not the index's.
+        ConfigError: bad settings, neither ``out`` nor a store URI, or an index built
+            with a model these settings do not load (or of another dimension).
         NothingToDoError: no index at that place, or one with no chunks.
         StorageError: the store could not be reached (transient: retry).
     """
@@ -202,4 +205,33 @@ def open_index(
     opened = open_store(wanted, default_uri=default_uri, s3=config.s3, dim=embedder.dim)
     if opened.count() == 0:
         raise NothingToDoError(f"no vectors in {opened.name}: ingest into it first")
+    try:
+        embedder = index_embedder(opened.recorded_embedder(), embedder, config.embedding)
+    except ConfigError:
+        Index(opened, embedder).close()
+        raise
     return Index(opened, embedder)
+
+
+def index_embedder(recorded: str | None, configured: Embedder,
+                   settings: EmbeddingSettings) -> Embedder:
+    """The embedder to query an index with: the one its rows name. The packaged model
+    when they name it (whatever ``embedding.model_path`` says: the index decides); the
+    configured one when they name it too, or name none (rows written before folio
+    recorded it); else a ConfigError that names the index's model and the settings that
+    load it, never queries embedded in another model's space."""
+    from folio.errors import ConfigError
+    from folio.output.embeddings import PACKAGED_MODEL_ID, Embedder
+
+    if recorded is None or recorded == configured.model_id:
+        return configured
+    if recorded == PACKAGED_MODEL_ID:
+        packaged = Embedder(settings.model_copy(update={"model_path": None,
+                                                        "tokenizer_path": None}))
+        log.info("the index was built with the packaged embedding model: querying with it "
+                 "(embedding.model_path %s is not the index's)", settings.model_path)
+        return packaged
+    raise ConfigError(
+        f"the index was built with embedding model {recorded!r}, this process would embed "
+        f"queries with {configured.model_id!r}: set FOLIO_EMBEDDING__MODEL_PATH (and "
+        "FOLIO_EMBEDDING__TOKENIZER_PATH) to that model's files")

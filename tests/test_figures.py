@@ -222,8 +222,9 @@ def _with_images(doc_id: str) -> list[Chunk]:
     return rows
 
 
-#: the columns tables made before figure chunks and native Office reading lack, last
-LATE = ["image_uri", "location"]
+#: the columns tables made before figure chunks, native Office reading and recorded
+#: embedders lack, last
+LATE = ["image_uri", "location", "embedder"]
 
 
 def test_lancedb_rows_carry_image_uri_and_location_last_and_an_older_table_gets_them(
@@ -231,7 +232,7 @@ def test_lancedb_rows_carry_image_uri_and_location_last_and_an_older_table_gets_
     import lancedb
     import pyarrow as pa
 
-    assert chunk_schema(DIM).names[-2:] == LATE
+    assert chunk_schema(DIM).names[-3:] == LATE
     uri = str(tmp_path / "v")
     old = pa.schema([f for f in chunk_schema(DIM) if f.name not in LATE])
     row = {"id": "old-0", "doc_id": "old", "source": "a.pdf", "chunk_index": 0, "kind": "text",
@@ -243,7 +244,7 @@ def test_lancedb_rows_carry_image_uri_and_location_last_and_an_older_table_gets_
     assert hit["id"] == "old-0" and _record({**hit, "score": 1.0})["image_uri"] is None
     assert _record({**hit, "score": 1.0})["location"] is None
     store.replace_document("d", _with_images("d"), vectors(2, 5))
-    assert lancedb.connect(uri).open_table("chunks").schema.names[-2:] == LATE
+    assert lancedb.connect(uri).open_table("chunks").schema.names[-3:] == LATE
     hits = {h["id"]: h for h in store.search(vectors(2, 5)[1], k=3)}
     assert {_record(h)["image_uri"] for h in hits.values()} == {
         None, "/out/d/figures/p1-1.png"}
@@ -266,7 +267,8 @@ def test_pgvector_rows_carry_image_uri_and_location_and_an_older_table_gets_them
     store.replace_document("a", chunks("a", 1), vectors(1, 1))  # makes the tables
     with psycopg.connect(pg_dsn, autocommit=True) as conn:  # as an older folio made them
         for name in (table, store.delta_table):
-            conn.execute(sql.SQL("ALTER TABLE {t} DROP COLUMN image_uri, DROP COLUMN location")
+            conn.execute(sql.SQL("ALTER TABLE {t} DROP COLUMN image_uri, DROP COLUMN location,"
+                                 " DROP COLUMN embedder")
                          .format(t=sql.Identifier(name)))
     older = open_store(StoreSettings(kind="pgvector", uri=pg_dsn, table=table),
                        default_uri="ignored", s3=S3Settings(), dim=DIM)
@@ -284,4 +286,4 @@ def test_pgvector_rows_carry_image_uri_and_location_and_an_older_table_gets_them
         cols = [r[0] for r in conn.execute(
             "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s)"
             " AND attnum > 0 AND NOT attisdropped ORDER BY attnum", (table,))]
-    assert cols[-2:] == LATE
+    assert cols[-3:] == LATE

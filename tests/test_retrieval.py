@@ -46,7 +46,7 @@ def _chunks() -> dict[str, list[Chunk]]:
 def write_index(settings: StoreSettings, out: str) -> None:
     embedder = Embedder(EmbeddingSettings())
     store = open_store(settings, default_uri=open_sink(out, S3Settings()).uri(VECTORS),
-                       s3=S3Settings(), dim=embedder.dim)
+                       s3=S3Settings(), dim=embedder.dim, embedder=embedder.model_id)
     for doc_id, chunks in _chunks().items():
         store.replace_document(doc_id, chunks, embedder.embed([embedding_text(c) for c in chunks]))
     getattr(store, "close", lambda: None)()
@@ -140,6 +140,38 @@ def test_pgvector_from_ingest_to_search_with_the_same_options(
     hits = json.loads(capsys.readouterr().out)
     assert hits and {h["source"] for h in hits} == {str(pdf)}
     assert all(h["page_start"] >= 1 for h in hits)
+    from folio.output.embeddings import PACKAGED_MODEL_ID
+
+    with folio.open_index(store="pgvector", table=pg_table) as opened:  # the ingest's rows
+        assert opened.store.recorded_embedder() == PACKAGED_MODEL_ID  # name their model
     # --out alone reads LanceDB, which this ingest never wrote: the message says what to give
     assert folio_command.main(["search", "revenue", "--out", out]) == cli.EXIT_NOTHING
     assert "--store-uri" in capsys.readouterr().err
+
+
+def test_the_index_names_its_embedder_and_is_queried_with_it(index: Index) -> None:
+    """The rows name the model that made them; an index opened with another model in the
+    settings is still queried with its own (the packaged one here), never another's."""
+    from folio.output.embeddings import PACKAGED_MODEL_ID
+
+    assert index.store.recorded_embedder() == PACKAGED_MODEL_ID
+    assert index.embedder.model_id == PACKAGED_MODEL_ID
+    assert index.search("revenue growth by region", k=1)[0].doc_id == "doc-a"
+
+
+def test_an_index_is_queried_with_the_model_its_rows_name() -> None:
+    from folio.output.embeddings import PACKAGED_MODEL_ID
+    from folio.retrieval import index_embedder
+
+    other = EmbeddingSettings(model_path="/models/e5-small.onnx",
+                              tokenizer_path="/models/tokenizer.json")
+    configured = Embedder(other)
+    # rows from before folio recorded it name none: the settings decide, as before
+    assert index_embedder(None, configured, other) is configured
+    assert index_embedder("onnx:e5-small.onnx", configured, other) is configured
+    # the index was built with the packaged model: it is used, whatever the settings say
+    packaged = index_embedder(PACKAGED_MODEL_ID, configured, other)
+    assert packaged.model_id == PACKAGED_MODEL_ID and packaged.settings.model_path is None
+    # a model the settings do not load: refused, naming it (no query in another space)
+    with pytest.raises(ConfigError, match="onnx:bge-small.onnx.*FOLIO_EMBEDDING__MODEL_PATH"):
+        index_embedder("onnx:bge-small.onnx", Embedder(EmbeddingSettings()), EmbeddingSettings())

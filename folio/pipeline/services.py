@@ -113,7 +113,8 @@ class Services:
 
                 default_uri = self.sink.uri(VECTORS)
                 self._store = open_store(
-                    self.config.store, default_uri=default_uri, s3=self.config.s3, dim=embedder.dim
+                    self.config.store, default_uri=default_uri, s3=self.config.s3,
+                    dim=embedder.dim, embedder=embedder.model_id,
                 )
             return self._store
 

@@ -32,9 +32,11 @@ def default_vector_uri(dest: str) -> str:
 
 
 def open_store(
-    settings: StoreSettings, *, default_uri: str, s3: S3Settings, dim: int
+    settings: StoreSettings, *, default_uri: str, s3: S3Settings, dim: int,
+    embedder: str | None = None,
 ) -> VectorStore:
-    """The configured store; ``settings.uri`` wins over ``default_uri``.
+    """The configured store; ``settings.uri`` wins over ``default_uri``; the rows it
+    writes name ``embedder``, the model that made their vectors (Embedder.model_id).
 
     Raises:
         ConfigError: an unknown kind, a URI the kind cannot use, or pgvector without a
@@ -58,6 +60,7 @@ def open_store(
             table=settings.table,
             storage_options=options,
             tuning=LanceTuning.from_settings(settings),
+            embedder=embedder,
         )
     if settings.kind == "pgvector":
         dsn = settings.uri or os.environ.get(PG_DSN_ENV)
@@ -82,5 +85,6 @@ def open_store(
             maintain_every_writes=settings.maintain_every_writes,
             maintain_every_rows=settings.maintain_every_rows,
             maintain_retry_s=settings.maintain_retry_s,
+            embedder=embedder,
         )
     raise ConfigError(f"unknown store.kind {settings.kind!r}")

@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # numpy only for the types: 0.3 s of a CLI start that stores 
     from folio.stores.search_filter import SearchFilter
 
 __all__ = [
+    "EMBEDDER_COLUMN",
     "IMAGE_URI_COLUMN",
     "LATE_COLUMNS",
     "LOCATION_COLUMN",
@@ -52,8 +53,11 @@ IMAGE_URI_COLUMN = "image_uri"
 #: where a chunk lies in a source without pages (a sheet's range, a slide: Chunk.location);
 #: tables made before it get it the same way
 LOCATION_COLUMN = "location"
+#: the embedding model that made a row's vector (folio.output.embeddings.Embedder.model_id):
+#: an index names its own embedder, so a reader embeds queries with the same one
+EMBEDDER_COLUMN = "embedder"
 #: the text columns added after a table's first columns, in their order at its end
-LATE_COLUMNS = (IMAGE_URI_COLUMN, LOCATION_COLUMN)
+LATE_COLUMNS = (IMAGE_URI_COLUMN, LOCATION_COLUMN, EMBEDDER_COLUMN)
 
 
 def box_records(chunk: Chunk) -> list[dict[str, Any]]:
@@ -157,6 +161,11 @@ class VectorStore(Protocol):
 
     def count(self, doc_id: str | None = None) -> int: ...
 
+    def recorded_embedder(self) -> str | None:
+        """The embedding model the index's rows name (one row's; rows written before
+        folio recorded it name none): None when no row names one."""
+        ...
+
 
 def check_vectors(
     doc_id: str, chunks: list[Chunk], vectors: npt.NDArray[np.float32], dim: int
@@ -234,3 +243,6 @@ class NullStore:
 
     def count(self, doc_id: str | None = None) -> int:
         return 0
+
+    def recorded_embedder(self) -> str | None:
+        return None

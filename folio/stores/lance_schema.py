@@ -13,9 +13,15 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from folio.models import Chunk
-from folio.stores.base import IMAGE_URI_COLUMN, LOCATION_COLUMN, VERSION_COLUMNS, box_records
+from folio.stores.base import (
+    EMBEDDER_COLUMN,
+    IMAGE_URI_COLUMN,
+    LOCATION_COLUMN,
+    VERSION_COLUMNS,
+    box_records,
+)
 
-__all__ = ["BOXES_TYPE", "IMAGE_URI", "LOCATION", "VERSION_COLUMNS", "chunk_schema"]
+__all__ = ["BOXES_TYPE", "EMBEDDER", "IMAGE_URI", "LOCATION", "VERSION_COLUMNS", "chunk_schema"]
 
 
 _RESULT_COLUMNS = [
@@ -51,6 +57,8 @@ BOXES_TYPE = pa.list_(pa.struct([
 IMAGE_URI = pa.field(IMAGE_URI_COLUMN, pa.string())
 #: where a chunk lies in a source without pages (``Shipments!A1:G51``, ``slide 3``)
 LOCATION = pa.field(LOCATION_COLUMN, pa.string())
+#: the embedding model that made the row's vector (Embedder.model_id)
+EMBEDDER = pa.field(EMBEDDER_COLUMN, pa.string())
 
 
 def chunk_schema(dim: int) -> pa.Schema:
@@ -72,11 +80,13 @@ def chunk_schema(dim: int) -> pa.Schema:
             # last: tables written before them get them added (LanceDBStore._check_schema)
             IMAGE_URI,
             LOCATION,
+            EMBEDDER,
         ]
     )
 
 
-def _rows(chunks: list[Chunk], vectors: npt.NDArray[np.float32], schema: pa.Schema) -> pa.Table:
+def _rows(chunks: list[Chunk], vectors: npt.NDArray[np.float32], schema: pa.Schema,
+          embedder: str | None = None) -> pa.Table:
     dim = vectors.shape[1]
     flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
     columns = {
@@ -94,6 +104,7 @@ def _rows(chunks: list[Chunk], vectors: npt.NDArray[np.float32], schema: pa.Sche
         "config_hash": [c.config_hash for c in chunks],
         "image_uri": [c.image_uri for c in chunks],
         "location": [c.location for c in chunks],
+        "embedder": [embedder] * len(chunks),
     }
     arrays = [pa.FixedSizeListArray.from_arrays(flat, dim) if f.name == "vector"
               else pa.array(columns[f.name], type=f.type) for f in schema]

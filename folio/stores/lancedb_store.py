@@ -53,6 +53,7 @@ from folio.stores.lance_indexes import (
 )
 from folio.stores.lance_schema import (
     _RESULT_COLUMNS,
+    EMBEDDER,
     IMAGE_URI,
     LOCATION,
     VERSION_COLUMNS,
@@ -86,9 +87,12 @@ class LanceDBStore:
         table: str = "chunks",
         storage_options: dict[str, str] | None = None,
         tuning: LanceTuning | None = None,
+        embedder: str | None = None,
     ) -> None:
         self.uri = uri
         self.dim = dim
+        #: the embedding model the rows written here are recorded with (EMBEDDER_COLUMN)
+        self.embedder = embedder
         self._table_name = table
         self._options = dict(storage_options or {})  # may hold credentials: never shown
         self._schema = chunk_schema(dim)
@@ -152,9 +156,10 @@ class LanceDBStore:
         """A table written by an earlier folio gets the columns it lacks, NULL in its old
         rows (which the next write of each source replaces): the version columns (before
         rows carried their version, docs/index-sync.md), ``image_uri`` (before figure
-        chunks) and ``location`` (before Office files were read natively). Reads and writes
-        then see one schema. Idempotent when workers race."""
-        missing = [c for c in (*VERSION_COLUMNS, IMAGE_URI.name, LOCATION.name)
+        chunks), ``location`` (before Office files were read natively) and ``embedder``
+        (before an index named its model). Reads and writes then see one schema.
+        Idempotent when workers race."""
+        missing = [c for c in (*VERSION_COLUMNS, IMAGE_URI.name, LOCATION.name, EMBEDDER.name)
                    if c not in table.schema.names]
         if not missing:
             return
@@ -233,7 +238,7 @@ class LanceDBStore:
         try:
             if chunks:
                 vectors = np.concatenate([entry.vectors for entry in batch], axis=0)
-                self._upsert(table, _rows(chunks, vectors, self._schema))
+                self._upsert(table, _rows(chunks, vectors, self._schema, self.embedder))
             self._delete_stale(table, batch, chunks)
         except Exception as exc:
             raise StorageError(
@@ -470,6 +475,19 @@ class LanceDBStore:
         for row in rows:
             row["score"] = 1.0 - float(row.pop("_distance"))
         return [legacy_hit(row) for row in rows]
+
+    def recorded_embedder(self) -> str | None:
+        """The embedding model one row names (rows written before it was recorded name
+        none; a table without the column: None)."""
+        table = self._open(create=False)
+        if table is None or EMBEDDER.name not in table.schema.names:
+            return None
+        try:
+            rows = (table.search().where(f"{EMBEDDER.name} IS NOT NULL")
+                    .select([EMBEDDER.name]).limit(1).to_list())
+        except Exception as exc:
+            raise StorageError(f"lancedb read {self.uri}: {self._describe(exc)}") from None
+        return str(rows[0][EMBEDDER.name]) if rows else None
 
     def count(self, doc_id: str | None = None) -> int:
         table = self._open(create=False)

@@ -23,7 +23,7 @@ _HNSW_MAX_DIM = 2000  # pgvector 0.6-0.8's limit for an HNSW index on vector(n)
 _COLUMNS = (
     "id", "doc_id", "source", "chunk_index", "kind", "text",
     "page_start", "page_end", "headings", "boxes", "vector", "sha256", "config_hash",
-    "image_uri", "location",
+    "image_uri", "location", "embedder",
 )  # fmt: skip
 
 
@@ -61,7 +61,8 @@ def create_tables(conn: psycopg.Connection[Any], table: str, delta_table: str, d
         " sha256 text,"
         " config_hash text,"
         " image_uri text,"  # a figure chunk crop (add_text_columns for older tables)
-        " location text"  # last: a place in a source without pages (likewise)
+        " location text,"  # a place in a source without pages (likewise)
+        " embedder text"  # last: the embedding model of the row's vector (likewise)
     ).format(dim=sql.Literal(dim))
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK_KEY,))

@@ -110,6 +110,7 @@ class PgVectorStore:
         maintain_every_writes: int = 20,
         maintain_every_rows: int = _DELTA_ROWS,
         maintain_retry_s: float = 30.0,
+        embedder: str | None = None,
     ) -> None:
         if not _TABLE_NAME.fullmatch(table):
             raise ConfigError(
@@ -120,6 +121,8 @@ class PgVectorStore:
             raise ConfigError(f"vector dimension {dim} must be positive")
         params = _parse_dsn(dsn)
         self.dim = dim
+        #: the embedding model the rows written here are recorded with (EMBEDDER_COLUMN)
+        self.embedder = embedder
         self.ef_search = ef_search  # HNSW candidates per search: recall against latency
         self._table_name = table
         self._shown = _shown(params)
@@ -330,6 +333,7 @@ class PgVectorStore:
                 c.id, c.doc_id, c.source, c.index, c.kind, c.text, c.page_start, c.page_end,
                 Jsonb(c.headings), Jsonb(box_records(c)), _vector_text(v),
                 c.sha256 or None, c.config_hash or None, c.image_uri, c.location,
+                self.embedder,
             )
             for entry in batch
             for c, v in zip(
@@ -439,6 +443,24 @@ class PgVectorStore:
             return int(row[0]) if row else 0
 
         return self._run("count", work, create=False) or 0
+
+    def recorded_embedder(self) -> str | None:
+        """The embedding model one row names, in either table (rows written before it
+        was recorded name none; a table without the column: None)."""
+
+        def work(conn: psycopg.Connection[Any]) -> str | None:
+            if not self._has_late:
+                return None
+            names = [self._table_name] + ([self.delta_table] if self._has_delta else [])
+            for name in names:
+                row = conn.execute(sql.SQL(
+                    "SELECT embedder FROM {t} WHERE embedder IS NOT NULL LIMIT 1").format(
+                        t=sql.Identifier(name))).fetchone()
+                if row:
+                    return str(row[0])
+            return None
+
+        return self._run("read its embedder", work, create=False)
 
     # --- upkeep -----------------------------------------------------------------------------
 
