@@ -55,6 +55,7 @@ from folio.stores.base import (
 )
 from folio.stores.pg_dsn import _parse_dsn, _secret_forms, _shown
 from folio.stores.pg_move import lock_documents, move_side_rows
+from folio.stores.pg_queries import count_statement, search_statement, tables_read
 from folio.stores.pg_schema import (
     _COLUMNS,
     _vector_text,
@@ -282,6 +283,9 @@ class PgVectorStore:
         self._ready, self._has_delta = True, has_delta
         return True
 
+    def _tables(self) -> list[str]:
+        return tables_read(self._table_name, self.delta_table, self._has_delta)
+
     def _create(self, conn: psycopg.Connection[Any]) -> None:
         create_tables(conn, self._table_name, self.delta_table, self.dim)
 
@@ -391,33 +395,12 @@ class PgVectorStore:
         if k < 1:
             return []
         query = _vector_text(flat)
-        part = sql.SQL(
-            "(SELECT id, doc_id, source, chunk_index, kind, text, page_start, page_end,"
-            " headings, boxes, {version} {late},"
-            " vector <=> %(q)s::vector AS distance"
-            " FROM {t}{where} ORDER BY vector <=> %(q)s::vector LIMIT %(k)s)"
-        )
         condition, params = where.pg_where() if where else ("", {})
 
         def work(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
-            # a table made before figure chunks or locations, not yet written to, lacks them
-            late = sql.SQL("image_uri, location" if self._has_late
-                           else "NULL::text AS image_uri, NULL::text AS location")
-            # one statement: one snapshot of both tables, so a row being moved between
-            # them is seen exactly once
-            version = sql.SQL("sha256, config_hash,") if self._has_version else sql.SQL("")
-            clause = sql.SQL(condition)  # type: ignore[arg-type]  # fixed columns, bound values
-            main = part.format(t=sql.Identifier(self._table_name), version=version, late=late,
-                               where=clause)
-            delta = part.format(t=sql.Identifier(self.delta_table), version=version, late=late,
-                                where=clause)
-            parts = [main, delta] if self._has_delta else [main]
-            statement = sql.SQL(
-                "SELECT id, doc_id, source, chunk_index, kind, text, page_start, page_end,"
-                " headings, boxes, {version} image_uri, location, 1 - distance AS score"
-                " FROM ({parts}) AS hits"
-                " ORDER BY distance LIMIT %(k)s"
-            ).format(parts=sql.SQL(" UNION ALL ").join(parts), version=version)
+            statement = search_statement(self._tables(), condition,
+                                         has_version=self._has_version,
+                                         has_late=self._has_late)
             with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
                 cur.execute(  # for this transaction only
                     "SELECT set_config('hnsw.ef_search', %s, true)",
@@ -434,11 +417,7 @@ class PgVectorStore:
         """Rows of ``doc_id`` (all rows: None) in both tables."""
 
         def work(conn: psycopg.Connection[Any]) -> int:
-            names = [self._table_name] + ([self.delta_table] if self._has_delta else [])
-            where = sql.SQL("") if doc_id is None else sql.SQL(" WHERE doc_id = %(d)s")
-            statement = sql.SQL("SELECT {sums}").format(sums=sql.SQL(" + ").join(
-                sql.SQL("(SELECT count(*) FROM {t}{w})").format(t=sql.Identifier(n), w=where)
-                for n in names))  # fmt: skip
+            statement = count_statement(self._tables(), doc_id is not None)
             row = conn.execute(statement, None if doc_id is None else {"d": doc_id}).fetchone()
             return int(row[0]) if row else 0
 
@@ -451,8 +430,7 @@ class PgVectorStore:
         def work(conn: psycopg.Connection[Any]) -> str | None:
             if not self._has_late:
                 return None
-            names = [self._table_name] + ([self.delta_table] if self._has_delta else [])
-            for name in names:
+            for name in self._tables():
                 row = conn.execute(sql.SQL(
                     "SELECT embedder FROM {t} WHERE embedder IS NOT NULL LIMIT 1").format(
                         t=sql.Identifier(name))).fetchone()
