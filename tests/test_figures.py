@@ -287,3 +287,25 @@ def test_pgvector_rows_carry_image_uri_and_location_and_an_older_table_gets_them
             "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s)"
             " AND attnum > 0 AND NOT attisdropped ORDER BY attnum", (table,))]
     assert cols[-3:] == LATE
+
+
+def test_pgvector_table_of_the_last_release_keeps_its_image_uri_before_any_write(
+        pg_dsn: str, pg_store: tuple[PgVectorStore, str]) -> None:
+    """A table written before location and embedder came in (it has image_uri): a
+    read-only search returns its crops, and NULL for the columns it lacks."""
+    store, table = pg_store
+    store.replace_document("d", _with_images("d"), vectors(2, 5))
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for name in (table, store.delta_table):
+            conn.execute(sql.SQL("ALTER TABLE {t} DROP COLUMN location, DROP COLUMN embedder")
+                         .format(t=sql.Identifier(name)))
+    older = open_store(StoreSettings(kind="pgvector", uri=pg_dsn, table=table),
+                       default_uri="ignored", s3=S3Settings(), dim=DIM)
+    assert isinstance(older, PgVectorStore)
+    try:
+        hits = [_record(h) for h in older.search(vectors(2, 5)[1], k=3)]
+        assert "/out/d/figures/p1-1.png" in {h["image_uri"] for h in hits}
+        assert {h["location"] for h in hits} == {None}
+        assert older.recorded_embedder() is None
+    finally:
+        older.close()

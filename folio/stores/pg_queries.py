@@ -3,9 +3,11 @@ what the tables hold, with fixed column names and bound values only. Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from psycopg import sql
+
+from folio.stores.base import IMAGE_URI_COLUMN, LOCATION_COLUMN
 
 __all__ = ["count_statement", "search_statement", "tables_read"]
 
@@ -24,17 +26,18 @@ def tables_read(table: str, delta_table: str, has_delta: bool) -> list[str]:
 
 
 def search_statement(tables: Sequence[str], condition: str, *, has_version: bool,
-                     has_late: bool) -> sql.Composed:
+                     late: Collection[str]) -> sql.Composed:
     """One statement over ``tables`` (one snapshot of both, so a row being moved between
     them is seen exactly once): each table's ``%(k)s`` nearest to ``%(q)s`` that
     ``condition`` admits, merged, best first, with ``score`` = 1 - distance. Columns a
     table made before them lacks (version, image_uri, location) come back NULL or not at
-    all, as LanceDB's rows do."""
-    late = sql.SQL("image_uri, location" if has_late
-                   else "NULL::text AS image_uri, NULL::text AS location")
+    all, as LanceDB's rows do; ``late`` names the late columns the tables have."""
+    read = sql.SQL(", ").join(
+        sql.Identifier(c) if c in late else sql.SQL("NULL::text AS {c}").format(
+            c=sql.Identifier(c)) for c in (IMAGE_URI_COLUMN, LOCATION_COLUMN))
     version = sql.SQL("sha256, config_hash,") if has_version else sql.SQL("")
     clause = sql.SQL(condition)  # type: ignore[arg-type]  # fixed columns, bound values
-    parts = [_PART.format(t=sql.Identifier(name), version=version, late=late, where=clause)
+    parts = [_PART.format(t=sql.Identifier(name), version=version, late=read, where=clause)
              for name in tables]
     return sql.SQL(
         "SELECT id, doc_id, source, chunk_index, kind, text, page_start, page_end,"

@@ -95,14 +95,20 @@ def _source_indexes(conn: psycopg.Connection[Any], names: tuple[str, ...]) -> No
             i=sql.Identifier(f"{name}_source_idx"), t=sql.Identifier(name)))
 
 
-def has_columns(conn: psycopg.Connection[Any], table: str, columns: tuple[str, ...]) -> bool:
-    """Whether ``table`` has every one of ``columns`` (a table made before a column came
-    in has not: the version columns, ``image_uri``)."""
-    row = conn.execute(
-        "SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass(%s)"
+def present_columns(conn: psycopg.Connection[Any], table: str,
+                    columns: tuple[str, ...]) -> frozenset[str]:
+    """Those of ``columns`` that ``table`` has (a table made before a column came in has
+    not: the version columns, ``image_uri``, ``location``, ``embedder``)."""
+    rows = conn.execute(
+        "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s)"
         " AND attname = ANY(%s) AND NOT attisdropped",
-        (sql.Identifier(table).as_string(conn), list(columns))).fetchone()
-    return row is not None and int(row[0]) == len(columns)
+        (sql.Identifier(table).as_string(conn), list(columns))).fetchall()
+    return frozenset(str(row[0]) for row in rows)
+
+
+def has_columns(conn: psycopg.Connection[Any], table: str, columns: tuple[str, ...]) -> bool:
+    """Whether ``table`` has every one of ``columns``."""
+    return present_columns(conn, table, columns) == frozenset(columns)
 
 
 def add_text_columns(conn: psycopg.Connection[Any], tables: tuple[str, ...],

@@ -45,6 +45,7 @@ from psycopg.types.json import Jsonb
 from folio.errors import ConfigError, StorageError
 from folio.models import Chunk
 from folio.stores.base import (
+    EMBEDDER_COLUMN,
     LATE_COLUMNS,
     VERSION_COLUMNS,
     DocumentVectors,
@@ -62,6 +63,7 @@ from folio.stores.pg_schema import (
     add_text_columns,
     create_tables,
     has_columns,
+    present_columns,
 )
 from folio.stores.search_filter import SearchFilter
 from folio.stores.upkeep import Upkeep
@@ -139,7 +141,9 @@ class PgVectorStore:
         self._ready = False  # the table was seen to exist with our dimension
         self._has_delta = False  # ... and its side table (tables made before it had none)
         self._has_version = False  # ... and its version columns (docs/index-sync.md)
-        self._has_late = True  # ... and its image_uri and location columns (see _prepare)
+        #: ... and which of its late columns (image_uri, location, embedder) it has: a
+        #: table of an older folio lacks some until its first write here (see _prepare)
+        self._late: frozenset[str] = frozenset(LATE_COLUMNS)
         self.maintain_every_writes = maintain_every_writes
         self.maintain_every_rows = maintain_every_rows
         self._maintain_retry_s = maintain_retry_s
@@ -276,12 +280,16 @@ class PgVectorStore:
         if create and not self._has_version:  # a table from before rows had versions
             add_text_columns(conn, tables, VERSION_COLUMNS, source_index=True)
             self._has_version = True
-        self._has_late = has_columns(conn, self._table_name, LATE_COLUMNS)
+        self._late = present_columns(conn, self._table_name, LATE_COLUMNS)
         if create and not self._has_late:  # made before figure chunks or locations: add them
             add_text_columns(conn, tables, LATE_COLUMNS)
-            self._has_late = True
+            self._late = frozenset(LATE_COLUMNS)
         self._ready, self._has_delta = True, has_delta
         return True
+
+    @property
+    def _has_late(self) -> bool:
+        return self._late == frozenset(LATE_COLUMNS)
 
     def _tables(self) -> list[str]:
         return tables_read(self._table_name, self.delta_table, self._has_delta)
@@ -400,7 +408,7 @@ class PgVectorStore:
         def work(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
             statement = search_statement(self._tables(), condition,
                                          has_version=self._has_version,
-                                         has_late=self._has_late)
+                                         late=self._late)
             with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
                 cur.execute(  # for this transaction only
                     "SELECT set_config('hnsw.ef_search', %s, true)",
@@ -428,7 +436,7 @@ class PgVectorStore:
         was recorded name none; a table without the column: None)."""
 
         def work(conn: psycopg.Connection[Any]) -> str | None:
-            if not self._has_late:
+            if EMBEDDER_COLUMN not in self._late:
                 return None
             for name in self._tables():
                 row = conn.execute(sql.SQL(
