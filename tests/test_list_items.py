@@ -171,3 +171,19 @@ def test_code_in_a_face_measured_monospaced_and_dingbat_bullets(corpus: Path) ->
                             "ON            HR_SCHEMA.EMPLOYEES AS EMPLOYEES") for c in code)
     items = [b.content for b in pages[2] if b.label == Label.LIST_ITEM.value]
     assert "Database performance and scalability" in items
+
+
+def test_a_long_code_block_with_a_language_is_cut_into_pieces_each_closed_bare() -> None:
+    """A model's fenced block (```python) longer than a chunk: every piece opens with the
+    block's fence and closes with a bare one (```python as a closing fence is no fence:
+    the rest of the markdown would be read as code)."""
+    code = "```python\n" + "\n".join(f"value_{n} = {n}" for n in range(40)) + "\n```"
+    blocks = [Block(label=Label.CODE.value, content=code, order=0)]
+    chunks = chunk_document(document([page(0, blocks)]), ChunkSettings(max_chars=120,
+                                                                     overlap_chars=0))
+    assert len(chunks) > 2
+    for chunk in chunks:
+        lines = chunk.text.split("\n")
+        assert lines[0] == "```python" and lines[-1] == "```", chunk.text
+    joined = [line for c in chunks for line in c.text.split("\n")[1:-1]]
+    assert joined == [f"value_{n} = {n}" for n in range(40)]

@@ -303,11 +303,12 @@ class _Chunker:
             self.text(fenced, page, block.bbox, whole=True)
             return
         inner = fenced.split("\n")
-        fence = inner[0]
-        room = max(1, limit - 2 * len(fence) - 2)
+        fence = inner[0]  # may name a language (a model's own fence: ```python)
+        close = fence[:len(fence) - len(fence.lstrip("`"))]  # a closing fence is bare
+        room = max(1, limit - len(fence) - len(close) - 2)
         for piece in pack([line for part in inner[1:-1] for line in code_line_split(part, room)],
                            room, "\n"):
-            self.text(f"{fence}\n{piece}\n{fence}", page, block.bbox, whole=True)
+            self.text(f"{fence}\n{piece}\n{close}", page, block.bbox, whole=True)
 
     def text(self, content: str, page: int, bbox: BBox | None, *, whole: bool = False) -> None:
         """Add text; ``whole``: a unit never cut (a fenced code piece within the limit)."""
