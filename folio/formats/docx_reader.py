@@ -90,7 +90,9 @@ class _Reader:
         for kind in ("footnotes", "endnotes"):
             self.notes[kind] = self._load_notes(by_type.get(kind, ""), kind[:-1])
         self._load_comments(by_type.get("comments", ""))
-        self.use_rendered = b"lastRenderedPageBreak" in (self.package.read(self.part) or b"")
+        # the body's own page marks (Word writes them as it lays pages out), read from the
+        # tree already parsed rather than the part inflated a second time
+        self.use_rendered = next(body.iter(f"{W}lastRenderedPageBreak"), None) is not None
         return body
 
     def _load_styles(self, root: etree._Element | None) -> None:
