@@ -188,3 +188,22 @@ def test_office_documents_are_skipped_with_a_reason_when_turned_off(tmp_path: Pa
     doc = run_pipeline([docx], tmp_path, office={"enabled": False}, **FAST)["off.docx"]
     assert doc.outcome is DocumentOutcome.SKIPPED
     assert doc.reason.startswith("Office document not read: office.enabled is off")
+
+
+def test_a_package_of_more_members_than_a_document_holds_is_refused_from_its_end_record(
+        tmp_path: Path) -> None:
+    """A DOCX with 20,001 members (a document holds dozens): too-large, from the count
+    its end record declares, through the bounded reader detection uses (the directory
+    itself is not read into memory: folio.formats.zip_directory)."""
+    import pytest
+
+    from folio.errors import BadInputError
+    from folio.formats.office_zip import MAX_MEMBERS, check_package
+
+    path = make_docx(tmp_path / "many.docx")
+    with zipfile.ZipFile(path, "a") as archive:
+        for n in range(MAX_MEMBERS + 1 - len(archive.infolist())):
+            archive.writestr(f"customXml/item{n}.xml", "")
+    with pytest.raises(BadInputError, match="over the 20000 members") as caught:
+        check_package(path, max_unpacked_mb=1024, max_ratio=200, max_part_mb=256)
+    assert caught.value.code == "too-large"

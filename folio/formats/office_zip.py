@@ -11,10 +11,10 @@ past it fails its CRC), so a lying directory makes a corrupt file, not a bomb.
 
 from __future__ import annotations
 
-import zipfile
 from pathlib import Path
 
 from folio.errors import BadInputError, OfficeConversionError
+from folio.formats.zip_directory import TooLarge, ZipError, central_directory
 
 __all__ = ["MAX_MEMBERS", "RATIO_FLOOR_BYTES", "check_package"]
 
@@ -43,27 +43,29 @@ def check_package(path: Path, *, max_unpacked_mb: int, max_ratio: int,
             ``zip-bomb`` (over the ratio).
     """
     try:
-        with zipfile.ZipFile(path) as archive:
-            members = archive.infolist()
-    except (zipfile.BadZipFile, OSError, ValueError) as err:
+        with path.open("rb") as handle:
+            # the bounded reader detection uses: a directory of a million entries is
+            # refused from its end record, never read into memory (issue 58)
+            members = central_directory(handle, path.stat().st_size, max_entries=MAX_MEMBERS)
+    except TooLarge as err:
+        raise BadInputError(f"the package's directory ({err}) is over the {MAX_MEMBERS} "
+                            "members an Office document holds", code="too-large") from None
+    except (ZipError, OSError) as err:
         raise OfficeConversionError(f"a broken ZIP package: {err}") from None
-    if len(members) > MAX_MEMBERS:
-        raise BadInputError(f"{len(members)} members in the package is over the "
-                            f"{MAX_MEMBERS} an Office document holds", code="too-large")
-    total = sum(m.file_size for m in members)
+    total = sum(m.size for m in members)
     if total > max_unpacked_mb << 20:
         raise BadInputError(
             f"the package unpacks to {total >> 20} MB, over the {max_unpacked_mb} MB limit "
             "(office.max_unpacked_mb)", code="too-large")
     for member in members:
-        if member.file_size >= RATIO_FLOOR_BYTES and (
-                member.file_size > max_ratio * max(member.compress_size, 1)):
+        if member.size >= RATIO_FLOOR_BYTES and (
+                member.size > max_ratio * max(member.compressed_size, 1)):
             raise BadInputError(
-                f"member {member.filename!r} unpacks {member.file_size >> 20} MB from "
-                f"{member.compress_size} bytes (over {max_ratio}x: office.max_ratio)",
+                f"member {member.name!r} unpacks {member.size >> 20} MB from "
+                f"{member.compressed_size} bytes (over {max_ratio}x: office.max_ratio)",
                 code="zip-bomb")
-        if (member.filename.endswith((".xml", ".rels")) and member.file_size > max_part_mb << 20
-                and not member.filename.startswith(_STREAMED)):
+        if (member.name.endswith((".xml", ".rels")) and member.size > max_part_mb << 20
+                and not member.name.startswith(_STREAMED)):
             raise BadInputError(
-                f"part {member.filename!r} is {member.file_size >> 20} MB of XML, over the "
+                f"part {member.name!r} is {member.size >> 20} MB of XML, over the "
                 f"{max_part_mb} MB a part may have (office.max_part_mb)", code="too-large")
