@@ -108,7 +108,7 @@ class Index:
 
     @property
     def name(self) -> str:
-        """Kind and location, e.g. ``lancedb:/out/.folio/vectors``."""
+        """Kind and location, e.g. ``lancedb:/out/_vectors``."""
         return self.store.name
 
     def count(self) -> int:
@@ -161,7 +161,7 @@ def open_index(
     settings: Mapping[str, Any] | None = None,
 ) -> Index:
     """Open the index an ingest wrote, with the options ``folio ingest`` took: ``out``
-    (LanceDB under ``OUT/.folio/vectors``), or ``store`` (``lancedb``/``pgvector``) and
+    (LanceDB under ``OUT/_vectors``), or ``store`` (``lancedb``/``pgvector``) and
     ``store_uri`` (a LanceDB folder or s3:// URI; a PostgreSQL DSN, else
     ``FOLIO_PG_DSN``). Settings not given come from ``FOLIO_*`` as for ingest. Queries
     are embedded with the model the index's rows name (:func:`index_embedder`).

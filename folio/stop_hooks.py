@@ -70,8 +70,17 @@ def end_within(seconds: float, code: int, message: str) -> None:
     timer.start()
 
 
+_sigterm_bounded = threading.Event()
+
+
 def end_after_sigterm() -> None:
-    """The bound on a run SIGTERM stopped: :data:`GRACE_S` for the orderly stop, then 143."""
+    """The bound on a run SIGTERM stopped: :data:`GRACE_S` for the orderly stop, then 143.
+    Once a process: the handlers that meet one SIGTERM (folio's own ahead of Prefect's,
+    the CLI's, the flow's) all call it, and one timer is the bound."""
+    with _lock:
+        if _sigterm_bounded.is_set():
+            return
+        _sigterm_bounded.set()
     end_within(GRACE_S, 143, f"folio: stopped by SIGTERM (the orderly stop took over "
                              f"{GRACE_S:g} s: cut short); a rerun resumes with the documents "
                              "not yet done")

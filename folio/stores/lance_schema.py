@@ -13,15 +13,9 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from folio.models import Chunk
-from folio.stores.base import (
-    EMBEDDER_COLUMN,
-    IMAGE_URI_COLUMN,
-    LOCATION_COLUMN,
-    VERSION_COLUMNS,
-    box_records,
-)
+from folio.stores.base import LATE_COLUMNS, VERSION_COLUMNS, box_records
 
-__all__ = ["BOXES_TYPE", "EMBEDDER", "IMAGE_URI", "LOCATION", "VERSION_COLUMNS", "chunk_schema"]
+__all__ = ["BOXES_TYPE", "LATE_COLUMNS", "VERSION_COLUMNS", "chunk_schema"]
 
 
 _RESULT_COLUMNS = [
@@ -53,13 +47,6 @@ BOXES_TYPE = pa.list_(pa.struct([
 ]))
 
 
-#: a figure chunk's crop (local path or s3:// URI; null for other chunks: folio.figures)
-IMAGE_URI = pa.field(IMAGE_URI_COLUMN, pa.string())
-#: where a chunk lies in a source without pages (``Shipments!A1:G51``, ``slide 3``)
-LOCATION = pa.field(LOCATION_COLUMN, pa.string())
-#: the embedding model that made the row's vector (Embedder.model_id)
-EMBEDDER = pa.field(EMBEDDER_COLUMN, pa.string())
-
 
 def chunk_schema(dim: int) -> pa.Schema:
     """Explicit schema: a fixed-size float32 vector column is what LanceDB indexes."""
@@ -78,9 +65,9 @@ def chunk_schema(dim: int) -> pa.Schema:
             pa.field("vector", pa.list_(pa.float32(), dim)),
             *(pa.field(name, pa.string()) for name in VERSION_COLUMNS),
             # last: tables written before them get them added (LanceDBStore._check_schema)
-            IMAGE_URI,
-            LOCATION,
-            EMBEDDER,
+            # a figure chunk's crop, a place in a source without pages, the embedding
+            # model (folio.stores.base.LATE_COLUMNS)
+            *(pa.field(name, pa.string()) for name in LATE_COLUMNS),
         ]
     )
 

@@ -39,6 +39,7 @@ import pyarrow as pa
 from folio.errors import ConfigError, StorageError
 from folio.models import Chunk
 from folio.stores.base import (
+    EMBEDDER_COLUMN,
     DocumentVectors,
     batch_label,
     check_batch,
@@ -53,9 +54,7 @@ from folio.stores.lance_indexes import (
 )
 from folio.stores.lance_schema import (
     _RESULT_COLUMNS,
-    EMBEDDER,
-    IMAGE_URI,
-    LOCATION,
+    LATE_COLUMNS,
     VERSION_COLUMNS,
     _rows,
     chunk_schema,
@@ -159,8 +158,7 @@ class LanceDBStore:
         chunks), ``location`` (before Office files were read natively) and ``embedder``
         (before an index named its model). Reads and writes then see one schema.
         Idempotent when workers race."""
-        missing = [c for c in (*VERSION_COLUMNS, IMAGE_URI.name, LOCATION.name, EMBEDDER.name)
-                   if c not in table.schema.names]
+        missing = [c for c in (*VERSION_COLUMNS, *LATE_COLUMNS) if c not in table.schema.names]
         if not missing:
             return
         try:
@@ -480,14 +478,14 @@ class LanceDBStore:
         """The embedding model one row names (rows written before it was recorded name
         none; a table without the column: None)."""
         table = self._open(create=False)
-        if table is None or EMBEDDER.name not in table.schema.names:
+        if table is None or EMBEDDER_COLUMN not in table.schema.names:
             return None
         try:
-            rows = (table.search().where(f"{EMBEDDER.name} IS NOT NULL")
-                    .select([EMBEDDER.name]).limit(1).to_list())
+            rows = (table.search().where(f"{EMBEDDER_COLUMN} IS NOT NULL")
+                    .select([EMBEDDER_COLUMN]).limit(1).to_list())
         except Exception as exc:
             raise StorageError(f"lancedb read {self.uri}: {self._describe(exc)}") from None
-        return str(rows[0][EMBEDDER.name]) if rows else None
+        return str(rows[0][EMBEDDER_COLUMN]) if rows else None
 
     def count(self, doc_id: str | None = None) -> int:
         table = self._open(create=False)

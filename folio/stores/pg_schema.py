@@ -16,6 +16,8 @@ import numpy.typing as npt
 import psycopg
 from psycopg import sql
 
+from folio.stores.base import LATE_COLUMNS
+
 #: advisory lock key (an arbitrary constant) serialising schema changes across processes:
 #: concurrent CREATE ... IF NOT EXISTS can still fail on PostgreSQL's catalog unique keys
 _DDL_LOCK_KEY = 0x466F6C69  # "Foli"
@@ -23,7 +25,7 @@ _HNSW_MAX_DIM = 2000  # pgvector 0.6-0.8's limit for an HNSW index on vector(n)
 _COLUMNS = (
     "id", "doc_id", "source", "chunk_index", "kind", "text",
     "page_start", "page_end", "headings", "boxes", "vector", "sha256", "config_hash",
-    "image_uri", "location", "embedder",
+    *LATE_COLUMNS,
 )  # fmt: skip
 
 
