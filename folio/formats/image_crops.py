@@ -18,20 +18,19 @@ from collections.abc import Callable
 from PIL import Image
 
 from folio.figures.crops import CropDone, CropSpec, encode
-from folio.formats.image_pages import answering
+from folio.formats.image_pages import POINTS_PER_INCH, answering
 from folio.formats.images import load_frame, resolution
 from folio.pdf.worker_protocol import CropJob, WorkerMessage
 
 __all__ = ["crop_box_px", "image_crops"]
 
-_POINTS_PER_INCH = 72.0
 
 
 def crop_box_px(spec: CropSpec, size: tuple[int, int], dpi: tuple[float, float]
                 ) -> tuple[int, int, int, int] | None:
     """The crop's box in the frame's pixels (left, top, right, bottom), clipped to the
     frame; None when nothing of it is left."""
-    fx, fy = dpi[0] / _POINTS_PER_INCH, dpi[1] / _POINTS_PER_INCH
+    fx, fy = dpi[0] / POINTS_PER_INCH, dpi[1] / POINTS_PER_INCH
     left, top = max(0, math.floor(spec.bbox.x0 * fx)), max(0, math.floor(spec.bbox.y0 * fy))
     right = min(size[0], math.ceil(spec.bbox.x1 * fx))
     bottom = min(size[1], math.ceil(spec.bbox.y1 * fy))
@@ -43,21 +42,19 @@ def crop_box_px(spec: CropSpec, size: tuple[int, int], dpi: tuple[float, float]
 def image_crops(job: CropJob, emit: Callable[[WorkerMessage], None]) -> None:
     """Answer a crop job for an image: ``ready``, then one ``crop`` line a crop (a crop
     that fails says why in its line), or one ``fatal`` when the image does not open."""
-    with answering(job, emit) as opened:
-        if opened is None:
+    with answering(job, emit, answers=len(job.crops)) as image:
+        if image is None:
             return
-        image, pages = opened
         frames: dict[int, tuple[Image.Image, tuple[float, float]]] = {}
         for spec in job.crops:
-            emit(WorkerMessage(crop=_crop(image, pages, frames, spec, job)))
+            emit(WorkerMessage(crop=_crop(image, frames, spec, job)))
 
 
-def _crop(image: Image.Image, pages: int,
-          frames: dict[int, tuple[Image.Image, tuple[float, float]]], spec: CropSpec,
-          job: CropJob) -> CropDone:
-    if not 0 <= spec.page < pages:
-        return CropDone(stem=spec.stem, error=f"no page {spec.page + 1} in {pages}")
-    try:
+def _crop(image: Image.Image, frames: dict[int, tuple[Image.Image, tuple[float, float]]],
+          spec: CropSpec, job: CropJob) -> CropDone:
+    if spec.page < 0:
+        return CropDone(stem=spec.stem, error=f"no page {spec.page + 1}")
+    try:  # a page past the image's last frame fails its seek, below
         if spec.page not in frames:
             frames.clear()  # one decoded frame at a time: a TIFF's pages can be large
             frame, tag = load_frame(image, spec.page, job.max_image_pixels)

@@ -26,6 +26,7 @@ import math
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from PIL import Image
 
@@ -53,11 +54,11 @@ from folio.pdf.worker_protocol import (
 )
 from folio.settings.config import RenderSettings
 
-__all__ = ["answering", "image_info", "model_image_px", "prepare_image_pages", "page_plan"]
+__all__ = ["POINTS_PER_INCH", "answering", "image_info", "model_image_px", "prepare_image_pages", "page_plan"]
 
 log = logging.getLogger(__name__)
 
-_POINTS_PER_INCH = 72.0
+POINTS_PER_INCH = 72.0
 
 
 def image_info(path: Path, max_pixels: int) -> PdfInfo:
@@ -70,7 +71,7 @@ def image_info(path: Path, max_pixels: int) -> PdfInfo:
         pages = frame_count(image)
         width, height = image.size
         (dx, dy), _ = resolution(width, height, dpi_tag(image))
-        longest = max(width * _POINTS_PER_INCH / dx, height * _POINTS_PER_INCH / dy)
+        longest = max(width * POINTS_PER_INCH / dx, height * POINTS_PER_INCH / dy)
     return PdfInfo(page_count=pages, encrypted=False, max_page_pt=longest,
                    producer=f"image/{(image.format or 'unknown').lower()}")
 
@@ -88,8 +89,8 @@ def model_image_px(sizing: ModelSizing, width_px: int, height_px: int) -> tuple[
 def page_plan(width_px: int, height_px: int, dpi: tuple[float, float],
               settings: RenderSettings) -> tuple[float, float, RenderPlan]:
     """The page's size in points and its render plan (pure arithmetic)."""
-    width_pt = width_px * _POINTS_PER_INCH / dpi[0]
-    height_pt = height_px * _POINTS_PER_INCH / dpi[1]
+    width_pt = width_px * POINTS_PER_INCH / dpi[0]
+    height_pt = height_px * POINTS_PER_INCH / dpi[1]
     if settings.model_sizing != "adaptive":
         w, h = model_image_px(settings.model_sizing, width_px, height_px)
         reason = f"{settings.model_sizing}'s size for a {width_px}x{height_px}px image -> {w}x{h}px"
@@ -97,7 +98,7 @@ def page_plan(width_px: int, height_px: int, dpi: tuple[float, float],
         if shrink < 1.0:
             w, h = max(1, math.floor(w * shrink)), max(1, math.floor(h * shrink))
             reason += f"; pixel caps -> {w}x{h}px"
-        return width_pt, height_pt, RenderPlan(dpi=w * _POINTS_PER_INCH / width_pt,
+        return width_pt, height_pt, RenderPlan(dpi=w * POINTS_PER_INCH / width_pt,
                                                width_px=w, height_px=h, reason=reason)
     plan = plan_page(width_pt, height_pt, min_font_pt=None, native_dpi=min(dpi),
                      settings=settings)
@@ -117,20 +118,24 @@ def _sized(image: Image.Image, width_px: int, height_px: int) -> Image.Image:
 
 
 @contextmanager
-def answering(request: WorkerRequest, emit: Callable[[WorkerMessage], None]
-              ) -> Iterator[tuple[Image.Image, int] | None]:
-    """The image of ``request`` opened and its frame count, after the ``ready`` line; None
-    after a ``fatal`` line when it does not open (a page batch's and a crop job's start)."""
+def answering(request: WorkerRequest, emit: Callable[[WorkerMessage], None], *,
+              answers: int, source: BinaryIO | None = None
+              ) -> Iterator[Image.Image | None]:
+    """The image of ``request`` (or ``source``, the same file opened at a later frame)
+    opened, after the ``ready`` line; None after a ``fatal`` line when it does not open
+    (a page batch's and a crop job's start). Its frames are not counted: the probe
+    counted them once, and counting walked every frame of a 10,000-page TIFF each time
+    (a frame past the last fails its page or crop)."""
     with ExitStack() as stack:
         try:
-            image = stack.enter_context(open_image(request.pdf, request.max_image_pixels))
-            pages = frame_count(image)
+            image = stack.enter_context(open_image(source or request.pdf,
+                                                   request.max_image_pixels))
         except FolioError as exc:
             emit(WorkerMessage(fatal=Fatal(code=exc.code, message=str(exc))))
             yield None
             return
-        emit(WorkerMessage(ready=pages))
-        yield image, pages
+        emit(WorkerMessage(ready=answers))
+        yield image
 
 
 def prepare_image_pages(job: WorkerJob, emit: Callable[[WorkerMessage], None],
@@ -147,14 +152,10 @@ def prepare_image_pages(job: WorkerJob, emit: Callable[[WorkerMessage], None],
             base = 0
         else:
             stack.callback(rebased.close)
-        try:
-            image = stack.enter_context(open_image(rebased or job.pdf, job.max_image_pixels))
-        except FolioError as exc:
-            emit(WorkerMessage(fatal=Fatal(code=exc.code, message=str(exc))))
+        image = stack.enter_context(answering(job, emit, answers=len(job.pages),
+                                              source=rebased))
+        if image is None:
             return
-        # the probe counted the frames once; counting them again here walked every frame
-        # of a 10,000-page TIFF for each batch (a seek past the last frame fails the page)
-        emit(WorkerMessage(ready=len(job.pages)))
         for index in job.pages:
             hooks(index)
             emit(WorkerMessage(page=_one_page(image, index, base, job, save)))
@@ -207,8 +208,8 @@ def _for_ocr(frame: Image.Image, pixels: Image.Image, plan: RenderPlan, width_pt
     if finer is None:
         return pixels, plan
     dpi, why = finer
-    width_px = max(1, math.floor(width_pt * dpi / _POINTS_PER_INCH))
-    height_px = max(1, math.floor(height_pt * dpi / _POINTS_PER_INCH))
+    width_px = max(1, math.floor(width_pt * dpi / POINTS_PER_INCH))
+    height_px = max(1, math.floor(height_pt * dpi / POINTS_PER_INCH))
     plan = plan.model_copy(update={"dpi": dpi, "width_px": width_px, "height_px": height_px,
                                    "reason": f"{plan.reason}; {why}"})
     return _sized(frame, width_px, height_px), plan
