@@ -54,7 +54,8 @@ from folio.pdf.worker_protocol import (
 )
 from folio.settings.config import RenderSettings
 
-__all__ = ["POINTS_PER_INCH", "answering", "image_info", "model_image_px", "prepare_image_pages", "page_plan"]
+__all__ = ["POINTS_PER_INCH", "answering", "image_info", "model_image_px", "page_plan",
+           "prepare_image_pages"]
 
 log = logging.getLogger(__name__)
 
