@@ -128,16 +128,19 @@ def convert_to_pdf(src: Path, work_dir: Path, *, timeout_s: float, memory_mb: in
     return convert(src, work_dir, "pdf", timeout_s=timeout_s, memory_mb=memory_mb)
 
 
-def convert_to_ooxml(src: Path, work_dir: Path, *, timeout_s: float, memory_mb: int) -> Path:
+def convert_to_ooxml(src: Path, work_dir: Path, *, timeout_s: float, memory_mb: int,
+                     kind: OfficeKind | None = None) -> Path:
     """Convert ``src`` (DOC, RTF, ODT; XLS, ODS; PPT, ODP; an encrypted OOXML package)
     into the OOXML format of its application (DOCX, XLSX, PPTX: :data:`OOXML_TARGET`),
-    which the native readers parse: :func:`convert`."""
-    return convert(src, work_dir, OOXML_TARGET[sniff_office(src).app], timeout_s=timeout_s,
-                   memory_mb=memory_mb)
+    which the native readers parse: :func:`convert`. ``kind``: what the caller already
+    sniffed from the file (sniffed here otherwise)."""
+    kind = kind or sniff_office(src)
+    return convert(src, work_dir, OOXML_TARGET[kind.app], timeout_s=timeout_s,
+                   memory_mb=memory_mb, kind=kind)
 
 
 def convert(src: Path, work_dir: Path, target: str, *, timeout_s: float,
-            memory_mb: int) -> Path:
+            memory_mb: int, kind: OfficeKind | None = None) -> Path:
     """Convert the Office document ``src`` into ``target`` (``pdf``, ``docx``, ``xlsx``,
     ``pptx``) inside ``work_dir``; return its path.
 
@@ -154,7 +157,7 @@ def convert(src: Path, work_dir: Path, target: str, *, timeout_s: float,
     soffice = find_soffice()
     if soffice is None:
         raise ConfigError(INSTALL_HINT)
-    kind = sniff_office(src)
+    kind = kind or sniff_office(src)  # the caller's, where it sniffed the file already
     work_dir.mkdir(parents=True, exist_ok=True)
     job = Path(tempfile.mkdtemp(prefix=".folio-office-", dir=work_dir))
     try:

@@ -76,7 +76,7 @@ def _reader(app: str, config: PipelineConfig) -> Callable[[Path], NativeRead]:
     return lambda path: read_pptx(path, speaker_notes=config.office.speaker_notes)
 
 
-def _convert(src: Path, work_dir: Path, config: PipelineConfig) -> Path:
+def _convert(src: Path, work_dir: Path, config: PipelineConfig, kind: OfficeKind) -> Path:
     """LibreOffice's OOXML of ``src``; ConfigError where the converter is missing here."""
     try:  # imported here: a checkout without the converter still reads DOCX, XLSX, PPTX
         office = importlib.import_module("folio.formats.office")
@@ -84,7 +84,7 @@ def _convert(src: Path, work_dir: Path, config: PipelineConfig) -> Path:
         raise ConfigError("this Office document needs folio.formats.office (LibreOffice's "
                           "conversion), which this installation lacks") from err
     return office.convert_to_ooxml(src, work_dir / "office", timeout_s=config.office.timeout_s,
-                            memory_mb=config.office.memory_mb)
+                                   memory_mb=config.office.memory_mb, kind=kind)
 
 
 def read_office(src: Path, work_dir: Path, config: PipelineConfig) -> NativeRead:
@@ -97,13 +97,13 @@ def read_office(src: Path, work_dir: Path, config: PipelineConfig) -> NativeRead
     """
     kind: OfficeKind = sniff_office(src)
     if kind.cfb or kind.extension not in _NATIVE[kind.app]:
-        return read_package(_convert(src, work_dir, config), kind.app, config)
+        return read_package(_convert(src, work_dir, config, kind), kind.app, config)
     try:
         return read_package(src, kind.app, config)
     except OfficeConversionError as first:
         log.info("%s: native read failed (%s); trying LibreOffice's OOXML", src, first)
         try:
-            converted = _convert(src, work_dir, config)
+            converted = _convert(src, work_dir, config, kind)
         except BadInputError:
             raise first from None
         return read_package(converted, kind.app, config)
