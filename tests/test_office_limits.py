@@ -203,7 +203,7 @@ def test_a_package_of_more_members_than_a_document_holds_is_refused_from_its_end
     path = make_docx(tmp_path / "many.docx")
     with zipfile.ZipFile(path, "a") as archive:
         for n in range(MAX_MEMBERS + 1 - len(archive.infolist())):
-            archive.writestr(f"customXml/item{n}.xml", "")
+            archive.writestr(f"padding/part{n}.xml", "")
     with pytest.raises(BadInputError, match="over the 20000 members") as caught:
         check_package(path, max_unpacked_mb=1024, max_ratio=200, max_part_mb=256)
     assert caught.value.code == "too-large"
