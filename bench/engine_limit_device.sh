@@ -99,9 +99,15 @@ case "${1:-}" in
     # the step that stops it stops it)
     kill -0 "$(cat /tmp/elim-owner-$p-$tag.pid 2>/dev/null)" 2>/dev/null \
       || { setsid sleep 1500 & echo $! > /tmp/elim-owner-$p-$tag.pid; }
+    # the host's CPU beside the raw client too, to set against the pipeline's (its run
+    # number on this server names the file, as the pipeline's does)
+    owner=$(cat /tmp/elim-owner-$p-$tag.pid) n=$(( $(cat /tmp/elim-served-$owner 2>/dev/null || echo 0) + 1 ))
+    echo $n > /tmp/elim-served-$owner
+    python3 bench/host_cpu.py --out "$OUT/host-cpu-served-$p-$tag-r$n.json" --seconds 590 & hc=$!
     $E served --preset "$p" --tag "$tag" --server-args "$extra" --folio-set "$sets" \
-      --owner-pid "$(cat /tmp/elim-owner-$p-$tag.pid)" > "$OUT/served-$p-$tag.log" 2>&1
-    tail -2 "$OUT/served-$p-$tag.log"
+      --owner-pid "$owner" > "$OUT/served-$p-$tag-r$n.log" 2>&1
+    kill $hc; wait $hc
+    tail -2 "$OUT/served-$p-$tag-r$n.log"
     ;;
   pipeline)
     # pipeline P [TAG SERVER_ARGS_JSON [FOLIO_SETTINGS_JSON]]: on the server `served` left
