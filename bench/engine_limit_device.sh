@@ -96,9 +96,10 @@ case "${1:-}" in
     wait_offline 600
     p=$2 tag=${3:-default} extra=${4:-[]} sets=${5:-[]}
     # a server `served` or a kept `pipeline` left stays (runs again on it: one owner, so
-    # the step that stops it stops it)
+    # the step that stops it stops it); the owner outlives any device session (30 min):
+    # at 1500 s it once ended a third Chandra run's server mid-phase
     kill -0 "$(cat /tmp/elim-owner-$p-$tag.pid 2>/dev/null)" 2>/dev/null \
-      || { setsid sleep 1500 & echo $! > /tmp/elim-owner-$p-$tag.pid; }
+      || { setsid sleep 5400 & echo $! > /tmp/elim-owner-$p-$tag.pid; }
     # the host's CPU beside the raw client too, to set against the pipeline's (its run
     # number on this server names the file, as the pipeline's does)
     owner=$(cat /tmp/elim-owner-$p-$tag.pid) n=$(( $(cat /tmp/elim-served-$owner 2>/dev/null || echo 0) + 1 ))
@@ -122,7 +123,7 @@ case "${1:-}" in
     fi
     if ! kill -0 "$(cat /tmp/elim-owner-$p-$tag.pid 2>/dev/null)" 2>/dev/null; then
       wait_offline 600  # no server from `served`: start it, unmeasured (start-up is not the run's)
-      setsid sleep 1500 & echo $! > /tmp/elim-owner-$p-$tag.pid
+      setsid sleep 5400 & echo $! > /tmp/elim-owner-$p-$tag.pid
       $E warm --preset "$p" --tag "$tag" --server-args "$extra" \
         --owner-pid "$(cat /tmp/elim-owner-$p-$tag.pid)" > "$OUT/warm-$p-$tag.log" 2>&1
     fi
