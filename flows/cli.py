@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from folio import cli
+from folio_prefect.deployments import warm_start
 
 #: how far before its request ``folio trigger --event --wait`` takes a document event as
 #: the answer (the clocks of this host and the worker's may differ by this much)
@@ -31,6 +32,7 @@ EVENT_SKEW_S = 5.0
 def cmd_ingest(args: argparse.Namespace) -> int:
     settings = cli.prepare_ingest(args)
     _use_local_prefect_server(quiet=args.quiet)
+    warm_start.reread_prefect_settings()  # in a warm child Prefect was imported before
     from folio_prefect.flows.ingest import ingest, run_report_of
 
     run = ingest
@@ -120,6 +122,7 @@ def _with_vllm_runner(args: argparse.Namespace, settings: dict[str, Any]) -> Any
 
 def cmd_trigger(args: argparse.Namespace) -> int:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    warm_start.reread_prefect_settings()
     from folio.settings.run_config import IngestRequest
     from folio_prefect.deployments import trigger as trig
 
@@ -201,12 +204,16 @@ _exit_code = cli.EXIT_INTERNAL  # what the process ends with if main() never ret
 
 
 def run() -> None:
-    """The ``folio`` command: :func:`main`, then an exit without the interpreter's
-    teardown. Freeing the objects of Prefect's thousands of modules one by one takes a
+    """The ``folio`` command: :func:`main` in a child of the warm server
+    (:mod:`folio_prefect.deployments.warm_start`), else here, then an exit without the
+    interpreter's teardown. Freeing the objects of Prefect's thousands of modules one by one takes a
     third of a second, a tenth of a cached rerun, and does nothing for the user: every
     exit handler still runs first (Prefect's log and event flushes included), then
     output is flushed and the process ends with main's exit code."""
     global _exit_code
+    status = warm_start.command()  # in a warm child, where Prefect is imported already
+    if status is not None:
+        warm_start.client.exit_with(status)
     atexit.register(_exit_now)  # registered before the run's own handlers: runs after them
     try:
         _exit_code = main()

@@ -35,6 +35,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from folio.errors import FolioError, TimeoutExpired, WorkerCrashedError
 from folio.security.redaction import child_env
+from folio.warm import client as warm
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -57,7 +58,7 @@ class ValidationChild:
     def __init__(self, reply_timeout_s: float = REPLY_TIMEOUT_S) -> None:
         self.reply_timeout_s = reply_timeout_s
         self._lock = threading.Lock()
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: subprocess.Popen[bytes] | warm.WarmChild | None = None
         self._stderr: IO[bytes] | None = None
         self.starts = 0  # children started, for tests and logs
 
@@ -101,13 +102,18 @@ class ValidationChild:
             self._stop()
 
     # --- the parent's side -------------------------------------------------------------
-    def _ensure(self) -> subprocess.Popen[bytes]:
+    def _ensure(self) -> subprocess.Popen[bytes] | warm.WarmChild:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
         self._stop()
         # a file, not a pipe, so a chatty child never blocks on it
         self._stderr = tempfile.TemporaryFile()
-        self._proc = subprocess.Popen(
+        # forked by the warm server where this process is one of its children (GX is
+        # imported there already: no 3-4 s import), else a new interpreter
+        self._proc = warm.spawn_module(
+            "folio.checks.validation_child", [], pipe_stdin=True, pipe_stdout=True,
+            stderr=self._stderr.fileno(), env=child_env(),
+        ) or subprocess.Popen(
             [sys.executable, "-m", "folio.checks.validation_child"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=child_env(),
         )
@@ -115,7 +121,7 @@ class ValidationChild:
         log.debug("validation child pid %d started", self._proc.pid)
         return self._proc
 
-    def _exchange(self, proc: subprocess.Popen[bytes], request: bytes) -> Any:
+    def _exchange(self, proc: subprocess.Popen[bytes] | warm.WarmChild, request: bytes) -> Any:
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(len(request).to_bytes(_HEADER, "big") + request)
         proc.stdin.flush()

@@ -53,10 +53,11 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
-from typing import IO, NoReturn
+from typing import IO, Any, NoReturn
 
 from folio.cpu_priority import lower_this_process, lower_this_session
 from folio.security.redaction import child_env
+from folio.warm import client as warm
 
 log = logging.getLogger(__name__)
 
@@ -113,9 +114,16 @@ class Zygote:
     def __init__(self, nice: int = 0) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            self._proc = subprocess.Popen(
+            # forked by the warm server where this process is one of its children (the
+            # page worker's modules are imported there already), else a new interpreter
+            proc = warm.spawn_module(
+                "folio.pdf.zygote", ["{fd3}", str(nice)], extra_fds=[theirs.fileno()],
+                new_session=nice > 0, env=child_env(),
+            )
+            self._proc: subprocess.Popen[Any] | warm.WarmChild = proc or subprocess.Popen(
                 [sys.executable, "-m", "folio.pdf.zygote", str(theirs.fileno()), str(nice)],
-                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
                 env=child_env(),  # the run's secrets stay in the run (the password: stdin)
                 # either way a Ctrl-C to the parent's group is the parent's to handle; a
                 # session of its own when its autogroup is to yield (module docstring)

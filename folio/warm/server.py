@@ -1,0 +1,298 @@
+"""The warm server: imports the modules it is told once, then forks a child per request.
+
+    python -m folio.warm.server SOCKET PRELOAD IDLE_S
+
+Started by :mod:`folio.warm.client` (never by hand), in a session of its own, with its
+caller's environment less secrets (:func:`folio.warm.identity.server_env`). It listens on
+``SOCKET`` (a folder only this user can enter; a connection from another user is closed
+unread), imports the comma-separated ``PRELOAD`` modules, and then only forks: it never
+runs a request itself. It ends after ``IDLE_S`` seconds without a request or a child.
+
+Single-threaded on purpose, so that a fork copies no lock another thread holds: BLAS is
+held to one thread here (OpenBLAS starts workers at numpy's import). LanceDB's background
+event loop is the one thread a preload may start; LanceDB restarts it in a forked child
+itself (``os.register_at_fork``), and the server never uses LanceDB, so the loop is idle
+when a child is forked. A preload module may define ``after_fork()``: it runs in each
+child once the caller's environment and working folder are in place (Prefect's settings
+are read again there, for instance).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import io
+import os
+import runpy
+import selectors
+import signal
+import socket
+import struct
+import sys
+import time
+import traceback
+import warnings
+from types import ModuleType
+from typing import NoReturn
+
+from folio.warm.wire import MAX_FDS, MAX_REQUEST, SOCKET_ENV, Request, send_int
+
+#: thread-count variables of the BLAS libraries numpy may be built with
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+#: how long a connected client may take to send its request
+REQUEST_TIMEOUT_S = 10.0
+
+
+class Server:
+    def __init__(self, path: str, preload: list[str], idle_s: float) -> None:
+        self.path = path
+        self.idle_s = idle_s
+        self.modules: list[ModuleType] = []
+        for name in BLAS_THREADS:
+            os.environ.setdefault(name, "1")
+        # LanceDB says so at every fork; the server never uses LanceDB (module docstring)
+        warnings.filterwarnings("ignore", message="lancedb fork support", category=RuntimeWarning)
+        for name in preload:
+            self.modules.append(importlib.import_module(name))
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # a dead server's (the client holds the start lock)
+        old = os.umask(0o177)
+        try:
+            self.sock.bind(path)
+        finally:
+            os.umask(old)
+        self.sock.listen(64)
+        self.inode = os.stat(path).st_ino
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        signal.set_wakeup_fd(self.wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        self.children: dict[int, socket.socket] = {}  # pid -> its client's connection
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.sock, selectors.EVENT_READ)
+        self.selector.register(self.wake_r, selectors.EVENT_READ)
+        self.last = time.monotonic()
+
+    def serve(self) -> None:
+        try:
+            while self.children or time.monotonic() - self.last < self.idle_s:
+                for key, _ in self.selector.select(timeout=min(60.0, self.idle_s)):
+                    if key.fileobj is self.sock:
+                        self._accept()
+                    elif key.fileobj == self.wake_r:
+                        os.read(self.wake_r, 4096)
+                        self._reap()
+                    else:
+                        self._client_event(key.data)
+                if self._replaced():
+                    break  # our socket was removed or another server took its name
+        finally:
+            self._close()
+
+    # --- requests ------------------------------------------------------------------------
+    def _accept(self) -> None:
+        conn, _ = self.sock.accept()
+        self.last = time.monotonic()
+        fds: list[int] = []
+        try:
+            uid = struct.unpack("3i", conn.getsockopt(
+                socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[1]
+            if uid != os.geteuid():
+                raise PermissionError(f"a connection from uid {uid}")
+            conn.settimeout(REQUEST_TIMEOUT_S)
+            data, fds, _, _ = socket.recv_fds(conn, MAX_REQUEST, MAX_FDS)
+            request = Request.decode(data)
+            if len(fds) < 3:
+                raise ValueError("a request without standard streams")
+            pid = self._fork(request, fds, conn)
+        except (OSError, ValueError, TypeError) as err:
+            print(f"folio warm server: request refused: {err}", file=sys.stderr, flush=True)
+            for fd in fds:
+                os.close(fd)
+            with contextlib.suppress(OSError):
+                send_int(conn, 0)
+            conn.close()
+            return
+        for fd in fds:
+            os.close(fd)
+        send_int(conn, pid)
+        conn.setblocking(False)
+        self.children[pid] = conn
+        self.selector.register(conn, selectors.EVENT_READ, pid)
+
+    def _fork(self, request: Request, fds: list[int], conn: socket.socket) -> int:
+        ready_r, ready_w = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            private = [self.sock.fileno(), self.wake_r, self.wake_w, self.selector.fileno(),
+                       ready_r, *(c.fileno() for c in self.children.values()), conn.fileno()]
+            _child(request, fds, ready_w, private, self.modules, self.path)
+        os.close(ready_w)
+        os.read(ready_r, 1)  # its own group (or session) first: a kill by group reaches it
+        os.close(ready_r)
+        return pid
+
+    def _client_event(self, pid: int) -> None:
+        conn = self.children.get(pid)
+        if conn is None:
+            return
+        try:
+            data = conn.recv(16)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:  # the client is gone: its child must not outlive it
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self.last = time.monotonic()
+            conn = self.children.pop(pid, None)
+            if conn is not None:
+                self.selector.unregister(conn)
+                with contextlib.suppress(OSError):
+                    conn.setblocking(True)
+                    send_int(conn, os.waitstatus_to_exitcode(status))
+                conn.close()
+
+    # --- lifetime ------------------------------------------------------------------------
+    def _replaced(self) -> bool:
+        try:
+            return os.stat(self.path).st_ino != self.inode
+        except OSError:
+            return True
+
+    def _close(self) -> None:
+        if not self._replaced():
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+        self.sock.close()
+        for pid, conn in self.children.items():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            conn.close()
+
+
+def _child(request: Request, fds: list[int], ready_w: int, private: list[int],
+           modules: list[ModuleType], path: str) -> NoReturn:
+    """In the forked child: become the caller's process, run the request, never return."""
+    code = 70
+    try:
+        if request.new_session:
+            os.setsid()
+        else:
+            os.setpgid(0, 0)
+        os.write(ready_w, b"1")
+        os.close(ready_w)
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for fd in private:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        _take_streams(fds)
+        os.umask(request.umask)
+        os.chdir(request.cwd)
+        os.environ.clear()
+        os.environ.update(request.env)
+        os.environ[SOCKET_ENV] = path  # its helpers are forked here too
+        _reopen_std_streams()
+        numbers = {f"{{fd{i}}}": str(fd) for i, fd in enumerate(fds) if i >= 3}
+        sys.argv = [numbers.get(a, a) for a in request.argv]
+        if request.path0:
+            sys.path[0] = request.path0
+        for module in modules:
+            hook = getattr(module, "after_fork", None)
+            if callable(hook):
+                hook()
+        code = _run(request)
+    except SystemExit as stop:
+        code = _exit_code(stop)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        # the interpreter's own ending, as a process of its own would have it
+        with contextlib.suppress(BaseException):
+            atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(BaseException):
+                stream.flush()
+        os._exit(code)
+
+
+def _run(request: Request) -> int:
+    if request.kind == "module":
+        runpy.run_module(request.target, run_name="__main__", alter_sys=True)
+        return 0
+    module, _, name = request.target.partition(":")
+    result = getattr(importlib.import_module(module), name)()
+    return result if isinstance(result, int) else 0
+
+
+def _exit_code(stop: SystemExit) -> int:
+    if stop.code is None:
+        return 0
+    if isinstance(stop.code, int):
+        return stop.code
+    print(stop.code, file=sys.stderr)
+    return 1
+
+
+def _take_streams(fds: list[int]) -> None:
+    """The caller's stdin, stdout and stderr as this process's 0, 1 and 2."""
+    for target, fd in enumerate(fds[:3]):
+        if fd != target:
+            os.dup2(fd, target)
+    for fd in fds[:3]:
+        if fd > 2 and fd not in fds[3:]:
+            os.close(fd)
+    for fd in fds[3:]:
+        os.set_inheritable(fd, False)
+
+
+def _reopen_std_streams() -> None:
+    """``sys.stdin/stdout/stderr`` made again for the new 0, 1 and 2, as the interpreter
+    makes them at its start (a terminal's stdout is line-buffered, a file's is not;
+    ``PYTHONUNBUFFERED`` and ``PYTHONIOENCODING`` count)."""
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    encoding, _, errors = (os.environ.get("PYTHONIOENCODING") or "").partition(":")
+    for name, fd, mode in (("stdin", 0, "r"), ("stdout", 1, "w"), ("stderr", 2, "w")):
+        try:
+            tty = os.isatty(fd)
+            raw = io.FileIO(fd, mode + "b", closefd=False)
+            buffered = io.BufferedReader(raw) if mode == "r" else io.BufferedWriter(raw)
+            stream = io.TextIOWrapper(
+                buffered, encoding=encoding or "utf-8",
+                errors=errors or ("backslashreplace" if name == "stderr" else "strict"),
+                line_buffering=(tty or name == "stderr") and mode == "w",
+                write_through=unbuffered and mode == "w")
+        except OSError:
+            continue
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+
+
+def main() -> None:
+    path, preload, idle_s = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    server = Server(path, [m for m in preload.split(",") if m], idle_s)
+    print(f"folio warm server {os.getpid()}: ready on {path}", file=sys.stderr, flush=True)
+    server.serve()
+
+
+if __name__ == "__main__":
+    main()
