@@ -23,6 +23,11 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 # environment, never from a run's settings (Prefect stores and shows those; a request with
 # one is refused: docs/security.md), so the suite's processes, and through them the
 # stacks' workers, have the keys here.
+# Every test's commands and workers start Python as before, not through a warm server
+# (folio.warm): a test's environment (its own Prefect home, settings, corpus) is a server
+# of its own, and hundreds of them would each hold a pre-imported process for an hour.
+# The warm path has tests of its own (tests/test_warm*.py), which turn it on.
+os.environ.setdefault("FOLIO_WARM", "0")
 os.environ.setdefault("FOLIO_S3__ACCESS_KEY_ID", "test")
 os.environ.setdefault("FOLIO_S3__SECRET_ACCESS_KEY", "test")
 

@@ -193,24 +193,21 @@ class WarmChild:
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            self._sock.setblocking(False)
             try:
-                self._take(self._sock.recv(8))
+                self._take(self._sock.recv(8, socket.MSG_DONTWAIT))
             except BlockingIOError:
                 pass
-            finally:
-                self._sock.setblocking(True)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
             self._sock.settimeout(timeout)
             try:
-                self._take(self._sock.recv(8))
+                data = self._sock.recv(8)
             except TimeoutError:
                 raise subprocess.TimeoutExpired(self.args, timeout or 0) from None
-            finally:
-                self._sock.settimeout(None)
+            self._sock.settimeout(None)
+            self._take(data)
         assert self.returncode is not None
         return self.returncode
 

@@ -237,7 +237,9 @@ def _child(request: Request, fds: list[int], ready_w: int, private: list[int],
 
 def _run(request: Request) -> int:
     if request.kind == "module":
-        runpy.run_module(request.target, run_name="__main__", alter_sys=True)
+        with warnings.catch_warnings():  # "found in sys.modules": preloaded, on purpose
+            warnings.filterwarnings("ignore", category=RuntimeWarning, module="runpy")
+            runpy.run_module(request.target, run_name="__main__", alter_sys=True)
         return 0
     module, _, name = request.target.partition(":")
     result = getattr(importlib.import_module(module), name)()

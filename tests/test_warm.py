@@ -1,0 +1,234 @@
+"""The warm server (folio.warm): a command forked from it is the caller's process in all
+that a program can see (streams, folder, umask, environment, exit status, signals), a
+changed configuration gets a server of its own, the child never outlives its caller, and
+nobody else's connection is served. Real processes throughout; the probe command is
+tests/warm_probe.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from folio.warm import identity
+from folio.warm.wire import Request, recv_int
+
+REPO = Path(__file__).resolve().parent.parent
+LAUNCH = ("from folio.warm import client; import sys; "
+          "s = client.run_command('call', 'tests.warm_probe:main', ['tests.warm_probe'], "
+          "['probe', *sys.argv[1:]]); client.exit_with(99 if s is None else s)")
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+
+
+@pytest.fixture()
+def runtime(tmp_path: Path) -> Path:
+    """A runtime folder of the test's own: its servers are the test's alone."""
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o700)
+    yield folder
+    for sock in (folder / "folio-warm").glob("*.sock"):  # stop what the test started
+        pid = _server_pid(sock)
+        if pid:
+            os.kill(pid, signal.SIGTERM)
+
+
+def _env(runtime: Path, **extra: str) -> dict[str, str]:
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "FOLIO_WARM": "1",
+           "FOLIO_WARM_IDLE_S": "120", "PYTHONPATH": str(REPO), **extra}
+    return env
+
+
+def _launch(runtime: Path, cwd: Path, *args: str, stdin: str = "", **extra: str,
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", LAUNCH, *args], cwd=cwd, text=True,
+                          input=stdin, capture_output=True, env=_env(runtime, **extra),
+                          timeout=240)
+
+
+def _server_pid(sock: Path) -> int | None:
+    log = sock.with_suffix(".log")
+    for line in log.read_text().splitlines() if log.exists() else []:
+        if line.startswith("folio warm server ") and "ready" in line:
+            return int(line.split()[3].rstrip(":"))
+    return None
+
+
+def _servers(runtime: Path) -> list[Path]:
+    return sorted((runtime / "folio-warm").glob("*.sock"))
+
+
+def test_a_child_is_the_callers_process_and_its_exit_is_the_callers(runtime: Path,
+                                                                     tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    facts = tmp_path / "facts.json"
+    done = _launch(runtime, work, str(facts), "3", "stdin", stdin="from the caller",
+                   FOLIO_PASSWORD="s3cret", SOME_SETTING="a")
+    assert done.returncode == 3, done.stderr
+    seen = json.loads(facts.read_text())
+    [sock] = _servers(runtime)
+    server = _server_pid(sock)
+    assert seen["ppid"] == server and seen["pgid"] == seen["pid"]  # forked, own group
+    assert seen["after_fork"] and seen["cwd"] == str(work)
+    assert seen["argv"] == ["probe", str(facts), "3", "stdin"]
+    assert seen["stdin"] == "from the caller" and f"probe {seen['pid']} says hello" in done.stdout
+    assert seen["env"]["FOLIO_PASSWORD"] == "s3cret" and seen["env"]["SOME_SETTING"] == "a"
+    # the long-lived server never holds the caller's secret
+    server_env = Path(f"/proc/{server}/environ").read_bytes().split(b"\0")
+    assert b"FOLIO_PASSWORD=s3cret" not in server_env and b"SOME_SETTING=a" in server_env
+
+    again = _launch(runtime, work, str(facts), "0", FOLIO_PASSWORD="other", SOME_SETTING="a")
+    assert again.returncode == 0 and json.loads(facts.read_text())["ppid"] == server
+    assert _servers(runtime) == [sock]  # a secret is not configuration: the same server
+
+    other = _launch(runtime, work, str(facts), "0", SOME_SETTING="b")
+    assert other.returncode == 0
+    assert json.loads(facts.read_text())["ppid"] != server and len(_servers(runtime)) == 2
+
+
+def test_signals_reach_the_child_and_it_dies_with_its_caller(runtime: Path,
+                                                             tmp_path: Path) -> None:
+    facts = tmp_path / "facts.json"
+    env = _env(runtime)
+    for sig, expect in ((signal.SIGTERM, -signal.SIGTERM), (signal.SIGKILL, None)):
+        facts.unlink(missing_ok=True)
+        proc = subprocess.Popen([sys.executable, "-c", LAUNCH, str(facts), "0", "sleep", "60"],
+                                cwd=tmp_path, env=env, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while not facts.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        child = json.loads(facts.read_text())["pid"]
+        proc.send_signal(sig)
+        code = proc.wait(timeout=30)
+        if expect is not None:  # relayed: the child ended by it, and the caller the same way
+            assert code == expect
+        _wait_gone(child)  # SIGKILL cannot be relayed: the server kills the orphan
+
+
+def test_a_helper_is_forked_by_the_same_server(runtime: Path, tmp_path: Path) -> None:
+    facts = tmp_path / "facts.json"
+    done = _launch(runtime, tmp_path, str(facts), "0", "helper")
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(facts.read_text())
+    helper = seen["helper"]
+    assert helper["code"] == 7 and helper["answer"].split() == [str(seen["ppid"]), "ping"]
+
+
+def test_off_or_unreachable_means_a_new_interpreter(runtime: Path, tmp_path: Path) -> None:
+    facts = tmp_path / "facts.json"
+    off = _launch(runtime, tmp_path, str(facts), "0", FOLIO_WARM="0")
+    assert off.returncode == 99 and not facts.exists()  # run_command said: run it yourself
+
+
+def test_the_server_ends_when_idle(runtime: Path, tmp_path: Path) -> None:
+    done = _launch(runtime, tmp_path, str(tmp_path / "f.json"), "0", FOLIO_WARM_IDLE_S="1")
+    assert done.returncode == 0
+    [sock] = _servers(runtime)
+    pid = _server_pid(sock)
+    assert pid is not None
+    _wait_gone(pid)
+    assert not sock.exists()
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+#: another user's client, with the standard library only: a well-formed request
+ATTACKER = """
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])
+r = dict(kind="module", target="os", argv=["x"], cwd="/", env={}, umask=18, path0="",
+         new_session=False, extra={})
+try:
+    socket.send_fds(s, [json.dumps(r).encode()], [0, 1, 2])
+    print(s.recv(8).hex() or "eof")
+except OSError as err:  # closed unread
+    print("refused", err.errno)
+"""
+
+
+def test_another_users_connection_is_not_served(tmp_path: Path) -> None:
+    if os.geteuid() != 0 or not Path(SYSTEM_PYTHON).is_file():
+        pytest.skip("needs root (to connect as nobody) and /usr/bin/python3")
+    runtime = Path(tempfile.mkdtemp(prefix="folio-warm-test-", dir="/tmp"))
+    try:
+        _launch(runtime, tmp_path, str(tmp_path / "f.json"), "0")
+        [sock] = _servers(runtime)
+        # opened up on purpose: the folder (0700) and socket (0600) keep others out
+        # already; the server's own check of who connects is the second line
+        for path in (runtime, sock.parent):
+            path.chmod(0o711)
+        sock.chmod(0o666)
+        other = subprocess.run([SYSTEM_PYTHON, "-c", ATTACKER, str(sock)], capture_output=True,
+                               text=True, user="nobody", env={}, cwd="/", timeout=60)
+        answer = other.stdout.strip()
+        assert answer in ("0" * 16, "eof") or answer.startswith("refused"), other.stderr
+        assert "request refused: a connection from uid" in sock.with_suffix(".log").read_text()
+    finally:
+        for sock in _servers(runtime):
+            pid = _server_pid(sock)
+            if pid:
+                os.kill(pid, signal.SIGTERM)
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_a_request_from_the_same_user_carries_its_streams(runtime: Path,
+                                                          tmp_path: Path) -> None:
+    """The wire format itself: a request without three streams is refused, not run."""
+    _launch(runtime, tmp_path, str(tmp_path / "f.json"), "0")
+    [sock] = _servers(runtime)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(str(sock))
+    request = Request(kind="module", target="os", argv=["x"], cwd="/", env={})
+    socket.send_fds(s, [request.encode()], [0])
+    assert recv_int(s) in (0, None)
+    s.close()
+
+
+def test_the_name_follows_configuration_not_shell_noise_or_secrets() -> None:
+    base = {"PATH": "/usr/bin", "FOLIO_OCR__ENGINE": "vllm", "PWD": "/a",
+            "AWS_SECRET_ACCESS_KEY": "k1", "PREFECT__FLOW_RUN_ID": "1"}
+    name = identity.fingerprint(base, ["m"])
+    assert identity.fingerprint({**base, "PWD": "/b", "PREFECT__FLOW_RUN_ID": "2",
+                                 "AWS_SECRET_ACCESS_KEY": "k2"}, ["m"]) == name
+    assert identity.fingerprint({**base, "FOLIO_OCR__ENGINE": "tesseract"}, ["m"]) != name
+    assert identity.fingerprint(base, ["m", "n"]) != name
+    assert "AWS_SECRET_ACCESS_KEY" not in identity.server_env(base)
+
+
+def test_an_edited_source_file_changes_the_name(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = tmp_path / "folio"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "sub" / "m.py").write_text("x = 1\n")
+    out: list[tuple[str, int, int]] = []
+    identity._walk(str(tree), out)
+    monkeypatch.setattr(identity, "_source_stats", lambda: list(out))
+    before = identity.fingerprint({}, [])
+    (tree / "sub" / "m.py").write_text("x = 22\n")
+    out.clear()
+    identity._walk(str(tree), out)
+    assert identity.fingerprint({}, []) != before
+
+
+def _wait_gone(pid: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        stat = Path(f"/proc/{pid}/stat")
+        if stat.exists() and stat.read_text().split(") ")[-1].startswith("Z"):
+            return  # a zombie: ended, not yet reaped by a parent that is gone too
+        time.sleep(0.1)
+    raise AssertionError(f"process {pid} still runs")
