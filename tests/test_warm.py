@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Li
 
 
 @pytest.fixture()
-def runtime(tmp_path: Path) -> Path:
+def runtime(tmp_path: Path) -> Iterator[Path]:
     """A runtime folder of the test's own: its servers are the test's alone."""
     folder = tmp_path / "run"
     folder.mkdir(mode=0o700)
