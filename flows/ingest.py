@@ -212,7 +212,10 @@ def run_request(request: IngestRequest, *, report: str | None,
             write_report(interrupted_report(services, refs, request.out, started, how), report)
 
     stop_hooks.add(report_on_stop)
-    give_back_sigterm = stop_hooks.on_sigterm_first()
+    # a worker's cancel is acknowledged only while Prefect's SIGTERM handler is the
+    # process's own (else the cancelled run ends Crashed): folio's steps aside then
+    give_back_sigterm = (stop_hooks.on_sigterm_first() if not _worker_cancels_gracefully()
+                         else (lambda: None))
     try:
         found = discover_sources(request.sources, config.s3, config.sources,
                                  own=[request.out, str(config.work_dir)])
@@ -351,6 +354,16 @@ def finish_document(doc: DocumentResult, services: Services,
         if bar is not None:
             bar.__exit__(None, None, None)
         return load.fn(validate.fn(doc, services), services)
+
+
+def _worker_cancels_gracefully() -> bool:
+    """Whether this run is connected to its worker's control channel (Prefect 3.9: the
+    worker sends its cancel there first and ends the run Cancelled once the run says it
+    took it, which Prefect's run does only while its own SIGTERM handler is in place).
+    Without one (a CLI run, an older worker) folio's handler goes first, as before."""
+    from prefect._internal import control_listener
+
+    return bool(getattr(control_listener, "_started", False))
 
 
 def _in_this_context(fn: Callable[[SourceRef], T]) -> Callable[[SourceRef], T]:

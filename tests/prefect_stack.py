@@ -147,10 +147,11 @@ def _create_process_pools(api_url: str, names: tuple[str, ...]) -> None:
 
 def start_prefect_stack(home: Path, deployments: tuple[str, ...] = ("document",), *,
                         server_env: dict[str, str] | None = None, worker: bool = True,
-                        ) -> PrefectStack:
+                        env: dict[str, str] | None = None) -> PrefectStack:
     """Server, work pool, ``prefect deploy --name`` of ``deployments`` (names in
     prefect.yaml), worker (unless not ``worker``); stopped on error. ``server_env``: the
-    server's own settings (its database, say)."""
+    server's own settings (its database, say); ``env``: more of everyone's environment
+    (the worker's and the commands' a test runs with ``stack.run``)."""
     port = _free_port()
     api = f"http://127.0.0.1:{port}/api"
     env = {
@@ -166,6 +167,7 @@ def start_prefect_stack(home: Path, deployments: tuple[str, ...] = ("document",)
         # moto's keys (tests.s3_server): a test gives its endpoint with the request
         # (--s3-endpoint-url); a local source never reaches S3
         "FOLIO_S3__ACCESS_KEY_ID": "test", "FOLIO_S3__SECRET_ACCESS_KEY": "test",
+        **(env or {}),
     }
     stack = PrefectStack(api_url=api, ui_url=f"http://127.0.0.1:{port}", home=home, env=env)
     try:

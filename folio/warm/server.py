@@ -118,6 +118,9 @@ class Server:
             return
         for fd in fds:
             os.close(fd)
+        # what the server ran, for whoever looks at its log (never the environment)
+        print(f"folio warm server: {pid} runs {request.target} in {request.cwd}",
+              file=sys.stderr, flush=True)
         send_int(conn, pid)
         conn.setblocking(False)
         self.children[pid] = conn
