@@ -40,7 +40,7 @@ def test_a_triggered_run_is_forked_warm_and_a_cancelled_one_stops(tmp_path: Path
     runtime.mkdir(mode=0o700)
     (tmp_path / "home").mkdir()
     stack = start_prefect_stack(tmp_path / "home", ("document",), env={
-        "FOLIO_WARM": os.environ.get("TW", "1"), "FOLIO_WARM_IDLE_S": "300", "XDG_RUNTIME_DIR": str(runtime)})
+        "FOLIO_WARM": "1", "FOLIO_WARM_IDLE_S": "300", "XDG_RUNTIME_DIR": str(runtime)})
     try:
         pdf = write_text_pdf(tmp_path / "one.pdf", report_pages(seed=31, n=1))
         done = stack.run(sys.executable, "-m", "folio_prefect.flows.cli", "trigger", str(pdf),
@@ -54,7 +54,7 @@ def test_a_triggered_run_is_forked_warm_and_a_cancelled_one_stops(tmp_path: Path
         assert doc["outcome"] == "ok" and doc["chunks"] > 0
         targets = [t for _, t in _runs(runtime)]
         # the trigger command and the flow run (and its page workers' zygote) were forked
-        assert os.environ.get("TW") == "0" or "folio_prefect.flows.cli:run" in targets and "prefect.engine" in targets
+        assert "folio_prefect.flows.cli:run" in targets and "prefect.engine" in targets
 
         # a long scan, cancelled once it runs: the run ends Cancelled, its process too
         long_pdf = write_scanned_pdf(tmp_path / "long.pdf",
@@ -64,7 +64,7 @@ def test_a_triggered_run_is_forked_warm_and_a_cancelled_one_stops(tmp_path: Path
         run_id = json.loads(started.stdout.splitlines()[-1])["flow_run_id"]
         with temporary_settings({PREFECT_API_URL: stack.api_url}), \
                 get_client(sync_client=True) as client:
-            child = 1 if os.environ.get("TW") == "0" else _wait_for(lambda: _engine_child(runtime, before=len(targets)), 180)
+            child = _wait_for(lambda: _engine_child(runtime, before=len(targets)), 180)
             _wait_for(lambda: client.read_flow_run(run_id).state_type.value == "RUNNING", 180)
             from prefect.states import Cancelling
 
