@@ -64,14 +64,17 @@ def test_a_triggered_run_is_forked_warm_and_a_cancelled_one_stops(tmp_path: Path
         run_id = json.loads(started.stdout.splitlines()[-1])["flow_run_id"]
         with temporary_settings({PREFECT_API_URL: stack.api_url}), \
                 get_client(sync_client=True) as client:
+            def state() -> str:
+                return str(getattr(client.read_flow_run(run_id).state_type, "value", ""))
+
             child = _wait_for(lambda: _engine_child(runtime, before=len(targets)), 180)
-            _wait_for(lambda: client.read_flow_run(run_id).state_type.value == "RUNNING", 180)
+            _wait_for(lambda: state() == "RUNNING", 180)
             from prefect.states import Cancelling
 
             client.set_flow_run_state(run_id, Cancelling(), force=True)
-            state = _wait_for(lambda: (s := client.read_flow_run(run_id).state_type.value)
-                              in ("CANCELLED", "CRASHED", "FAILED", "COMPLETED") and s, 180)
-        assert state == "CANCELLED", stack.log_tail()
+            ended = _wait_for(lambda: (s := state()) in ("CANCELLED", "CRASHED", "FAILED",
+                                                          "COMPLETED") and s, 180)
+        assert ended == "CANCELLED", stack.log_tail()
         _wait_for(lambda: not _alive(child), 60)
     finally:
         stack.stop()
