@@ -28,6 +28,10 @@ from typing import Any
 #: (the wall minus their sum) shows whatever a missing timestamp left out
 TOP_STAGES = ("trigger_start", "poll", "flow_start", "to_first_page", "pages", "finishing",
               "run_end", "after_end")
+#: ``folio ingest``'s stages, split by the report it writes (``--report``)
+CLI_STAGES = ("cli_start", "to_first_page", "pages", "finishing", "cli_end")
+STAGE_ORDER = ("trigger_start", "poll", "flow_start", "cli_start", "to_first_page", "pages",
+               "finishing", "run_end", "after_end", "cli_end")
 UNACCOUNTED = "unaccounted"
 #: the report's spans that come before a document's pages (folio.pipeline.prepare)
 PREPARING = ("fetch", "convert", "probe")
@@ -67,27 +71,56 @@ def pages_own_s(timing: dict[str, Any]) -> float | None:
 
 
 def stages(started: float, ended: float, facts: dict[str, Any]) -> dict[str, float]:
-    """A run split into :data:`TOP_STAGES` (seconds), the finishing spans' medians as
-    ``stage.NAME``, and ``unaccounted``. ``facts``: the server's first time (unix) of each
-    state type (``states``, with ``created``) and the report's ``timing``; ``started`` and
-    ``ended``: the command's own start and return (unix)."""
+    """A trigger's or event's run split into :data:`TOP_STAGES` (seconds), the report's
+    spans' medians as ``stage.NAME``, and ``unaccounted``. ``facts``: the server's first
+    time (unix) of each state type (``states``, with ``created``) and the report's
+    ``timing``; ``started`` and ``ended``: the command's own start and return (unix)."""
     st, timing = facts["states"], facts["timing"]
     final = next((st[k] for k in ("COMPLETED", "FAILED", "CRASHED") if k in st), ended)
     body = timing.get("started_unix") or st.get("RUNNING", final)
     out = {"trigger_start": st["created"] - started,
            "poll": st.get("PENDING", st["created"]) - st["created"],
            "flow_start": body - st.get("PENDING", st["created"])}
-    first, last, total = (timing.get(k) for k in ("first_page_s", "last_page_s", "seconds"))
-    if total is not None:
-        first = total if first is None else first
-        last = first if last is None else last
-        out |= {"to_first_page": first, "pages": last - first, "finishing": total - last,
-                "run_end": final - (body + total)}
-        for stage, span in (timing.get("finishing") or {}).items():
-            out[f"stage.{stage}"] = float(span["median_s"])
+    inside = _body(timing)
+    if inside:
+        out |= inside | {"run_end": final - (body + timing["seconds"])}
     out["after_end"] = ended - final
-    out[UNACCOUNTED] = (ended - started) - sum(out[k] for k in TOP_STAGES if k in out)
-    return {k: round(v, 3) for k, v in out.items()}
+    return _with_unaccounted(out, started, ended, TOP_STAGES)
+
+
+def cli_stages(started: float, ended: float, timing: dict[str, Any]) -> dict[str, float]:
+    """``folio ingest``'s wall split by its report's ``timing`` into :data:`CLI_STAGES`:
+    ``cli_start`` the command's start until the flow's body began (the process, its
+    imports, the local server's answer, the flow run's start), the body's stages as a
+    trigger's, ``cli_end`` the body's end until the command returned; empty when the
+    report has no timing."""
+    body = timing.get("started_unix")
+    inside = _body(timing)
+    if body is None or not inside:
+        return {}
+    out = {"cli_start": body - started, **inside,
+           "cli_end": ended - (body + timing["seconds"])}
+    return _with_unaccounted(out, started, ended, CLI_STAGES)
+
+
+def _body(timing: dict[str, Any]) -> dict[str, float]:
+    """The flow's body from its report: until the first page ended, the pages, the
+    finishing after the last page, and the report's spans (``stage.NAME``)."""
+    first, last, total = (timing.get(k) for k in ("first_page_s", "last_page_s", "seconds"))
+    if total is None:
+        return {}
+    first = total if first is None else first
+    last = first if last is None else last
+    out = {"to_first_page": first, "pages": last - first, "finishing": total - last}
+    for stage, span in (timing.get("finishing") or {}).items():
+        out[f"stage.{stage}"] = float(span["median_s"])
+    return out
+
+
+def _with_unaccounted(out: dict[str, float], started: float, ended: float,
+                      tiling: tuple[str, ...]) -> dict[str, float]:
+    out[UNACCOUNTED] = (ended - started) - sum(out[k] for k in tiling if k in out)
+    return {k: round(v, 3) + 0.0 for k, v in out.items()}  # + 0.0: no -0.0
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -121,9 +154,9 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def holding_stage(cell: dict[str, Any]) -> dict[str, Any]:
     """Which stage holds a cell's wall: the top-level stage with the largest median and
     the largest span inside the run (``stage.*``, the enclosing finish task left out);
-    None for a path that is not split (the CLI's)."""
+    None where the runs were not split."""
     medians = cell.get("stages_median_s") or {}
-    top = {k: v for k, v in medians.items() if k in TOP_STAGES}
+    top = {k: v for k, v in medians.items() if k in STAGE_ORDER}
     inner = {k: v for k, v in medians.items() if k.startswith("stage.") and k not in ENCLOSING}
     return {"stage": max(top, key=lambda k: top[k]) if top else None,
             "stage_median_s": max(top.values()) if top else None,
@@ -175,23 +208,29 @@ def compare(before_label: str, before: dict[str, Any], after_label: str,
 def _stage_order(keys: set[str]) -> list[str]:
     """The top-level stages in their order, then the spans inside the run (``stage.*``)
     by name, then the rest (``unaccounted``)."""
-    top = [k for k in TOP_STAGES if k in keys]
+    top = [k for k in STAGE_ORDER if k in keys]
     inner = sorted(k for k in keys if k.startswith("stage."))
-    rest = sorted(k for k in keys if k not in TOP_STAGES and not k.startswith("stage."))
+    rest = sorted(k for k in keys if k not in STAGE_ORDER and not k.startswith("stage."))
     return top + inner + rest
 
 
 def comparison_table(comparison: dict[str, Any]) -> str:
-    """The comparison as a markdown table: a row per cell's p50 and p95, then per stage."""
+    """The comparison as markdown: a table per cell, its rows the runs, the load, p50,
+    p95 and each stage's median, its columns before, after and the change."""
     b_label, a_label = (str(x) for x in comparison["labels"])
 
     def fmt(value: Any) -> str:
         return "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
-    lines = [f"| cell / figure (s) | {b_label} | {a_label} |", "|---|---|---|"]
+    def change(b: Any, a: Any) -> str:
+        return "-" if b is None or a is None else f"{a - b:+.3g}"
+
+    lines: list[str] = []
     for cell, row in comparison["cells"].items():
-        for key in ("runs", "load_1min_median", "p50_s", "p95_s"):
-            lines.append(f"| {cell} {key} | {fmt(row[key][0])} | {fmt(row[key][1])} |")
-        for stage, (b, a) in row["stages_median_s"].items():
-            lines.append(f"| {cell} {stage} (median) | {fmt(b)} | {fmt(a)} |")
-    return "\n".join(lines)
+        lines += ["", f"{cell}:", "", f"| figure (s) | {b_label} | {a_label} | change |",
+                  "|---|---|---|---|"]
+        figures = [(key, row[key]) for key in ("runs", "load_1min_median", "p50_s", "p95_s")]
+        figures += [(f"{stage} (median)", pair) for stage, pair in row["stages_median_s"].items()]
+        for name, (b, a) in figures:
+            lines.append(f"| {name} | {fmt(b)} | {fmt(a)} | {change(b, a)} |")
+    return "\n".join(lines[1:])

@@ -52,6 +52,15 @@ def test_a_run_without_its_report_shows_the_gap_as_unaccounted() -> None:
     assert out["unaccounted"] == pytest.approx(4.3)
 
 
+def test_cli_stages_tile_the_wall_from_the_report_alone() -> None:
+    out = stats.cli_stages(1000.0, 1008.0, _facts()["timing"])  # body 1003.0 + 4.0 s
+    assert out["cli_start"] == 3.0 and out["to_first_page"] == 1.0
+    assert out["cli_end"] == 1.0 and out["stage.probe"] == 0.3
+    assert sum(out[k] for k in stats.CLI_STAGES) == pytest.approx(8.0)
+    assert out["unaccounted"] == pytest.approx(0.0, abs=1e-3)
+    assert stats.cli_stages(1000.0, 1008.0, {}) == {}
+
+
 def test_pages_own_time_runs_from_the_document_ready_to_the_last_page() -> None:
     assert stats.pages_own_s(_facts()["timing"]) == 2.0  # 2.5 - the probe's end 0.5
     office = {"last_page_s": 3.0, "finishing": {"convert": {"last_end_s": 2.2}}}
@@ -91,7 +100,8 @@ def test_goals_met_missed_and_unmeasured() -> None:
                          "stages_median_s": {"flow_start": 0.4, "finishing": 1.6,
                                              "stage.finish": 1.5, "stage.validate": 1.1,
                                              "stage.vectors": 0.3, "unaccounted": 0.0}},
-        "pdf/cli": {"p50_s": 3.5},  # not split: no stage to name
+        "pdf/cli": {"p50_s": 3.5, "stages_median_s": {"cli_start": 2.1, "finishing": 0.9}},
+        "docx/cli": {"p50_s": 9.0},  # not a goal's cell
     }
     goals = stats.evaluate_goals(results)
     assert goals["pdf/trigger"]["met"] is True
@@ -101,7 +111,10 @@ def test_goals_met_missed_and_unmeasured() -> None:
     assert docx["met"] is False
     assert docx["held_by"]["stage"] == "finishing"
     assert docx["held_by"]["inner"] == "stage.validate"  # not the enclosing finish span
-    assert goals["pdf/cli"]["met"] is False and goals["pdf/cli"]["held_by"]["stage"] is None
+    assert goals["pdf/cli"]["met"] is False and goals["pdf/cli"]["held_by"]["stage"] == "cli_start"
+    assert goals["pdf/cli"]["held_by"]["inner"] is None
+    assert "docx/cli" not in goals
+    assert stats.holding_stage({"p50_s": 4.0})["stage"] is None  # runs not split
     assert goals["pdf10/trigger"]["met"] is None  # not measured in this label
 
 
@@ -130,9 +143,10 @@ def test_comparison_reads_old_entries_without_commit_or_settings() -> None:
     assert cell["stages_median_s"]["unaccounted"] == [None, 0.0]
     assert comparison["cells"]["pdf/cli"]["p50_s"] == [None, 2.7]
     table = stats.comparison_table(comparison)
-    assert "| cell / figure (s) | before | after |" in table
-    assert "| pdf/trigger p50_s | 49.07 | 2.9 |" in table
-    assert "| pdf/trigger stage.validate (median) | 14.7 | - |" in table
+    assert table.startswith("pdf/cli:\n\n| figure (s) | before | after | change |")
+    trigger = table[table.index("pdf/trigger:"):]
+    assert "| p50_s | 49.07 | 2.9 | -46.2 |" in trigger
+    assert "| stage.validate (median) | 14.7 | - | - |" in trigger
 
 
 def test_compare_flag_writes_the_comparison_beside_the_labels(tmp_path: Any,
@@ -144,7 +158,7 @@ def test_compare_flag_writes_the_comparison_beside_the_labels(tmp_path: Any,
     saved = json.loads(out.read_text())
     assert set(saved) == {"before", "after", "comparison"}
     assert saved["comparison"]["labels"] == ["before", "after"]
-    assert "| pdf/trigger p95_s | 4 | 4 |" in capsys.readouterr().out
+    assert "| p95_s | 4 | 4 | +0 |" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="no label nope"):
         one_document.compare_labels(out, "before", "nope")
 
@@ -156,3 +170,4 @@ def test_settings_list_what_differs_from_the_users_defaults() -> None:
     assert set(got) == {"PREFECT_WORKER_QUERY_SECONDS", "FOLIO_WARM", "FOLIO_OCR__ENGINE"}
     assert got["PREFECT_WORKER_QUERY_SECONDS"]["value"] == "2.0"
     assert "warm process" in got["FOLIO_WARM"]["reason"]
+    assert set(one_document.settings(None, {}, cli=True)) == {"folio ingest --report"}
