@@ -152,11 +152,12 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def holding_stage(cell: dict[str, Any]) -> dict[str, Any]:
-    """Which stage holds a cell's wall: the top-level stage with the largest median and
+    """Which stage holds a cell's wall: the top-level stage with the largest median (a
+    large ``unaccounted`` is named too: a split that went missing) and
     the largest span inside the run (``stage.*``, the enclosing finish task left out);
     None where the runs were not split."""
     medians = cell.get("stages_median_s") or {}
-    top = {k: v for k, v in medians.items() if k in STAGE_ORDER}
+    top = {k: v for k, v in medians.items() if k in STAGE_ORDER or k == UNACCOUNTED}
     inner = {k: v for k, v in medians.items() if k.startswith("stage.") and k not in ENCLOSING}
     return {"stage": max(top, key=lambda k: top[k]) if top else None,
             "stage_median_s": max(top.values()) if top else None,

@@ -115,6 +115,8 @@ def test_goals_met_missed_and_unmeasured() -> None:
     assert goals["pdf/cli"]["held_by"]["inner"] is None
     assert "docx/cli" not in goals
     assert stats.holding_stage({"p50_s": 4.0})["stage"] is None  # runs not split
+    gap = {"stages_median_s": {"flow_start": 1.0, "unaccounted": 4.0}}  # a split went missing
+    assert stats.holding_stage(gap)["stage"] == "unaccounted"
     assert goals["pdf10/trigger"]["met"] is None  # not measured in this label
 
 
