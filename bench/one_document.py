@@ -33,7 +33,8 @@ and by the report the run returns (``timing``, with the finishing stages' spans)
   the flow's modules, the pull step, the engine's Running state; forked from the warm
   process where there is one);
 - ``to_first_page`` / ``pages``: the flow's body until the first page ended (fetch,
-  the Office read or the probe, then the first page), and from it to the last page's end;
+  the Office read or the probe, then the first page; a natively read DOCX, XLSX or PPTX:
+  until its read ended), and from it to the last page's end;
 - ``finishing``: the last page until the flow's body ended (validation, embedding,
   outputs, the vector write, the done marker);
 - ``run_end``: the body's end until the run's final state;

@@ -61,13 +61,19 @@ def p95(values: list[float]) -> float:
 def pages_own_s(timing: dict[str, Any]) -> float | None:
     """The pages' own wall time of one run (the module's docstring), or None when the
     report does not say when the pages ended or when the document was ready for them."""
-    last = timing.get("last_page_s")
-    spans = timing.get("finishing") or {}
-    ready = [float(spans[s]["last_end_s"]) for s in PREPARING
-             if s in spans and "last_end_s" in spans[s]]
-    if last is None or not ready:
+    last, ready = timing.get("last_page_s"), ready_s(timing)
+    if last is None or ready is None:
         return None
-    return round(float(last) - max(ready), 3)
+    return round(float(last) - ready, 3)
+
+
+def ready_s(timing: dict[str, Any]) -> float | None:
+    """When the document was ready for its pages (seconds from the body's start): the end
+    of its last preparing span; None when the report has none."""
+    spans = timing.get("finishing") or {}
+    ends = [float(spans[s]["last_end_s"]) for s in PREPARING
+            if s in spans and "last_end_s" in spans[s]]
+    return max(ends) if ends else None
 
 
 def stages(started: float, ended: float, facts: dict[str, Any]) -> dict[str, float]:
@@ -105,11 +111,16 @@ def cli_stages(started: float, ended: float, timing: dict[str, Any]) -> dict[str
 
 def _body(timing: dict[str, Any]) -> dict[str, float]:
     """The flow's body from its report: until the first page ended, the pages, the
-    finishing after the last page, and the report's spans (``stage.NAME``)."""
+    finishing after the last page, and the report's spans (``stage.NAME``). A document
+    whose pages no page worker read (DOCX, XLSX, PPTX read natively: their reader makes
+    the pages) has its pages at the end of its read, so its validation and loading count
+    as finishing, not as the wait for a first page."""
     first, last, total = (timing.get(k) for k in ("first_page_s", "last_page_s", "seconds"))
     if total is None:
         return {}
-    first = total if first is None else first
+    if first is None:
+        first = ready_s(timing)
+        first = total if first is None else min(first, total)
     last = first if last is None else last
     out = {"to_first_page": first, "pages": last - first, "finishing": total - last}
     for stage, span in (timing.get("finishing") or {}).items():

@@ -61,6 +61,16 @@ def test_cli_stages_tile_the_wall_from_the_report_alone() -> None:
     assert stats.cli_stages(1000.0, 1008.0, {}) == {}
 
 
+def test_a_natively_read_office_document_finishes_after_its_read() -> None:
+    timing = {"started_unix": 1003.0, "first_page_s": None, "last_page_s": None,
+              "seconds": 8.0, "finishing": {"convert": {"median_s": 0.3, "last_end_s": 0.4},
+                                            "validate": {"median_s": 5.8, "last_end_s": 6.5}}}
+    out = stats.cli_stages(1000.0, 1011.5, timing)
+    assert out["to_first_page"] == 0.4 and out["pages"] == 0.0 and out["finishing"] == 7.6
+    assert out["unaccounted"] == 0.0
+    assert stats.pages_own_s(timing) is None
+
+
 def test_pages_own_time_runs_from_the_document_ready_to_the_last_page() -> None:
     assert stats.pages_own_s(_facts()["timing"]) == 2.0  # 2.5 - the probe's end 0.5
     office = {"last_page_s": 3.0, "finishing": {"convert": {"last_end_s": 2.2}}}
