@@ -14,8 +14,10 @@ so the figures say what any such document costs):
 - ``pdf10``: a ten-page born-digital PDF of the same pages.
 
 Stack: a real ``prefect server start`` (own home, free port), the ``document`` deployment
-from prefect.yaml deployed with the CLI, one process worker on ``folio-cpu`` started as the
-README says, run from the repository root (so it reads the repository's Prefect settings,
+from prefect.yaml deployed with the CLI, the pools applied as the README says
+(``folio_prefect.deployments.work_pools --apply``: folio-cpu with the cpu profile's
+environment; listed in the entry's ``pools``), one process worker on ``folio-cpu`` started
+as the README says, run from the repository root (so it reads the repository's Prefect settings,
 ``prefect.toml``, and prefect.yaml's work-pool command, as a team following the README
 does). The user's defaults otherwise: the test stack's thread limit and S3 keys are taken
 out of the runs' environment. What still differs from them is listed in the entry's
@@ -74,12 +76,15 @@ import time
 import uuid
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import one_document_stats as stats
+
+if TYPE_CHECKING:
+    from tests.prefect_stack import PrefectStack
 
 DOCS = ("pdf", "scan", "docx", "pdf10")
 PATHS = ("trigger", "event", "cli")
@@ -248,6 +253,16 @@ _PLUMBING = {"PREFECT_HOME", "PREFECT_API_URL", "PREFECT_UI_API_URL",
              "FOLIO_S3__ACCESS_KEY_ID", "FOLIO_S3__SECRET_ACCESS_KEY"}
 
 
+def apply_pools(stack: PrefectStack) -> list[str]:
+    """The pools as the README makes them (``work_pools --apply``): folio-cpu's template
+    carries the cpu profile's environment (the tesseract engine, its in-flight pages,
+    quiet task logs), which the test stack's plain process pool lacks."""
+    done = stack.run(sys.executable, "-m", "folio_prefect.deployments.work_pools", "--apply")
+    if done.returncode != 0:
+        raise RuntimeError(f"work_pools --apply failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return [line for line in done.stdout.splitlines() if line.strip()]
+
+
 def label_entry(args: argparse.Namespace) -> dict[str, Any]:
     from bench._measure import command, git
 
@@ -310,6 +325,7 @@ def main() -> None:
         (work / "home").mkdir()
         stack = start_prefect_stack(work / "home", deployments=("document",), worker=False)
         try:
+            entry["pools"] = apply_pools(stack)
             env = {k: v for k, v in stack.env.items() if k not in _REMOVED}  # user's defaults
             if args.query_seconds is not None:
                 env["PREFECT_WORKER_QUERY_SECONDS"] = str(args.query_seconds)
