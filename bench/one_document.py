@@ -5,16 +5,25 @@ trigger --wait`` on a warm deployment, a ``folio.ingest.requested`` event (``fol
 Documents (a new one per run, so nothing is cached; made here, not taken from the corpus,
 so the figures say what any such document costs):
 
-- ``pdf``: a one-page born-digital PDF (Ghostscript-made text);
-- ``scan``: the same kind of page as a 200-dpi image-only PDF (Tesseract reads it);
-- ``docx``: a one-page Word document (LibreOffice turns it into a PDF first);
-- ``pdf10``: a ten-page born-digital PDF.
+- ``pdf``: a one-page born-digital PDF (Ghostscript-made text: a title, a heading, three
+  paragraphs and a table), read from its text layer;
+- ``scan``: the same kind of page as a 200-dpi image-only PDF with scanner noise
+  (Tesseract reads it);
+- ``docx``: a one-page Word document (a heading and four paragraphs), read natively by
+  ``folio/formats/docx_reader.py``: no LibreOffice, no PDF;
+- ``pdf10``: a ten-page born-digital PDF of the same pages.
 
 Stack: a real ``prefect server start`` (own home, free port), the ``document`` deployment
-from prefect.yaml deployed with the CLI, one process worker on ``folio-cpu`` started as the
-README says, run from the repository root (so it reads the repository's Prefect settings, as
-a team following the README does). The worker's poll interval is whatever that gives, unless
-``--query-seconds`` sets ``PREFECT_WORKER_QUERY_SECONDS`` (listed in the result).
+from prefect.yaml deployed with the CLI, the pools applied as the README says
+(``folio_prefect.deployments.work_pools --apply``: folio-cpu with the cpu profile's
+environment; listed in the entry's ``pools``), one process worker on ``folio-cpu`` started
+as the README says, run from the repository root (so it reads the repository's Prefect settings,
+``prefect.toml``, and prefect.yaml's work-pool command, as a team following the README
+does). The user's defaults otherwise: the test stack's thread limit and S3 keys are taken
+out of the runs' environment. What still differs from them is listed in the entry's
+``settings`` with its reason: ``--query-seconds`` (``PREFECT_WORKER_QUERY_SECONDS``) when
+given, and any ``FOLIO_*`` or ``PREFECT_*`` variable of the bench's own environment
+(``FOLIO_WARM=0``, say, to measure without the warm process).
 
 Each trigger or event run is split by the flow run's own state history (server timestamps)
 and by the report the run returns (``timing``, with the finishing stages' spans):
@@ -22,27 +31,44 @@ and by the report the run returns (``timing``, with the finishing stages' spans)
 - ``trigger_start``: the command started until the server created the run (the CLI
   process's own start and imports, the request);
 - ``poll``: created until a worker took it (Pending): the worker's poll;
-- ``flow_start``: taken until the flow's body began (a new process: Python, Prefect, the
-  flow's modules, the pull step, the engine's Running state);
-- ``to_first_page`` / ``pages``: the flow's body until the first page, and from it to the
-  last (fetch, probe, conversion, then the pages);
+- ``flow_start``: taken until the flow's body began (a flow-run process: Python, Prefect,
+  the flow's modules, the pull step, the engine's Running state; forked from the warm
+  process where there is one);
+- ``to_first_page`` / ``pages``: the flow's body until the first page ended (fetch,
+  the Office read or the probe, then the first page; a natively read DOCX, XLSX or PPTX:
+  until its read ended), and from it to the last page's end;
 - ``finishing``: the last page until the flow's body ended (validation, embedding,
-  outputs, the vector write, the done marker: each stage's median span is listed too);
+  outputs, the vector write, the done marker);
 - ``run_end``: the body's end until the run's final state;
-- ``after_end``: the run's final state until the command returned (waiting for the run's
-  end and for the document's done event).
+- ``after_end``: the run's final state until the command returned (its wait for the run's
+  end and for the document's ``folio.document.indexed`` event);
+- ``unaccounted``: the command's wall minus the sum of the stages above. They tile the
+  wall, so it is about 0; where a timestamp is missing (no report) the gap shows here.
+- ``stage.NAME``: the report's own spans inside the run (``fetch``, ``convert``: the
+  Office read, ``probe``, ``validate``, ``embed``, ``vectors``, ``done-marker``; ``finish``
+  holds the finishing ones), each run's median span. They overlap the stages above.
+
+The CLI path (``folio ingest``, with ``--report`` beside OUT: listed in ``settings``) is
+split by its report into ``cli_start`` (the command's start until the flow's body began:
+the process, its imports, the local server, the flow run's start), the body's stages as
+above, ``cli_end`` (the body's end until the command returned) and ``unaccounted``. Each cell (document x path) gets
+p50 and p95 over its runs, the stages' medians and p95s, and its failures; each label its
+``goals``: issue 57 point 2 evaluated, a missed goal naming the stage that holds it.
+Percentiles and "pages' own time" are defined in bench/one_document_stats.py.
 
     .venv/bin/python bench/one_document.py --label after --runs 20
         # -> bench/results/one_document.json (one entry per --label)
+    .venv/bin/python bench/one_document.py --compare before after
+        # the two labels side by side, printed and saved as the file's "comparison"
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -50,14 +76,25 @@ import time
 import uuid
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import one_document_stats as stats
+
+if TYPE_CHECKING:
+    from tests.prefect_stack import PrefectStack
+
 DOCS = ("pdf", "scan", "docx", "pdf10")
 PATHS = ("trigger", "event", "cli")
 RESULT = ROOT / "bench" / "results" / "one_document.json"
+COMPARISON = "comparison"  # the result file's key for --compare's table (not a label)
+RUN_TIMEOUT_S = 600
+#: the test stack's settings that are not a user's (a thread limit for the suite, moto's
+#: keys), and its 1 s poll: the worker polls as prefect.toml says unless --query-seconds
+_REMOVED = {"OMP_THREAD_LIMIT", "FOLIO_S3__ACCESS_KEY_ID", "FOLIO_S3__SECRET_ACCESS_KEY",
+            "PREFECT_WORKER_QUERY_SECONDS"}
 
 _DOCX_TYPES = (
     '<?xml version="1.0" encoding="UTF-8" standalone="yes"?><Types xmlns="http://schemas.'
@@ -127,72 +164,144 @@ def run_facts(api_url: str, flow_run_id: str) -> dict[str, Any]:
     return {"states": seen, "timing": report.get("timing") or {}}
 
 
-def stages(started: float, ended: float, facts: dict[str, Any]) -> dict[str, float]:
-    """The run split into the stages listed in the module's docstring (seconds)."""
-    st, timing = facts["states"], facts["timing"]
-    final = next((st[k] for k in ("COMPLETED", "FAILED", "CRASHED") if k in st), ended)
-    body = timing.get("started_unix") or st.get("RUNNING", final)
-    out = {"trigger_start": st["created"] - started,
-           "poll": st.get("PENDING", st["created"]) - st["created"],
-           "flow_start": body - st.get("PENDING", st["created"])}
-    first, last, total = (timing.get(k) for k in ("first_page_s", "last_page_s", "seconds"))
-    if total is not None:
-        first = total if first is None else first
-        last = first if last is None else last
-        out |= {"to_first_page": first, "pages": last - first, "finishing": total - last,
-                "run_end": final - (body + total)}
-        for stage, span in (timing.get("finishing") or {}).items():
-            out[f"stage.{stage}"] = float(span["median_s"])
-    out["after_end"] = ended - final
-    return {k: round(v, 3) for k, v in out.items()}
-
-
 # --- one run of each path ----------------------------------------------------------------
 
 
 def one_run(path: str, env: dict[str, str], folio: Path, doc: Path, out: Path,
             api_url: str) -> dict[str, Any]:
+    """One command, timed; a trigger's or event's run split into its stages. A command
+    that fails or runs past RUN_TIMEOUT_S is a row with its exit code (124: timed out)."""
     load = os.getloadavg()[0]
+    report = out.with_name(f"{out.name}-report.json")  # the CLI's, beside OUT, not in it
+    report.unlink(missing_ok=True)
     argv = {"trigger": ["trigger", str(doc), "--out", str(out), "--wait"],
             "event": ["trigger", str(doc), "--out", str(out), "--event", "--wait"],
-            "cli": ["ingest", str(doc), "--out", str(out)]}[path]
+            "cli": ["ingest", str(doc), "--out", str(out), "--report", str(report)]}[path]
     started = time.time()
-    proc = subprocess.run([str(folio), *argv], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=600, check=False)
+    try:
+        proc = subprocess.run([str(folio), *argv], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=RUN_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        return {"load_1min": round(load, 2), "wall_s": round(time.time() - started, 3),
+                "exit": 124, "stderr": f"timed out after {RUN_TIMEOUT_S} s"}
     ended = time.time()
     row: dict[str, Any] = {"load_1min": round(load, 2), "wall_s": round(ended - started, 3),
                            "exit": proc.returncode}
     if proc.returncode != 0:
         row["stderr"] = proc.stderr[-800:]
         return row
-    if path != "cli":
+    if path == "cli":
+        with contextlib.suppress(OSError, ValueError):
+            timing = json.loads(report.read_text()).get("timing") or {}
+            row["stages"] = stats.cli_stages(started, ended, timing)
+            row["pages_own_s"] = stats.pages_own_s(timing)
+    else:
         lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
         run_id = next((d.get("flow_run_id") for d in reversed(lines) if d.get("flow_run_id")),
                       None)
         if run_id:
-            row["stages"] = stages(started, ended, run_facts(api_url, run_id))
+            facts = run_facts(api_url, run_id)
+            row["stages"] = stats.stages(started, ended, facts)
+            row["pages_own_s"] = stats.pages_own_s(facts["timing"])
     return row
 
 
-def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    ok = [r for r in rows if r["exit"] == 0]
-    walls = sorted(r["wall_s"] for r in ok)
-    out: dict[str, Any] = {"runs": len(rows), "failed": len(rows) - len(ok)}
-    if walls:
-        out |= {"p50_s": round(statistics.median(walls), 2),
-                "p95_s": round(walls[min(len(walls) - 1, round(0.95 * (len(walls) - 1)))], 2),
-                "load_1min_median": round(statistics.median(r["load_1min"] for r in ok), 2)}
-        keys = sorted({k for r in ok for k in r.get("stages", {})})
-        if keys:
-            out["stages_median_s"] = {
-                k: round(statistics.median(r["stages"][k] for r in ok if k in r.get("stages", {})),
-                         3) for k in keys}
+# --- what a label records ----------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    """The host's facts a reader needs to judge the walls (the load is per run)."""
+    cpu = ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as fh:
+        cpu = next((line.split(":", 1)[1].strip() for line in fh
+                    if line.startswith("model name")), "")
+    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return {"cores": os.cpu_count(), "cpu": cpu, "memory_gib": round(pages / 2**30, 1),
+            "load_1min_at_start": round(os.getloadavg()[0], 2)}
+
+
+def settings(query_seconds: float | None, environ: dict[str, str], *, cli: bool = False
+             ) -> dict[str, Any]:
+    """Every setting of the runs that differs from a user's defaults, with its reason
+    (expected: none). The bench's own environment reaches the runs (the stack copies it),
+    so a FOLIO_ or PREFECT_ variable set there is a change, FOLIO_WARM above all."""
+    out: dict[str, Any] = {}
+    if cli:
+        out["folio ingest --report"] = {
+            "value": "a file beside OUT",
+            "reason": "the run report's timing splits the CLI's wall into stages; writing "
+                      "one small JSON file at the run's end is all it adds"}
+    if query_seconds is not None:
+        out["PREFECT_WORKER_QUERY_SECONDS"] = {
+            "value": str(query_seconds),
+            "reason": "--query-seconds: the worker's poll as the measured code's README set "
+                      "it (prefect.toml's worker.query_seconds otherwise)"}
+    for key in sorted(environ):
+        if key == "FOLIO_WARM":
+            out[key] = {"value": environ[key], "reason": "set in the bench's environment: "
+                        "FOLIO_WARM=0 runs without the warm process (the default is on)"}
+        elif key.startswith(("FOLIO_", "PREFECT_")) and key not in _PLUMBING:
+            out[key] = {"value": environ[key],
+                        "reason": "set in the bench's environment, reaches every run"}
     return out
+
+
+#: variables of the bench's environment that do not reach the runs as set: the stack
+#: replaces them (its own server, home) or the bench removes them
+_PLUMBING = {"PREFECT_HOME", "PREFECT_API_URL", "PREFECT_UI_API_URL",
+             "PREFECT_WORKER_QUERY_SECONDS", "FOLIO_PREFECT_HOME", "FOLIO_CORPUS_DIR",
+             "FOLIO_S3__ACCESS_KEY_ID", "FOLIO_S3__SECRET_ACCESS_KEY"}
+
+
+def apply_pools(stack: PrefectStack) -> list[str]:
+    """The pools as the README makes them (``work_pools --apply``): folio-cpu's template
+    carries the cpu profile's environment (the tesseract engine, its in-flight pages,
+    quiet task logs), which the test stack's plain process pool lacks."""
+    done = stack.run(sys.executable, "-m", "folio_prefect.deployments.work_pools", "--apply")
+    if done.returncode != 0:
+        raise RuntimeError(f"work_pools --apply failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return [line for line in done.stdout.splitlines() if line.strip()]
+
+
+def label_entry(args: argparse.Namespace) -> dict[str, Any]:
+    from bench._measure import command, git
+
+    return {
+        "command": command(argv=sys.argv), "commit": git("rev-parse", "--short", "HEAD"),
+        "dirty": bool(git("status", "--porcelain", "--", "folio", "folio_prefect", "flows",
+                          "tasks", "deployments", "prefect.yaml", "prefect.toml")),
+        "note": args.note, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": machine(), "settings": settings(args.query_seconds, dict(os.environ),
+                                               cli="cli" in args.paths),
+        "worker_query_seconds": args.query_seconds, "results": {}}
+
+
+def finish_entry(entry: dict[str, Any]) -> None:
+    """The label's load median over every run, and its goals."""
+    loads = [r["load_1min"] for cell in entry["results"].values() for r in cell["rows"]]
+    if loads:
+        entry["machine"]["load_1min_median"] = round(stats.p50(loads), 2)
+    entry["goals"] = stats.evaluate_goals(entry["results"])
+
+
+def compare_labels(out: Path, before: str, after: str) -> None:
+    """``--compare BEFORE AFTER``: print the table, save it as the file's ``comparison``."""
+    results = json.loads(out.read_text())
+    missing = [label for label in (before, after) if label not in results]
+    if missing or COMPARISON in (before, after):
+        sys.exit(f"no label {', '.join(missing) or COMPARISON} in {out}: "
+                 f"{', '.join(k for k in results if k != COMPARISON)}")
+    comparison = stats.compare(before, results[before], after, results[after])
+    results[COMPARISON] = comparison
+    out.write_text(json.dumps(results, indent=1) + "\n")
+    print(stats.comparison_table(comparison))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--label", required=True, help="the result's key (before, after, ...)")
+    ap.add_argument("--label", help="the result's key (before, after, ...)")
+    ap.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"),
+                    help="compare two labels of --out instead of running")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--docs", nargs="+", default=list(DOCS), choices=DOCS)
     ap.add_argument("--paths", nargs="+", default=list(PATHS), choices=PATHS)
@@ -201,24 +310,23 @@ def main() -> None:
     ap.add_argument("--note", default="", help="what this label's code is")
     ap.add_argument("--out", type=Path, default=RESULT)
     args = ap.parse_args()
-    from bench._measure import command, git
+    if args.compare:
+        compare_labels(args.out, *args.compare)
+        return
+    if not args.label or args.label == COMPARISON:
+        ap.error(f"--label is required (and not {COMPARISON!r}) unless --compare is given")
     from tests.prefect_stack import POOL, _spawn, start_prefect_stack
 
     folio = Path(sys.executable).parent / "folio"
-    entry: dict[str, Any] = {
-        "command": command(argv=sys.argv), "commit": git("rev-parse", "--short", "HEAD"),
-        "dirty": bool(git("status", "--porcelain", "--", "folio", "folio_prefect")),
-        "note": args.note, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": f"{os.cpu_count()} cores, shared with other engineers' test runs",
-        "worker_query_seconds": args.query_seconds, "results": {}}
+    entry = label_entry(args)
     results = json.loads(args.out.read_text()) if args.out.exists() else {}
     with tempfile.TemporaryDirectory(prefix="folio-one-doc-") as tmp:
         work = Path(tmp)
         (work / "home").mkdir()
         stack = start_prefect_stack(work / "home", deployments=("document",), worker=False)
         try:
-            env = {k: v for k, v in stack.env.items() if k != "PREFECT_WORKER_QUERY_SECONDS"}
-            env.pop("OMP_THREAD_LIMIT", None)  # the user's defaults
+            entry["pools"] = apply_pools(stack)
+            env = {k: v for k, v in stack.env.items() if k not in _REMOVED}  # user's defaults
             if args.query_seconds is not None:
                 env["PREFECT_WORKER_QUERY_SECONDS"] = str(args.query_seconds)
             _spawn(stack, "worker", sys.executable, "-m", "prefect", "worker", "start",
@@ -239,7 +347,8 @@ def main() -> None:
                         rows.append(one_run(path, cli_env if path == "cli" else env, folio, doc,
                                             work / f"out-{path}", stack.api_url))
                         print(kind, path, json.dumps(rows[-1]), flush=True)
-                    entry["results"][f"{kind}/{path}"] = summary(rows) | {"rows": rows}
+                    entry["results"][f"{kind}/{path}"] = stats.summary(rows) | {"rows": rows}
+                    finish_entry(entry)
                     results[args.label] = entry
                     args.out.write_text(json.dumps(results, indent=1) + "\n")
         finally:
@@ -251,10 +360,12 @@ def main() -> None:
                     os.killpg(proc.pid, signal.SIGTERM)
             stack.stop()
     entry["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    finish_entry(entry)
     results[args.label] = entry
     args.out.write_text(json.dumps(results, indent=1) + "\n")
     print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "rows"}
                       for k, v in entry["results"].items()}, indent=1))
+    print(json.dumps(entry["goals"], indent=1))
 
 
 if __name__ == "__main__":
