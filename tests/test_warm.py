@@ -79,7 +79,7 @@ def test_a_child_is_the_callers_process_and_its_exit_is_the_callers(runtime: Pat
     seen = json.loads(facts.read_text())
     [sock] = _servers(runtime)
     server = _server_pid(sock)
-    assert seen["ppid"] == server and seen["pgid"] == seen["pid"]  # forked, own group
+    assert server is not None and seen["ppid"] == server and seen["pgid"] == seen["pid"]  # forked, own group
     assert seen["after_fork"] and seen["cwd"] == str(work)
     assert seen["argv"] == ["probe", str(facts), "3", "stdin"]
     assert seen["stdin"] == "from the caller" and f"probe {seen['pid']} says hello" in done.stdout
@@ -87,6 +87,9 @@ def test_a_child_is_the_callers_process_and_its_exit_is_the_callers(runtime: Pat
     # the long-lived server never holds the caller's secret
     server_env = Path(f"/proc/{server}/environ").read_bytes().split(b"\0")
     assert b"FOLIO_PASSWORD=s3cret" not in server_env and b"SOME_SETTING=a" in server_env
+    # nor anywhere in its memory, which every later child (a page worker reading a
+    # hostile PDF among them) is a copy of: the environment went to the child by a pipe
+    assert b"s3cret" not in _writable_memory(server)
 
     again = _launch(runtime, work, str(facts), "0", FOLIO_PASSWORD="other", SOME_SETTING="a")
     assert again.returncode == 0 and json.loads(facts.read_text())["ppid"] == server
@@ -147,8 +150,8 @@ ATTACKER = """
 import json, socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 s.connect(sys.argv[1])
-r = dict(kind="module", target="os", argv=["x"], cwd="/", env={}, umask=18, path0="",
-         new_session=False, extra={})
+r = dict(kind="module", target="os", argv=["x"], cwd="/", umask=18, path0="",
+         new_session=False)
 try:
     socket.send_fds(s, [json.dumps(r).encode()], [0, 1, 2])
     print(s.recv(8).hex() or "eof")
@@ -189,7 +192,7 @@ def test_a_request_from_the_same_user_carries_its_streams(runtime: Path,
     [sock] = _servers(runtime)
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.connect(str(sock))
-    request = Request(kind="module", target="os", argv=["x"], cwd="/", env={})
+    request = Request(kind="module", target="os", argv=["x"], cwd="/")
     socket.send_fds(s, [request.encode()], [0])
     assert recv_int(s) in (0, None)
     s.close()
@@ -219,6 +222,13 @@ def test_an_edited_source_file_changes_the_name(tmp_path: Path,
     out.clear()
     identity._walk(str(tree), out)
     assert identity.fingerprint({}, []) != before
+
+
+def _writable_memory(pid: int) -> bytes:
+    """Every writable mapping of ``pid``, read as a debugger would (tests run as root)."""
+    from tests.test_security_child_env import _writable_memory as read
+
+    return read(pid)
 
 
 def _wait_gone(pid: int, timeout: float = 30.0) -> None:

@@ -117,7 +117,7 @@ class Zygote:
             # forked by the warm server where this process is one of its children (the
             # page worker's modules are imported there already), else a new interpreter
             proc = warm.spawn_module(
-                "folio.pdf.zygote", ["{fd3}", str(nice)], extra_fds=[theirs.fileno()],
+                "folio.pdf.zygote", ["{extra0}", str(nice)], extra_fds=[theirs.fileno()],
                 new_session=nice > 0, env=child_env(),
             )
             self._proc: subprocess.Popen[Any] | warm.WarmChild = proc or subprocess.Popen(

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO
 
 from folio.warm.identity import fingerprint, server_env, socket_dir
-from folio.warm.wire import MAX_REQUEST, SOCKET_ENV, Request, recv_int
+from folio.warm.wire import MAX_REQUEST, SOCKET_ENV, Request, recv_int, send_request
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +75,7 @@ def run_command(kind: str, target: str, preload: Sequence[str],
     if IN_CHILD or not enabled():
         return None
     request = Request(kind=kind, target=target, argv=list(argv or sys.argv),
-                      cwd=os.getcwd(), env=dict(os.environ), umask=_umask(),
-                      path0=sys.path[0] if sys.path else "")
+                      cwd=os.getcwd(), umask=_umask(), path0=sys.path[0] if sys.path else "")
     data = request.encode()
     if len(data) > MAX_REQUEST:
         return None
@@ -103,7 +102,7 @@ def run_command(kind: str, target: str, preload: Sequence[str],
     before = {sig: signal.signal(sig, relay) for sig in (*_RELAYED, *_TO_GROUP)}
     try:
         with sock:
-            socket.send_fds(sock, [data], [0, 1, 2])
+            send_request(sock, request, [0, 1, 2], dict(os.environ))
             pid = recv_int(sock) or 0
             if pid <= 0:
                 return None  # refused before anything ran: the caller runs it
@@ -239,7 +238,7 @@ def spawn_module(module: str, args: Sequence[str], *, pipe_stdin: bool = False,
     ``pipe_stdin``/``pipe_stdout``: a pipe to/from the child (``stdin``/``stdout`` of
     the handle), else /dev/null; ``stderr``: a descriptor for its stderr (else this
     process's); ``extra_fds`` are held by the child under their own numbers, named
-    ``{fd3}``, ``{fd4}``... in ``args``."""
+    ``{extra0}``, ``{extra1}``... in ``args``."""
     path = os.environ.get(SOCKET_ENV)
     if not IN_CHILD or not path:
         return None
@@ -260,13 +259,14 @@ def spawn_module(module: str, args: Sequence[str], *, pipe_stdin: bool = False,
             theirs.append(os.open(os.devnull, os.O_WRONLY))
         theirs.append(os.dup(stderr if stderr is not None else 2))
         request = Request(kind="module", target=module, argv=[module, *args],
-                          cwd=os.getcwd(), env=env if env is not None else dict(os.environ),
-                          umask=_umask(), path0=os.getcwd(), new_session=new_session)
+                          cwd=os.getcwd(), umask=_umask(), path0=os.getcwd(),
+                          new_session=new_session)
         sock = _connect(Path(path))
         if sock is None:
             raise OSError(f"no warm server at {path}")
         try:
-            socket.send_fds(sock, [request.encode()], [*theirs, *extra_fds])
+            send_request(sock, request, [*theirs, *extra_fds],
+                         env if env is not None else dict(os.environ))
             pid = recv_int(sock) or 0
         except OSError:
             sock.close()

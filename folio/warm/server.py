@@ -3,7 +3,9 @@
     python -m folio.warm.server SOCKET PRELOAD IDLE_S
 
 Started by :mod:`folio.warm.client` (never by hand), in a session of its own, with its
-caller's environment less secrets (:func:`folio.warm.identity.server_env`). It listens on
+caller's environment less secrets (:func:`folio.warm.identity.server_env`). A request's
+own environment goes to its child through a pipe the server never reads
+(:mod:`folio.warm.wire`). It listens on
 ``SOCKET`` (a folder only this user can enter; a connection from another user is closed
 unread), imports the comma-separated ``PRELOAD`` modules, and then only forks: it never
 runs a request itself. It ends after ``IDLE_S`` seconds without a request or a child.
@@ -36,7 +38,7 @@ import warnings
 from types import ModuleType
 from typing import NoReturn
 
-from folio.warm.wire import MAX_FDS, MAX_REQUEST, SOCKET_ENV, Request, send_int
+from folio.warm.wire import ENV_FD, MAX_FDS, MAX_REQUEST, SOCKET_ENV, Request, read_env, send_int
 
 #: thread-count variables of the BLAS libraries numpy may be built with
 BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -105,8 +107,8 @@ class Server:
             conn.settimeout(REQUEST_TIMEOUT_S)
             data, fds, _, _ = socket.recv_fds(conn, MAX_REQUEST, MAX_FDS)
             request = Request.decode(data)
-            if len(fds) < 3:
-                raise ValueError("a request without standard streams")
+            if len(fds) <= ENV_FD:
+                raise ValueError("a request without standard streams and environment")
             pid = self._fork(request, fds, conn)
         except (OSError, ValueError, TypeError) as err:
             print(f"folio warm server: request refused: {err}", file=sys.stderr, flush=True)
@@ -207,14 +209,16 @@ def _child(request: Request, fds: list[int], ready_w: int, private: list[int],
         for fd in private:
             with contextlib.suppress(OSError):
                 os.close(fd)
-        _take_streams(fds)
+        env = read_env(fds[ENV_FD])
+        extras = fds[ENV_FD + 1:]
+        _take_streams(fds[:3], extras)
         os.umask(request.umask)
         os.chdir(request.cwd)
         os.environ.clear()
-        os.environ.update(request.env)
+        os.environ.update(env)
         os.environ[SOCKET_ENV] = path  # its helpers are forked here too
         _reopen_std_streams()
-        numbers = {f"{{fd{i}}}": str(fd) for i, fd in enumerate(fds) if i >= 3}
+        numbers = {f"{{extra{i}}}": str(fd) for i, fd in enumerate(extras)}
         sys.argv = [numbers.get(a, a) for a in request.argv]
         if request.path0:
             sys.path[0] = request.path0
@@ -258,15 +262,15 @@ def _exit_code(stop: SystemExit) -> int:
     return 1
 
 
-def _take_streams(fds: list[int]) -> None:
+def _take_streams(streams: list[int], extras: list[int]) -> None:
     """The caller's stdin, stdout and stderr as this process's 0, 1 and 2."""
-    for target, fd in enumerate(fds[:3]):
+    for target, fd in enumerate(streams):
         if fd != target:
             os.dup2(fd, target)
-    for fd in fds[:3]:
-        if fd > 2 and fd not in fds[3:]:
+    for fd in streams:
+        if fd > 2 and fd not in extras:
             os.close(fd)
-    for fd in fds[3:]:
+    for fd in extras:
         os.set_inheritable(fd, False)
 
 

@@ -2,8 +2,11 @@
 is one message, and the kernel passes file descriptors with it).
 
 1. client -> server: a request (:class:`Request`: what to run, the caller's argv, working
-   folder, environment and umask) with the child's standard streams (and any extra
-   descriptors it is to hold) as ``SCM_RIGHTS``;
+   folder and umask) with the child's standard streams, the read end of a pipe that
+   carries the caller's environment, and any extra descriptors the child is to hold, as
+   ``SCM_RIGHTS``. The environment (secrets included) goes through the pipe to the child
+   alone: the server never reads it, so no run's secret is ever in the memory that every
+   later child (a page worker parsing a hostile PDF among them) is forked from;
 2. server -> client: the child's pid (8 bytes, signed; 0: no child was made);
 3. server -> client: its exit status when it ends (8 bytes, signed: the exit code, or
    minus the signal that ended it).
@@ -15,15 +18,19 @@ group: a child never outlives the command that asked for it.
 from __future__ import annotations
 
 import json
+import os
 import socket
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 #: set in a forked child's environment: the socket of the server that forked it
 SOCKET_ENV = "FOLIO_WARM_SOCKET"
 #: the largest request (the environment is most of it)
 MAX_REQUEST = 256 * 1024
-#: descriptors a request may carry: stdin, stdout, stderr and a few for the child
+#: descriptors a request may carry: stdin, stdout, stderr, the environment's pipe and a
+#: few for the child
 MAX_FDS = 8
+#: where the environment's pipe is among a request's descriptors
+ENV_FD = 3
 _INT = 8
 
 
@@ -35,19 +42,17 @@ class Request:
     reads ``sys.argv``); ``module``: ``target`` is a module run as ``__main__``
     (``python -m target``). ``argv`` becomes ``sys.argv``; ``path0`` the first entry of
     ``sys.path`` (the script's folder, or the working folder for ``-m``). Descriptors
-    beyond the first three keep their numbers in the child; ``{fd3}`` and so on in
-    ``argv`` are replaced by them. ``new_session``: the child leads a session of its
-    own (else a process group of its own)."""
+    after the environment's pipe keep their numbers in the child; ``{extra0}``,
+    ``{extra1}``... in ``argv`` are replaced by them. ``new_session``: the child leads a
+    session of its own (else a process group of its own)."""
 
     kind: str
     target: str
     argv: list[str]
     cwd: str
-    env: dict[str, str]
     umask: int = 0o022
     path0: str = ""
     new_session: bool = False
-    extra: dict[str, str] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self)).encode()
@@ -58,6 +63,33 @@ class Request:
         if not isinstance(raw, dict) or raw.get("kind") not in ("call", "module"):
             raise ValueError("not a warm request")
         return cls(**raw)
+
+
+def send_request(sock: socket.socket, request: Request, fds: list[int],
+                 env: dict[str, str]) -> None:
+    """``request`` with ``fds`` (stdin, stdout, stderr, then extras), and ``env`` through a
+    pipe of its own (inserted at :data:`ENV_FD`). The pipe is written after the request is
+    sent, while the server forks: an environment larger than a pipe's buffer is read by
+    the child as it is written."""
+    env_r, env_w = os.pipe()
+    try:
+        socket.send_fds(sock, [request.encode()], [*fds[:3], env_r, *fds[3:]])
+    finally:
+        os.close(env_r)
+    with os.fdopen(env_w, "wb") as pipe:
+        try:
+            pipe.write(json.dumps(env).encode())
+        except BrokenPipeError:
+            pass  # the server refused the request: no child reads it; the reply says so
+
+
+def read_env(fd: int) -> dict[str, str]:
+    """The environment a client wrote to ``fd`` (closed after)."""
+    with os.fdopen(fd, "rb") as pipe:
+        raw = json.loads(pipe.read())
+    if not isinstance(raw, dict):
+        raise ValueError("not an environment")
+    return {str(k): str(v) for k, v in raw.items()}
 
 
 def send_int(sock: socket.socket, value: int) -> None:
