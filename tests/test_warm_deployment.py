@@ -52,7 +52,8 @@ def test_a_triggered_run_is_forked_warm_and_a_cancelled_one_stops(tmp_path: Path
         assert result["state"] == "COMPLETED"
         [doc] = result["documents"]
         assert doc["outcome"] == "ok" and doc["chunks"] > 0
-        targets = [t for _, t in _runs(runtime)]
+        runs = _runs(runtime)
+        targets = [t for _, t in runs]
         # the trigger command and the flow run (and its page workers' zygote) were forked
         assert "folio_prefect.flows.cli:run" in targets and "prefect.engine" in targets
 
@@ -67,7 +68,7 @@ def test_a_triggered_run_is_forked_warm_and_a_cancelled_one_stops(tmp_path: Path
             def state() -> str:
                 return str(getattr(client.read_flow_run(run_id).state_type, "value", ""))
 
-            child = _wait_for(lambda: _engine_child(runtime, before=len(targets)), 180)
+            child = _wait_for(lambda: _engine_child(runtime, seen={p for p, _ in runs}), 180)
             _wait_for(lambda: state() == "RUNNING", 180)
             from prefect.states import Cancelling
 
@@ -84,9 +85,10 @@ def test_a_triggered_run_is_forked_warm_and_a_cancelled_one_stops(tmp_path: Path
                     os.kill(int(line.split()[3].rstrip(":")), 15)
 
 
-def _engine_child(runtime: Path, before: int) -> int | None:
-    runs = _runs(runtime)[before:]
-    return next((pid for pid, target in runs if target == "prefect.engine"), None)
+def _engine_child(runtime: Path, seen: set[int]) -> int | None:
+    """The flow run's process the warm server forked after those ``seen``."""
+    return next((pid for pid, target in _runs(runtime)
+                 if target == "prefect.engine" and pid not in seen), None)
 
 
 def _alive(pid: int) -> bool:
