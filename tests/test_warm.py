@@ -243,3 +243,28 @@ def _wait_gone(pid: int, timeout: float = 30.0) -> None:
             return  # a zombie: ended, not yet reaped by a parent that is gone too
         time.sleep(0.1)
     raise AssertionError(f"process {pid} still runs")
+
+
+def test_a_server_of_older_code_is_retired_once_its_children_are_done(
+        runtime: Path, tmp_path: Path) -> None:
+    """An edited checkout starts a new server; the old one takes no new request, finishes
+    the command it runs, and ends (it would otherwise hold its memory for an idle hour)."""
+    facts = tmp_path / "facts.json"
+    slow = subprocess.Popen([sys.executable, "-c", LAUNCH, str(facts), "5", "sleep", "3"],
+                            cwd=tmp_path, env=_env(runtime), stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not facts.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    [old] = _servers(runtime)
+    old_pid = _server_pid(old)
+    assert old_pid is not None
+    # the running server's stamp made another code's, as after an edit of the checkout
+    stamp = old.with_suffix(".json")
+    data = json.loads(stamp.read_text())
+    stamp.write_text(json.dumps({**data, "code": "older"}))
+    new = _launch(runtime, tmp_path, str(tmp_path / "g.json"), "0", SOME_SETTING="other")
+    assert new.returncode == 0
+    assert not old.exists()  # no new request reaches it
+    assert slow.wait(timeout=60) == 5  # the command it ran finished as it would have
+    _wait_gone(old_pid)
+    assert len(_servers(runtime)) == 1

@@ -55,14 +55,24 @@ def server_env(env: Mapping[str, str]) -> dict[str, str]:
             and not is_secret_env(k, v)}
 
 
+def code_stamp() -> str:
+    """What code a server runs: the interpreter, the installed packages, folio's sources
+    (a server whose stamp is not the current one is stale: :mod:`folio.warm.client`
+    retires it once its children are done)."""
+    facts = {
+        "python": [os.path.realpath(sys.executable), sys.version, sys.flags.optimize],
+        "site": [[p, _mtime(p)] for p in sys.path if p.endswith("site-packages")],
+        "sources": _source_stats(),
+    }
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:24]
+
+
 def fingerprint(env: Mapping[str, str], preload: Iterable[str]) -> str:
     """The name of the server for a caller with ``env`` (hex, 24 characters)."""
     limits = {name: resource.getrlimit(getattr(resource, name)) for name in _LIMITS
               if hasattr(resource, name)}
     facts = {
-        "python": [os.path.realpath(sys.executable), sys.version, sys.flags.optimize],
-        "site": [[p, _mtime(p)] for p in sys.path if p.endswith("site-packages")],
-        "sources": _source_stats(),
+        "code": code_stamp(),
         "env": sorted(server_env(env).items()),
         "limits": limits,
         "preload": list(preload),

@@ -25,6 +25,7 @@ import atexit
 import contextlib
 import importlib
 import io
+import json
 import os
 import runpy
 import selectors
@@ -38,6 +39,7 @@ import warnings
 from types import ModuleType
 from typing import NoReturn
 
+from folio.warm.identity import code_stamp
 from folio.warm.wire import ENV_FD, MAX_FDS, MAX_REQUEST, SOCKET_ENV, Request, read_env, send_int
 
 #: thread-count variables of the BLAS libraries numpy may be built with
@@ -72,6 +74,9 @@ class Server:
         signal.set_wakeup_fd(self.wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        # retired (a newer server runs newer code): no new requests, out once idle
+        self.retiring = False
+        signal.signal(signal.SIGUSR1, lambda *_: setattr(self, "retiring", True))
         self.children: dict[int, socket.socket] = {}  # pid -> its client's connection
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.sock, selectors.EVENT_READ)
@@ -80,7 +85,10 @@ class Server:
 
     def serve(self) -> None:
         try:
-            while self.children or time.monotonic() - self.last < self.idle_s:
+            while self.children or (time.monotonic() - self.last < self.idle_s
+                                    and not self.retiring):
+                if self.retiring and self.sock.fileno() >= 0:
+                    self._stop_listening()
                 for key, _ in self.selector.select(timeout=min(60.0, self.idle_s)):
                     if key.fileobj is self.sock:
                         self._accept()
@@ -89,7 +97,7 @@ class Server:
                         self._reap()
                     else:
                         self._client_event(key.data)
-                if self._replaced():
+                if self.sock.fileno() >= 0 and self._replaced():
                     break  # our socket was removed or another server took its name
         finally:
             self._close()
@@ -180,11 +188,21 @@ class Server:
         except OSError:
             return True
 
-    def _close(self) -> None:
+    def _stop_listening(self) -> None:
+        self.selector.unregister(self.sock)
         if not self._replaced():
             with contextlib.suppress(OSError):
                 os.unlink(self.path)
         self.sock.close()
+
+    def _close(self) -> None:
+        if self.sock.fileno() >= 0:
+            self._stop_listening()
+        stamp = self.path.removesuffix(".sock") + ".json"
+        with contextlib.suppress(OSError, ValueError):
+            with open(stamp) as fh:
+                if json.load(fh).get("pid") == os.getpid():
+                    os.unlink(stamp)
         for pid, conn in self.children.items():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
@@ -300,6 +318,13 @@ def main() -> None:
     path, preload, idle_s = sys.argv[1], sys.argv[2], float(sys.argv[3])
     server = Server(path, [m for m in preload.split(",") if m], idle_s)
     print(f"folio warm server {os.getpid()}: ready on {path}", file=sys.stderr, flush=True)
+    # who runs which code, for the next server to retire this one when the code changes
+    stamp = {"pid": os.getpid(), "code": code_stamp()}
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600),
+              "w") as fh:
+        json.dump(stamp, fh)
+    os.replace(tmp, path.removesuffix(".sock") + ".json")
     server.serve()
 
 
