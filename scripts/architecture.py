@@ -47,8 +47,8 @@ LAYERS: list[tuple[str, str, list[str]]] = [
     ("stores", "vector stores", ["stores"]),
     ("io", "io: sources, sinks, claims", ["io", "claims"]),
     ("gpu", "gpu: servers, profiles", ["gpu"]),
-    ("shared", "shared data contract", ["models", "errors", "cpu_priority", "process_files",
-                                        "security"]),
+    ("shared", "shared data contract, process plumbing",
+     ["models", "errors", "cpu_priority", "process_files", "security", "warm"]),
 ]
 EDGE_FOLDERS = ("flows", "tasks", "deployments")
 #: imports into this layer are left out of the figure (the table keeps them)
