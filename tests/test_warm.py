@@ -32,15 +32,16 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Li
 
 
 @pytest.fixture()
-def runtime(tmp_path: Path) -> Iterator[Path]:
-    """A runtime folder of the test's own: its servers are the test's alone."""
-    folder = tmp_path / "run"
-    folder.mkdir(mode=0o700)
+def runtime() -> Iterator[Path]:
+    """A runtime folder of the test's own, its servers the test's alone (under /tmp: a
+    socket's path holds at most 107 bytes)."""
+    folder = Path(tempfile.mkdtemp(prefix="fw-", dir="/tmp"))
     yield folder
     for sock in (folder / "folio-warm").glob("*.sock"):  # stop what the test started
         pid = _server_pid(sock)
         if pid:
             os.kill(pid, signal.SIGTERM)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _env(runtime: Path, **extra: str) -> dict[str, str]:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -36,8 +38,7 @@ def test_a_triggered_run_is_forked_warm_and_a_cancelled_one_stops(tmp_path: Path
     from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    runtime = tmp_path / "run"
-    runtime.mkdir(mode=0o700)
+    runtime = Path(tempfile.mkdtemp(prefix="fw-", dir="/tmp"))  # a socket path's 107 bytes
     (tmp_path / "home").mkdir()
     stack = start_prefect_stack(tmp_path / "home", ("document",), env={
         "FOLIO_WARM": "1", "FOLIO_WARM_IDLE_S": "300", "XDG_RUNTIME_DIR": str(runtime)})
@@ -83,6 +84,7 @@ def test_a_triggered_run_is_forked_warm_and_a_cancelled_one_stops(tmp_path: Path
             for line in sock.with_suffix(".log").read_text().splitlines():
                 if "ready on" in line:
                     os.kill(int(line.split()[3].rstrip(":")), 15)
+        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def _engine_child(runtime: Path, seen: set[int]) -> int | None:

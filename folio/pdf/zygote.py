@@ -58,6 +58,7 @@ from typing import IO, Any, NoReturn
 from folio.cpu_priority import lower_this_process, lower_this_session
 from folio.security.redaction import child_env
 from folio.warm import client as warm
+from folio.warm.server import exited_children
 
 log = logging.getLogger(__name__)
 
@@ -290,13 +291,7 @@ def serve(fd: int, nice: int = 0) -> None:
 
 
 def _reap(status_fds: dict[int, int]) -> None:
-    while status_fds:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
+    for pid, status in exited_children():
         fd = status_fds.pop(pid, None)
         if fd is not None:
             try:

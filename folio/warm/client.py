@@ -270,19 +270,19 @@ def spawn_module(module: str, args: Sequence[str], *, pipe_stdin: bool = False,
         return None
     ours: list[int] = []
     theirs: list[int] = []
+
+    def stream(piped: bool, child_reads: bool) -> None:
+        """The child's end of a pipe (ours kept), else /dev/null."""
+        if not piped:
+            theirs.append(os.open(os.devnull, os.O_RDONLY if child_reads else os.O_WRONLY))
+            return
+        r, w = os.pipe()
+        theirs.append(r if child_reads else w)
+        ours.append(w if child_reads else r)
+
     try:
-        if pipe_stdin:
-            r, w = os.pipe()
-            theirs.append(r)
-            ours.append(w)
-        else:
-            theirs.append(os.open(os.devnull, os.O_RDONLY))
-        if pipe_stdout:
-            r, w = os.pipe()
-            theirs.append(w)
-            ours.append(r)
-        else:
-            theirs.append(os.open(os.devnull, os.O_WRONLY))
+        stream(pipe_stdin, child_reads=True)
+        stream(pipe_stdout, child_reads=False)
         theirs.append(os.dup(stderr if stderr is not None else 2))
         request = Request(kind="module", target=module, argv=[module, *args],
                           cwd=os.getcwd(), umask=_umask(), path0=os.getcwd(),

@@ -85,8 +85,10 @@ def socket_dir() -> Path:
     """This user's folder of server sockets, created 0700 and checked on every use
     (another local user must not be able to put a server of theirs in a run's way)."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    base = Path(runtime) / "folio-warm" if runtime and os.path.isdir(runtime) \
-        else Path(tempfile.gettempdir()) / f"folio-warm-{os.geteuid()}"
+    base = Path(runtime) / "folio-warm" if runtime and os.path.isdir(runtime) else None
+    # a socket's path holds at most 107 bytes: a deep runtime folder is not usable
+    if base is None or len(str(base)) + len("/0123456789abcdef01234567.sock") > 100:
+        base = Path(tempfile.gettempdir()) / f"folio-warm-{os.geteuid()}"
     return ensure_private_dir(base)
 
 

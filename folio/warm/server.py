@@ -36,6 +36,7 @@ import sys
 import time
 import traceback
 import warnings
+from collections.abc import Iterator
 from types import ModuleType
 from typing import NoReturn
 
@@ -165,13 +166,7 @@ class Server:
                 os.killpg(pid, signal.SIGKILL)
 
     def _reap(self) -> None:
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
+        for pid, status in exited_children():
             self.last = time.monotonic()
             conn = self.children.pop(pid, None)
             if conn is not None:
@@ -207,6 +202,18 @@ class Server:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
             conn.close()
+
+
+def exited_children() -> Iterator[tuple[int, int]]:
+    """(pid, wait status) of every child that has ended, without waiting for more."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        yield pid, status
 
 
 def _child(request: Request, fds: list[int], ready_w: int, private: list[int],
