@@ -3,7 +3,7 @@ modules every flow run and ``folio`` command would import, in the order a run ne
 
 It includes what those modules import only on first use, found by running a one-page
 ingest in a process that had imported this module and listing what it imported then
-(tests/test_warm_preload.py keeps that list empty but for the model runtimes): Prefect's
+(tests/test_warm_imports.py keeps that list empty but for the model runtimes): Prefect's
 parameter serialiser imports FastAPI's encoder and its task engine and concurrency
 modules on a run's first call, anyio its asyncio backend, folio the page, embedding and
 output modules inside the functions that use them; each child paid that again
