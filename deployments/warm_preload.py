@@ -17,6 +17,7 @@ child) and anything that opens a connection or a file.
 from __future__ import annotations
 
 import multiprocessing.synchronize  # noqa: F401
+import os
 
 import anyio._backends._asyncio  # noqa: F401  # anyio's backend, on its first event loop
 import fastapi.encoders  # noqa: F401  # Prefect's Flow.serialize_parameters, every run
@@ -53,13 +54,16 @@ import folio_prefect.deployments.trigger
 import folio_prefect.flows.cli
 import folio_prefect.flows.ingest  # noqa: F401
 from folio.warm import client
-from folio_prefect.deployments.warm_start import reread_prefect_settings
+from folio_prefect.deployments.warm_start import SETTINGS_LATER_ENV, reread_prefect_settings
 
 
 def after_fork() -> None:
     """In each forked child, once its caller's environment and folder are in place:
     Prefect's settings read from them (the server read its own at its start: a run's API
     key, its folder's prefect.toml), and the child marked, so that its ``folio`` command
-    does not ask the server again."""
-    reread_prefect_settings()
+    does not ask the server again. A ``folio`` command's child reads the settings later,
+    itself (:data:`SETTINGS_LATER_ENV`); the mark is removed here, so that the child's own
+    children (a flow run's helpers) read theirs."""
+    if os.environ.pop(SETTINGS_LATER_ENV, None) is None:
+        reread_prefect_settings()
     client.IN_CHILD = True
