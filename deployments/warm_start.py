@@ -23,6 +23,7 @@ environment and folder (the server's were read once, at its start).
 
 from __future__ import annotations
 
+import os
 import runpy
 import sys
 
@@ -31,6 +32,13 @@ from folio.warm import client
 #: what the warm server imports once (this module: its imports below run only there)
 PRELOAD = ("folio_prefect.deployments.warm_preload",)
 
+
+#: set by the ``folio`` launcher for its warm child and removed there by :func:`after_fork
+#: <folio_prefect.deployments.warm_preload.after_fork>`: the command reads Prefect's settings
+#: itself once it has set its own Prefect variables (the API's address and login, the log
+#: level: ``cmd_ingest``, ``cmd_trigger``), so a reading at the fork would be thrown away,
+#: and each reading costs 0.1-0.2 s (Prefect's logging setup parses its YAML file again)
+SETTINGS_LATER_ENV = "FOLIO_WARM_PREFECT_SETTINGS_LATER"
 
 #: the ``folio`` subcommands worth a warm child: those that import Prefect, LanceDB or
 #: the embedding model (``folio --help`` or ``folio samples`` start no server)
@@ -43,7 +51,11 @@ def command(argv: list[str] | None = None) -> int | None:
     words = [a for a in argv[1:] if not a.startswith("-")]
     if not words or words[0] not in WARM_COMMANDS:
         return None
-    return client.run_command("call", "folio_prefect.flows.cli:run", PRELOAD, argv)
+    os.environ[SETTINGS_LATER_ENV] = "1"  # the request carries this process's environment
+    try:
+        return client.run_command("call", "folio_prefect.flows.cli:run", PRELOAD, argv)
+    finally:
+        del os.environ[SETTINGS_LATER_ENV]  # run here, the command reads them as usual
 
 
 def reread_prefect_settings() -> None:

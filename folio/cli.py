@@ -22,7 +22,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from folio import progress
 from folio.security.display import printable
 from folio.security.secret_settings import is_postgres_dsn
 from folio.settings.vocabulary import ENGINES, ROUTE_REQUESTS
@@ -233,6 +232,8 @@ def progress_bar(enabled: bool) -> Iterator[None]:
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from folio import progress
+
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("pages"), TimeElapsedColumn(), transient=False)
     task = bar.add_task("ingesting", total=0)
@@ -264,6 +265,8 @@ def progress_lines(enabled: bool) -> Iterator[None]:
     if not enabled:
         yield
         return
+    from folio import progress
+
     done = {"n": 0}
     lock = threading.Lock()
 

@@ -6,6 +6,7 @@ run in its children, it writes down what a child sees and does what its argv say
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -27,6 +28,7 @@ def main() -> int:
         "pid": os.getpid(), "ppid": os.getppid(), "pgid": os.getpgid(0), "cwd": os.getcwd(),
         "argv": sys.argv, "umask": _umask(), "env": dict(os.environ),
         "after_fork": AFTER_FORK == [os.getpid()], "stdout_tty": sys.stdout.isatty(),
+        "frozen": gc.get_freeze_count(), "gc_enabled": gc.isenabled(),
     }
     if "stdin" in rest:
         facts["stdin"] = sys.stdin.read()

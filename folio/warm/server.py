@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import importlib
 import io
 import json
@@ -60,6 +61,9 @@ class Server:
         warnings.filterwarnings("ignore", message="lancedb fork support", category=RuntimeWarning)
         for name in preload:
             self.modules.append(importlib.import_module(name))
+        # the preloaded objects out of the collector's sight: a child's collections walked
+        # every one of them, writing to (so copying) the pages it shares with the server
+        gc.freeze()
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)  # a dead server's (the client holds the start lock)
