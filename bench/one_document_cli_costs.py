@@ -69,7 +69,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=RESULT)
     args = ap.parse_args()
     from bench._measure import command, git
-    from bench.one_document import make_document, summary
+    from bench.one_document import make_document
+    from bench.one_document_stats import summary
 
     checkouts: dict[str, dict[str, str]] = {}
     with tempfile.TemporaryDirectory(prefix="folio-cli-costs-") as tmp:
