@@ -183,3 +183,13 @@ def test_settings_list_what_differs_from_the_users_defaults() -> None:
     assert got["PREFECT_WORKER_QUERY_SECONDS"]["value"] == "2.0"
     assert "warm process" in got["FOLIO_WARM"]["reason"]
     assert set(one_document.settings(None, {}, cli=True)) == {"folio ingest --report"}
+
+
+def test_a_ratio_to_the_pages_own_time_is_not_held_by_the_pages() -> None:
+    """The ten-page goal is the wall against the pages' own time: what holds it is the
+    largest stage besides the pages."""
+    cell = {"pages_own_ratio_p50": 2.4,
+            "stages_median_s": {"pages": 1.5, "finishing": 0.8, "flow_start": 0.7}}
+    goal = stats.evaluate_goals({"pdf10/trigger": cell})["pdf10/trigger"]
+    assert goal["met"] is False and goal["held_by"]["stage"] == "finishing"
+    assert stats.holding_stage(cell)["stage"] == "pages"  # a wall's own goal: the largest
