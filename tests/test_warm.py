@@ -281,3 +281,24 @@ def test_a_server_of_older_code_is_retired_once_its_children_are_done(
     assert slow.wait(timeout=60) == 5  # the command it ran finished as it would have
     _wait_gone(old_pid)
     assert len(_servers(runtime)) == 1
+
+
+def test_a_removed_socket_ends_the_server_after_its_runs_not_during_them(
+        runtime: Path, tmp_path: Path) -> None:
+    """A cleaner of /tmp that removes the socket must not cut a run short: the server
+    notices at its next event (here another run's end) and ends once the rest are done."""
+    long_facts, short_facts = tmp_path / "long.json", tmp_path / "short.json"
+    long = subprocess.Popen([sys.executable, "-c", LAUNCH, str(long_facts), "4", "sleep", "4"],
+                            cwd=tmp_path, env=_env(runtime), stdout=subprocess.DEVNULL)
+    short = subprocess.Popen([sys.executable, "-c", LAUNCH, str(short_facts), "0", "sleep",
+                              "1"], cwd=tmp_path, env=_env(runtime), stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not (long_facts.exists() and short_facts.exists()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    [sock] = _servers(runtime)
+    pid = _server_pid(sock)
+    assert pid is not None
+    sock.unlink()
+    assert short.wait(timeout=60) == 0
+    assert long.wait(timeout=60) == 4  # still ran to its end after the server noticed
+    _wait_gone(pid)

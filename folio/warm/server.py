@@ -103,7 +103,9 @@ class Server:
                     else:
                         self._client_event(key.data)
                 if self.sock.fileno() >= 0 and self._replaced():
-                    break  # our socket was removed or another server took its name
+                    # our socket was removed (a cleaner of /tmp) or another server took its
+                    # name: no new requests; the runs in progress finish first
+                    self.retiring = True
         finally:
             self._close()
 
