@@ -302,3 +302,17 @@ def test_a_removed_socket_ends_the_server_after_its_runs_not_during_them(
     assert short.wait(timeout=60) == 0
     assert long.wait(timeout=60) == 4  # still ran to its end after the server noticed
     _wait_gone(pid)
+
+
+def test_an_unsafe_socket_folder_means_a_new_interpreter_not_a_crash(tmp_path: Path) -> None:
+    """Another user's (or a world-writable) folder where the sockets would go: the
+    command runs as before, in a new interpreter, and says why."""
+    runtime = Path(tempfile.mkdtemp(prefix="fw-", dir="/tmp"))
+    try:
+        (runtime / "folio-warm").mkdir(mode=0o777)
+        (runtime / "folio-warm").chmod(0o777)  # open to everyone: refused
+        done = _launch(runtime, tmp_path, str(tmp_path / "f.json"), "0")
+        assert done.returncode == 99, done.stderr  # run_command: run it yourself
+        assert "warm server" in done.stderr and "other users could change" in done.stderr
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)

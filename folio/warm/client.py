@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from folio.errors import FolioError
 from folio.warm.identity import code_stamp, fingerprint, server_env, socket_dir
 from folio.warm.wire import MAX_REQUEST, SOCKET_ENV, Request, recv_int, send_request
 
@@ -82,7 +83,7 @@ def run_command(kind: str, target: str, preload: Sequence[str],
         return None
     try:
         sock = connect(preload)
-    except OSError as err:
+    except (OSError, FolioError) as err:  # an unsafe socket folder among them
         log.warning("warm server: %s; starting Python for this command", err)
         return None
     if sock is None:
