@@ -175,6 +175,9 @@ def _retire_stale(ours: Path) -> None:
 
 def _start(path: Path, preload: Sequence[str]) -> socket.socket | None:
     idle = os.environ.get(IDLE_ENV) or str(DEFAULT_IDLE_S)
+    if sys.stderr.isatty():  # why this one command takes seconds longer than the next
+        print("folio: starting the warm process later commands are forked from (once after "
+              f"a start or an update; {ENABLE_ENV}=0 for none)", file=sys.stderr, flush=True)
     logfile = path.with_suffix(".log")
     fd = os.open(logfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:
