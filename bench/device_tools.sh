@@ -32,7 +32,11 @@ spy_on_cli() {
   [ -n "$SPY" ] || return 0
   for _ in $(seq 1200); do
     kill -0 "$step" 2>/dev/null || break
-    cli=$(pgrep -f -- "-m folio_prefect.flows.cli ingest" | head -1); [ -n "$cli" ] && break
+    # the flow runs in the warm server's child named folio:cli (the launcher with the
+    # CLI's command line only waits on it); without a warm server, in the CLI itself
+    cli=$(pgrep -n -x "folio:cli"); [ -n "$cli" ] && break
+    [ "${FOLIO_WARM:-1}" = 0 ] && cli=$(pgrep -f -- "-m folio_prefect.flows.cli ingest" | head -1)
+    [ -n "$cli" ] && break
     sleep 0.25
   done
   if [ -z "$cli" ]; then echo "py-spy: no CLI process seen ($(date +%T))" > "$log"; return 0; fi

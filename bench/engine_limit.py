@@ -52,6 +52,7 @@ import shutil
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 from bench.engine_limit_report import EXTRA_SETTINGS, report, save_phase, seed
+from bench.engine_limit_variants import server_options, variant_args, variant_settings
 
 # the GPU benchmark's documents, sender, sampler (bench/gpu_user_path.py's pieces)
 from bench.gpu_bench_settings import SETTINGS, resolved, use_gpu
@@ -139,22 +141,23 @@ def config_for(args: argparse.Namespace, preset: str) -> Any:
     return resolved(_args_for(args, preset), user_options(args, preset))
 
 
-def variant_args(args: argparse.Namespace) -> list[str]:
-    """A variant's own ``vllm serve`` options (``--server-args``, a JSON list)."""
-    extra = json.loads(getattr(args, "server_args", None) or "[]")
-    if not isinstance(extra, list) or not all(isinstance(a, str) for a in extra):
-        raise SystemExit(f"--server-args: a JSON list of strings, not {extra!r}")
-    return extra
+def refuse_a_variant_that_changes_nothing(args: argparse.Namespace) -> None:
+    """A server variant whose options this GPU's profile already sets measures the default
+    twice under two names (on an H100, whose profile sets 16384 tokens a step, the
+    ``mnbt16k`` variant was run that way once): refused before its server starts."""
+    if not variant_args(args) or args.fake:  # the fake server takes no vLLM options
+        return
+    from folio_prefect.flows.vllm_runner import VLLMTaskRunner
 
+    def command(a: argparse.Namespace) -> dict[str, str]:
+        return server_options(VLLMTaskRunner.from_config(config_for(a, args.preset))
+                              .spec().command)
 
-def variant_settings(args: argparse.Namespace) -> list[str]:
-    """A variant's own folio settings (``--folio-set``, a JSON list of ``key=value``, as
-    the user's ``--set``): ``["limits.ocr_extra_pages=0"]``. The pipeline runs with them,
-    and the served client reads its requests in flight from them (``ocr.in_flight``)."""
-    sets = json.loads(getattr(args, "folio_set", None) or "[]")
-    if not isinstance(sets, list) or not all(isinstance(a, str) and "=" in a for a in sets):
-        raise SystemExit(f"--folio-set: a JSON list of key=value strings, not {sets!r}")
-    return sets
+    plain = argparse.Namespace(**{**vars(args), "server_args": "[]"})
+    if command(plain) == command(args):
+        raise SystemExit(f"variant {args.tag}: {' '.join(variant_args(args))} is what this "
+                         f"GPU's profile already gives vllm serve; the variant would measure "
+                         f"the default")
 
 
 def user_options(args: argparse.Namespace, preset: str) -> list[str]:
@@ -341,12 +344,13 @@ def step_served(args: argparse.Namespace) -> dict[str, Any]:
         if args.step == "warm":  # the server only, for a pipeline phase of its own
             return {"phase": "warm", "preset": args.preset, "answers": warm["answers"]}
         with Sampler(args.gpu, endpoint.base_url) as sampler:
+            started = time.time()
             t0 = time.monotonic()
             result = asyncio.run(send_raw(endpoint, model, images, **send))
             t1 = time.monotonic()
     return {"phase": "served", "preset": args.preset, "variant": args.tag or "default",
             "server_args": variant_args(args), "folio_settings": variant_settings(args),
-            **result, "in_flight": config.ocr.in_flight,
+            **_server_and_start(args, started), **result, "in_flight": config.ocr.in_flight,
             # the series too (a sample a second): where the GPU went short, beside the
             # pipeline phase's own timing.queue
             "queue": sampler.summary(t0, t1)}
@@ -362,13 +366,14 @@ def step_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     out, report_path = pw / "out", pw / "report.json"
     config = config_for(args, args.preset)
     key = spec_key(config)
+    started = time.time()
     run = run_cli(pargs, sources, out, report_path, pw / "cli.log",
                   Sampler(args.gpu, lambda: server_url(key)),
                   extra=tuple(user_options(args, args.preset)))
     seconds = run.report["timing"]["seconds"]
     return {"phase": "pipeline", "preset": args.preset, "variant": args.tag or "default",
             "server_args": variant_args(args), "folio_settings": variant_settings(args),
-            "exit_code": run.code,
+            **_server_and_start(args, started), "exit_code": run.code,
             # 1: the first run on a freshly started server; later runs on the same server
             # have measured faster in every plan (why is not known), so it is noted
             "run_on_server": args.run_on_server,
@@ -384,6 +389,15 @@ def step_pipeline(args: argparse.Namespace) -> dict[str, Any]:
             # when pages first and last ended, the finishing stages after the last page:
             # where the seconds outside the server's busy span went
             "timing": {k: v for k, v in run.report["timing"].items() if k != "queue"}}
+
+
+def _server_and_start(args: argparse.Namespace, started: float) -> dict[str, Any]:
+    """Which server a phase ran on (its owner process: one per server start, so a run's
+    served and pipeline phases pair on it even where another server of the same preset
+    and variant ran between them) and when it began (UTC)."""
+    return {"server": f"owner-{args.owner_pid}" if args.owner_pid else None,
+            "started_at": datetime.fromtimestamp(started, UTC).isoformat(
+                timespec="seconds")}
 
 
 def _save(args: argparse.Namespace, name: str, result: dict[str, Any]) -> None:
@@ -445,6 +459,7 @@ def main() -> None:
     if args.step == "offline":
         step_offline(args)
         return
+    refuse_a_variant_that_changes_nothing(args)
     result = {"served": step_served, "warm": step_served, "pipeline": step_pipeline}[args.step](args)
     if args.step == "warm":
         print(json.dumps(result))

@@ -46,6 +46,10 @@ OUT=${OUT:-$W/out}
 PRESETS=${PRESETS:-chandra,generic,olmocr2}
 MIN_PAGES=${MIN_PAGES:-1000}
 mkdir -p "$OUT" "$W"
+# the commit given once (setup's call) names every later call's phases and report too
+if [ -n "${FOLIO_BENCH_COMMIT:-}" ]; then echo "$FOLIO_BENCH_COMMIT" > $W/commit
+else FOLIO_BENCH_COMMIT=$(cat $W/commit 2>/dev/null); fi
+export FOLIO_BENCH_COMMIT
 
 wait_pid() {  # wait_pid PIDFILE SECONDS LOG: until the background job ends, or SECONDS pass
   local pid; pid=$(cat "$1" 2>/dev/null) || return 0
@@ -102,13 +106,15 @@ case "${1:-}" in
       || { setsid sleep 5400 & echo $! > /tmp/elim-owner-$p-$tag.pid; }
     # the host's CPU beside the raw client too, to set against the pipeline's (its run
     # number on this server names the file, as the pipeline's does)
+    # (the owner names the server in the files too: a second server of the same preset
+    # and variant in one session keeps the first one's files)
     owner=$(cat /tmp/elim-owner-$p-$tag.pid) n=$(( $(cat /tmp/elim-served-$owner 2>/dev/null || echo 0) + 1 ))
-    echo $n > /tmp/elim-served-$owner
-    python3 bench/host_cpu.py --out "$OUT/host-cpu-served-$p-$tag-r$n.json" --seconds 590 & hc=$!
+    echo $n > /tmp/elim-served-$owner; r=$p-$tag-s$owner-r$n
+    python3 bench/host_cpu.py --out "$OUT/host-cpu-served-$r.json" --seconds 590 & hc=$!
     $E served --preset "$p" --tag "$tag" --server-args "$extra" --folio-set "$sets" \
-      --owner-pid "$owner" > "$OUT/served-$p-$tag-r$n.log" 2>&1
+      --owner-pid "$owner" > "$OUT/served-$r.log" 2>&1
     kill $hc; wait $hc
-    tail -2 "$OUT/served-$p-$tag-r$n.log"
+    tail -2 "$OUT/served-$r.log"
     ;;
   pipeline)
     # pipeline P [TAG SERVER_ARGS_JSON [FOLIO_SETTINGS_JSON]]: on the server `served` left
@@ -124,8 +130,9 @@ case "${1:-}" in
     if ! kill -0 "$(cat /tmp/elim-owner-$p-$tag.pid 2>/dev/null)" 2>/dev/null; then
       wait_offline 600  # no server from `served`: start it, unmeasured (start-up is not the run's)
       setsid sleep 5400 & echo $! > /tmp/elim-owner-$p-$tag.pid
+      owner=$(cat /tmp/elim-owner-$p-$tag.pid)
       $E warm --preset "$p" --tag "$tag" --server-args "$extra" \
-        --owner-pid "$(cat /tmp/elim-owner-$p-$tag.pid)" > "$OUT/warm-$p-$tag.log" 2>&1
+        --owner-pid "$owner" > "$OUT/warm-$p-$tag-s$owner.log" 2>&1
     fi
     # beside it: the host's CPU per kind of process (bench/host_cpu.py: cores a GPU's pages
     # take, and whether folio crowds the server's front end) and, with py-spy's wheel in
@@ -134,7 +141,7 @@ case "${1:-}" in
     # the how-manieth run on this server (the first on a fresh server has measured slower);
     # it names this run's files, so a repeat keeps the earlier run's
     owner=$(cat /tmp/elim-owner-$p-$tag.pid) n=$(( $(cat /tmp/elim-runs-$owner 2>/dev/null || echo 0) + 1 ))
-    echo $n > /tmp/elim-runs-$owner; r=$p-$tag-r$n
+    echo $n > /tmp/elim-runs-$owner; r=$p-$tag-s$owner-r$n
     python3 bench/host_cpu.py --out "$OUT/host-cpu-$r.json" --seconds 590 & hc=$!
     $E pipeline --preset "$p" --tag "$tag" --server-args "$extra" --folio-set "$sets" \
       --owner-pid "$owner" --run-on-server $n > "$OUT/pipeline-$r.log" 2>&1 & run=$!

@@ -43,8 +43,10 @@ VARIANT_WHY: dict[str, str] = {
     "seqs384": "384 sequences a step and 384 requests in flight (`--max-num-seqs 384`, "
                "`ocr.in_flight=384`) for the GPU-busy target: the plain server ran 216-218 of "
                "its 256 with none waiting and the GPU 88-89% busy",
-    "mnbt16k": "16384 tokens a step (`--max-num-batched-tokens 16384`; folio's profile leaves "
-               "vLLM's server default) for the GPU-busy target: the plain "
+    "mnbt16k": "16384 tokens a step (`--max-num-batched-tokens 16384`) against the h200 "
+               "profile's 32768 (the h100-80gb profile sets 16384 itself: on an H100 the "
+               "variant is the default, and bench/engine_limit.py refuses it) for the "
+               "GPU-busy target: the plain "
                "server's GPU dips below 80% in the seconds when answers end and new pages "
                "join (prefill and image encoding beside the decode), and is 100% busy in the "
                "last seconds when none join",

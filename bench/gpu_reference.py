@@ -39,6 +39,7 @@ from typing import Any
 RESULT = Path(__file__).resolve().parent / "results" / "gpu_reference_settings.json"
 MIN_PAGES, MIN_DOCUMENTS = 500, 100
 TARGETS = {"pipeline_over_served": 0.95, "pipeline_over_offline": 0.85}
+PRESETS = ("chandra2", "olmocr2")  # the references' presets the issue measures
 
 
 def _busy(phase: dict[str, Any]) -> float | None:
@@ -61,7 +62,7 @@ def session_rows(result: dict[str, Any], session: str) -> dict[str, list[dict[st
     for (preset, variant, phase), served in sorted(by.items()):
         if phase != "served":
             continue
-        for sv, pl in zip(served, by.get((preset, variant, "pipeline"), [])):
+        for sv, pl in _pairs(served, by.get((preset, variant, "pipeline"), [])):
             runs.append({"preset": preset, "variant": variant, "device_session": session,
                          "documents": pl.get("documents"), "pages": pl["pages"],
                          "served_pages_per_s": sv["pages_per_s"],
@@ -76,6 +77,48 @@ def session_rows(result: dict[str, Any], session: str) -> dict[str, list[dict[st
                             "offline_pages_per_s": off["pages_per_s"],
                             "pipeline_pages_per_s": pl["pages_per_s"], "commit": commit})
     return {"runs": runs, "offline": offline}
+
+
+def _pairs(served: list[dict[str, Any]], pipelines: list[dict[str, Any]]
+           ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each served phase with the next pipeline phase on its own server where the phases
+    name it (``server``: a session may start a second server of a preset, whose pipeline
+    phase then has no served phase beside it), else the i-th with the i-th."""
+    if not all(p.get("server") for p in [*served, *pipelines]):
+        return list(zip(served, pipelines))
+    left, out = list(pipelines), []
+    for sv in served:
+        pl = next((p for p in left if p["server"] == sv["server"]), None)
+        if pl is not None:
+            left.remove(pl)
+            out.append((sv, pl))
+    return out
+
+
+def variant_rows(result: dict[str, Any], session: str) -> list[dict[str, Any]]:
+    """A server variant against the default in one session, on what a user gets (the
+    pipeline phases; a variant's served phase is not needed for that): the median pages/s
+    of each, every pipeline phase of the session counted."""
+    own = [p for p in result.get("phases", []) if p["phase"] == "pipeline"
+           and not p.get("measured_at") and not p.get("invalid")]
+    rows = []
+    for preset in sorted({p["preset"] for p in own}):
+        default = [p["pages_per_s"] for p in own
+                   if p["preset"] == preset and (p.get("variant") or "default") == "default"]
+        for variant in sorted({p.get("variant") or "default" for p in own
+                               if p["preset"] == preset} - {"default"}):
+            mine = [p for p in own if p["preset"] == preset and p.get("variant") == variant]
+            if not default:
+                continue
+            rate = statistics.median(p["pages_per_s"] for p in mine)
+            rows.append({"preset": preset, "variant": variant, "device_session": session,
+                         "server_args": mine[0].get("server_args", []),
+                         "pages": min(p["pages"] for p in mine),
+                         "default_pipeline_pages_per_s": default,
+                         "variant_pipeline_pages_per_s": [p["pages_per_s"] for p in mine],
+                         "variant_over_default": round(rate / statistics.median(default), 3),
+                         "commit": str(result.get("commit") or "")})
+    return rows
 
 
 def counts(run: dict[str, Any]) -> bool:
@@ -106,6 +149,22 @@ def summary(runs: list[dict[str, Any]], offline: list[dict[str, Any]]) -> dict[s
     return out
 
 
+def variant_summary(compared: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per variant: its median ratio to the default on each preset, and whether it wins
+    on both presets of the issue (the condition for making it the h200 profile's
+    default)."""
+    out: dict[str, Any] = {}
+    for variant in sorted({c["variant"] for c in compared}):
+        ratios = {preset: round(statistics.median(c["variant_over_default"] for c in compared
+                                                  if c["variant"] == variant
+                                                  and c["preset"] == preset), 3)
+                  for preset in sorted({c["preset"] for c in compared
+                                        if c["variant"] == variant})}
+        out[variant] = {"variant_over_default": ratios,
+                        "wins_on_both": all(ratios.get(p, 0) > 1 for p in PRESETS)}
+    return out
+
+
 def add(store: dict[str, Any], result: dict[str, Any], session: str,
         note: str | None = None) -> dict[str, Any]:
     """``store`` with ``session``'s rows replaced by those of ``result``; the session's GPU,
@@ -123,12 +182,15 @@ def add(store: dict[str, Any], result: dict[str, Any], session: str,
 
     runs = kept("runs", "variants") + rows["runs"]
     offline = kept("offline") + rows["offline"]
+    compared = kept("variant_comparisons") + variant_rows(result, session)
     settings = dict(store.get("settings") or {})
     settings.update(result.get("settings") or {})
     return {"runs": [r for r in runs if r["variant"] == "default"],
             "variants": [r for r in runs if r["variant"] != "default"],
-            "offline": offline, "settings": settings, "sessions": sessions,
+            "offline": offline, "variant_comparisons": compared,
+            "settings": settings, "sessions": sessions,
             "targets": TARGETS, "summary": summary(runs, offline),
+            "variant_summary": variant_summary(compared),
             "how": "bench/gpu_reference.py add: each session's engine_limit.json (served and "
                    "pipeline phases paired in running order on one server)"}
 

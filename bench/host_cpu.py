@@ -26,6 +26,16 @@ def kind(cmdline: str, comm: str) -> str:
     # folio's own processes first: the CLI's command line names vLLM too (--engine vllm)
     if "EngineCore" in comm or "EngineCore" in cmdline:
         return "vllm-engine-core"
+    # a warm server's children keep its command line; their name says what they run
+    # (folio.warm.server._name_process)
+    if comm in ("folio:engine", "folio:cli"):
+        return "folio-flow"
+    if comm == "folio:zygote":
+        return "folio-page-workers"
+    if comm.startswith("folio:validat"):
+        return "folio-validation"
+    if "folio.warm.server" in cmdline:  # the server itself: forks, idles
+        return "folio-warm-server"
     if "folio.pdf" in cmdline:  # the zygote and the page workers it forks
         return "folio-page-workers"
     if "folio.checks.validation_child" in cmdline:  # Great Expectations, one child or more

@@ -97,3 +97,23 @@ def test_the_pages_step_takes_documents_until_both_minimums_hold() -> None:
     by_pages = choose_documents(docs, 2000, 10)
     assert sum(d["pages"] for d in by_pages) >= 2000
     assert sum(d["pages"] for d in by_pages[:-1]) < 2000  # no more than reach it
+
+
+def test_a_server_variant_that_the_profile_already_gives_is_refused(tmp_path: Path) -> None:
+    """On an H100 the profile sets 16384 tokens a step, so ``mnbt16k`` there is the
+    default under another name (a device session measured it so once): refused before
+    its server starts; a value the profile does not set is a variant."""
+    from bench.engine_limit import refuse_a_variant_that_changes_nothing, server_options
+
+    assert server_options(["vllm", "serve", "m", "--a", "1", "--flag", "--a", "2"]) == {
+        "--a": "2", "--flag": ""}
+    on_h100 = '["ocr.profile=h100-80gb"]'
+    assert load_profile("h100-80gb").vllm.max_num_batched_tokens == 16384
+    same = argparse.Namespace(**{**vars(_variant(tmp_path, on_h100,
+                                                 '["--max-num-batched-tokens","16384"]')),
+                                 "fake": False, "tag": "mnbt16k"})
+    with pytest.raises(SystemExit, match="would measure the default"):
+        refuse_a_variant_that_changes_nothing(same)
+    other = argparse.Namespace(**{**vars(same),
+                                  "server_args": '["--max-num-batched-tokens","32768"]'})
+    refuse_a_variant_that_changes_nothing(other)  # a real variant: no refusal

@@ -100,3 +100,33 @@ def test_a_session_keeps_its_gpu_command_and_note_and_a_re_add_keeps_the_note() 
     store = add(store, result, "s1")
     assert store["sessions"]["s1"]["note"] == "the GPU idles while the flow renders"
     assert add(store, result, "s1", "")["sessions"]["s1"]["note"] == ""
+
+
+def test_a_served_phase_pairs_with_the_pipeline_on_its_own_server() -> None:
+    # a first server ran a pipeline phase alone, a second one served then a pipeline phase:
+    # the run is the second server's two phases, not the served phase with the first pipeline
+    result = _session(_phase("pipeline", "olmocr2", 7.36, server="owner-1"),
+                      _phase("pipeline", "olmocr2", 7.30, server="owner-2"),
+                      _phase("served", "olmocr2", 7.53, server="owner-2"))
+    rows = session_rows(result, "s1")["runs"]
+    assert [(r["served_pages_per_s"], r["pipeline_pages_per_s"]) for r in rows] == [(7.53, 7.30)]
+    # phases that name no server (older sessions) pair in running order as before
+    unnamed = _session(_phase("pipeline", "olmocr2", 7.36), _phase("served", "olmocr2", 7.53))
+    assert [r["pipeline_pages_per_s"] for r in session_rows(unnamed, "s0")["runs"]] == [7.36]
+
+
+def test_a_server_variant_is_compared_with_the_default_on_the_pipeline_per_preset() -> None:
+    store = add({}, _session(_phase("pipeline", "chandra2", 2.20),
+                             _phase("pipeline", "chandra2", 2.19, "mnbt16k"),
+                             _phase("pipeline", "olmocr2", 7.30),
+                             _phase("pipeline", "olmocr2", 7.40),
+                             _phase("pipeline", "olmocr2", 7.60, "mnbt16k")), "s1")
+    ratios = {c["preset"]: c["variant_over_default"] for c in store["variant_comparisons"]}
+    assert ratios == {"chandra2": round(2.19 / 2.20, 3), "olmocr2": round(7.60 / 7.35, 3)}
+    # a win on one preset only does not make it the profile's default
+    assert store["variant_summary"]["mnbt16k"]["wins_on_both"] is False
+    store = add(store, _session(_phase("pipeline", "chandra2", 2.0),
+                                _phase("pipeline", "chandra2", 2.3, "mnbt16k")), "s1")
+    # the session's rows replaced: olmocr2 has no comparison now, so no win on both
+    assert store["variant_summary"]["mnbt16k"] == {"variant_over_default": {"chandra2": 1.15},
+                                                   "wins_on_both": False}

@@ -82,6 +82,9 @@ def test_a_child_is_the_callers_process_and_its_exit_is_the_callers(runtime: Pat
     server = _server_pid(sock)
     assert server is not None and seen["ppid"] == server and seen["pgid"] == seen["pid"]  # forked, own group
     assert seen["after_fork"] and seen["cwd"] == str(work)
+    # its command line is the server's; its name says what it runs (top, ps, bench/host_cpu)
+    assert seen["comm"] == "folio:warm_prob"  # folio:<module>, 15 bytes
+    assert "folio.warm.server" in Path(f"/proc/{server}/cmdline").read_text()
     assert seen["argv"] == ["probe", str(facts), "3", "stdin"]
     assert seen["stdin"] == "from the caller" and f"probe {seen['pid']} says hello" in done.stdout
     assert seen["env"]["FOLIO_PASSWORD"] == "s3cret" and seen["env"]["SOME_SETTING"] == "a"

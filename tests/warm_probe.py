@@ -29,6 +29,7 @@ def main() -> int:
         "argv": sys.argv, "umask": _umask(), "env": dict(os.environ),
         "after_fork": AFTER_FORK == [os.getpid()], "stdout_tty": sys.stdout.isatty(),
         "frozen": gc.get_freeze_count(), "gc_enabled": gc.isenabled(),
+        "comm": open("/proc/self/comm").read().strip(),
     }
     if "stdin" in rest:
         facts["stdin"] = sys.stdin.read()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import gc
 import importlib
 import io
@@ -251,6 +252,7 @@ def _child(request: Request, fds: list[int], ready_w: int, private: list[int],
         _reopen_std_streams()
         numbers = {f"{{extra{i}}}": str(fd) for i, fd in enumerate(extras)}
         sys.argv = [numbers.get(a, a) for a in request.argv]
+        _name_process(request.target)
         if request.path0:
             sys.path[0] = request.path0
         for module in modules:
@@ -271,6 +273,19 @@ def _child(request: Request, fds: list[int], ready_w: int, private: list[int],
             with contextlib.suppress(BaseException):
                 stream.flush()
         os._exit(code)
+
+
+def _name_process(target: str) -> None:
+    """``folio:<module>`` as the child's name (``/proc/PID/comm``, what ``top`` and
+    ``ps -o comm`` show; 15 bytes at most): every child's command line is the server's,
+    so without it a flow run, a page worker and a validation child all read as the warm
+    server (``folio:engine``: a worker's flow run, ``folio:cli``: a ``folio`` command,
+    ``folio:zygote``: page workers, ``folio:validatio``: Great Expectations)."""
+    module = target.partition(":")[0]
+    name = f"folio:{module.rpartition('.')[2]}".encode()[:15]
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: the name stays
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(15, ctypes.c_char_p(name), 0, 0, 0)  # PR_SET_NAME
 
 
 def _run(request: Request) -> int:

@@ -1,0 +1,37 @@
+"""A benchmark variant's own options (bench/engine_limit.py's ``--server-args`` and
+``--folio-set``), and ``vllm serve``'s options read as vLLM reads them, so a variant can be
+told apart from the default it is measured against."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def variant_args(args: argparse.Namespace) -> list[str]:
+    """A variant's own ``vllm serve`` options (``--server-args``, a JSON list)."""
+    extra = json.loads(getattr(args, "server_args", None) or "[]")
+    if not isinstance(extra, list) or not all(isinstance(a, str) for a in extra):
+        raise SystemExit(f"--server-args: a JSON list of strings, not {extra!r}")
+    return extra
+
+
+def server_options(command: list[str]) -> dict[str, str]:
+    """``vllm serve``'s options as vLLM reads them: ``--flag value`` or a bare ``--flag``,
+    the last of a repeated flag winning."""
+    out: dict[str, str] = {}
+    for i, word in enumerate(command):
+        if word.startswith("--"):
+            nxt = command[i + 1] if i + 1 < len(command) else ""
+            out[word] = "" if nxt.startswith("--") else nxt
+    return out
+
+
+def variant_settings(args: argparse.Namespace) -> list[str]:
+    """A variant's own folio settings (``--folio-set``, a JSON list of ``key=value``, as
+    the user's ``--set``): ``["limits.ocr_extra_pages=0"]``. The pipeline runs with them,
+    and the served client reads its requests in flight from them (``ocr.in_flight``)."""
+    sets = json.loads(getattr(args, "folio_set", None) or "[]")
+    if not isinstance(sets, list) or not all(isinstance(a, str) and "=" in a for a in sets):
+        raise SystemExit(f"--folio-set: a JSON list of key=value strings, not {sets!r}")
+    return sets
