@@ -226,7 +226,7 @@ def exited_children() -> Iterator[tuple[int, int]]:
 def _child(request: Request, fds: list[int], ready_w: int, private: list[int],
            modules: list[ModuleType], path: str) -> NoReturn:
     """In the forked child: become the caller's process, run the request, never return."""
-    code = 70
+    code, by_signal = 70, 0
     try:
         if request.new_session:
             os.setsid()
@@ -262,6 +262,9 @@ def _child(request: Request, fds: list[int], ready_w: int, private: list[int],
         code = _run(request)
     except SystemExit as stop:
         code = _exit_code(stop)
+    except KeyboardInterrupt:  # Ctrl-C (relayed to this group) not handled by the command
+        traceback.print_exc()
+        code, by_signal = 128 + signal.SIGINT, signal.SIGINT
     except BaseException:
         traceback.print_exc()
         code = 1
@@ -272,6 +275,9 @@ def _child(request: Request, fds: list[int], ready_w: int, private: list[int],
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(BaseException):
                 stream.flush()
+        if by_signal:  # as Python ends on an uncaught KeyboardInterrupt: by the signal
+            signal.signal(by_signal, signal.SIG_DFL)
+            os.kill(os.getpid(), by_signal)
         os._exit(code)
 
 
