@@ -104,6 +104,28 @@ def test_a_child_is_the_callers_process_and_its_exit_is_the_callers(runtime: Pat
     assert json.loads(facts.read_text())["ppid"] != server and len(_servers(runtime)) == 2
 
 
+def test_the_child_runs_where_and_as_nicely_as_its_caller(runtime: Path, tmp_path: Path) -> None:
+    """``taskset``/``nice`` on the command hold for its child, which a fork would otherwise
+    give the server's CPUs and niceness (the server started by an unpinned caller)."""
+    facts = tmp_path / "facts.json"
+    assert _launch(runtime, tmp_path, str(facts), "0").returncode == 0  # the server, unpinned
+    server = json.loads(facts.read_text())
+    assert server["nice"] == os.getpriority(os.PRIO_PROCESS, 0)
+    cpu = sorted(os.sched_getaffinity(0))[-1]
+
+    def pinned() -> None:
+        os.sched_setaffinity(0, {cpu})
+        os.nice(3)
+
+    done = subprocess.run([sys.executable, "-c", LAUNCH, str(facts), "0"], cwd=tmp_path,
+                          text=True, capture_output=True, env=_env(runtime), timeout=240,
+                          preexec_fn=pinned)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(facts.read_text())
+    assert seen["ppid"] == server["ppid"]  # forked by the same server
+    assert seen["cpus"] == [cpu] and seen["nice"] == server["nice"] + 3
+
+
 def test_signals_reach_the_child_and_it_dies_with_its_caller(runtime: Path,
                                                              tmp_path: Path) -> None:
     facts = tmp_path / "facts.json"

@@ -30,6 +30,7 @@ def main() -> int:
         "after_fork": AFTER_FORK == [os.getpid()], "stdout_tty": sys.stdout.isatty(),
         "frozen": gc.get_freeze_count(), "gc_enabled": gc.isenabled(),
         "comm": open("/proc/self/comm").read().strip(),
+        "cpus": sorted(os.sched_getaffinity(0)), "nice": os.getpriority(os.PRIO_PROCESS, 0),
     }
     if "stdin" in rest:
         facts["stdin"] = sys.stdin.read()

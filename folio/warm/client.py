@@ -26,7 +26,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from folio.errors import FolioError
 from folio.warm.identity import code_stamp, fingerprint, server_env, socket_dir
@@ -77,7 +77,8 @@ def run_command(kind: str, target: str, preload: Sequence[str],
     if IN_CHILD or not enabled():
         return None
     request = Request(kind=kind, target=target, argv=list(argv or sys.argv),
-                      cwd=os.getcwd(), umask=_umask(), path0=sys.path[0] if sys.path else "")
+                      cwd=os.getcwd(), umask=_umask(), path0=sys.path[0] if sys.path else "",
+                      **_placement())
     data = request.encode()
     if len(data) > MAX_REQUEST:
         return None
@@ -131,6 +132,12 @@ def exit_with(status: int) -> None:
         os.kill(os.getpid(), sig)
         os._exit(128 + sig)
     raise SystemExit(status)
+
+
+def _placement() -> dict[str, Any]:
+    """This process's CPU affinity and niceness, for the child to take (wire.Request)."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return {"cpus": cpus, "nice": os.getpriority(os.PRIO_PROCESS, 0)}
 
 
 def _umask() -> int:
@@ -289,7 +296,7 @@ def spawn_module(module: str, args: Sequence[str], *, pipe_stdin: bool = False,
         theirs.append(os.dup(stderr if stderr is not None else 2))
         request = Request(kind="module", target=module, argv=[module, *args],
                           cwd=os.getcwd(), umask=_umask(), path0=os.getcwd(),
-                          new_session=new_session)
+                          new_session=new_session, **_placement())
         sock = _connect(Path(path))
         if sock is None:
             raise OSError(f"no warm server at {path}")

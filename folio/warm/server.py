@@ -245,6 +245,7 @@ def _child(request: Request, fds: list[int], ready_w: int, private: list[int],
         extras = fds[ENV_FD + 1:]
         _take_streams(fds[:3], extras)
         os.umask(request.umask)
+        _take_placement(request)
         os.chdir(request.cwd)
         os.environ.clear()
         os.environ.update(env)
@@ -279,6 +280,17 @@ def _child(request: Request, fds: list[int], ready_w: int, private: list[int],
             signal.signal(by_signal, signal.SIG_DFL)
             os.kill(os.getpid(), by_signal)
         os._exit(code)
+
+
+def _take_placement(request: Request) -> None:
+    """The caller's CPU affinity and niceness (a forked child has the server's): a
+    niceness lower than the server's needs privileges and is left as it is."""
+    if request.cpus and hasattr(os, "sched_setaffinity"):
+        with contextlib.suppress(OSError, ValueError):
+            os.sched_setaffinity(0, request.cpus)
+    if request.nice is not None:
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, 0, request.nice)
 
 
 def _name_process(target: str) -> None:

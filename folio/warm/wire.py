@@ -44,7 +44,11 @@ class Request:
     ``sys.path`` (the script's folder, or the working folder for ``-m``). Descriptors
     after the environment's pipe keep their numbers in the child; ``{extra0}``,
     ``{extra1}``... in ``argv`` are replaced by them. ``new_session``: the child leads a
-    session of its own (else a process group of its own)."""
+    session of its own (else a process group of its own). ``cpus`` and ``nice``: the
+    caller's CPU affinity and niceness, which a forked child would otherwise take from
+    the server (``taskset -c 2-3 folio ingest`` and ``nice folio ingest`` hold for the
+    run as they do without a warm server; a niceness below the server's cannot be had
+    unprivileged and stays the server's)."""
 
     kind: str
     target: str
@@ -53,6 +57,8 @@ class Request:
     umask: int = 0o022
     path0: str = ""
     new_session: bool = False
+    cpus: list[int] | None = None
+    nice: int | None = None
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self)).encode()
