@@ -61,7 +61,12 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 from bench.engine_limit_report import EXTRA_SETTINGS, report, save_phase, seed
-from bench.engine_limit_variants import server_options, variant_args, variant_settings
+from bench.engine_limit_variants import (
+    cpu_list,
+    server_options,
+    variant_args,
+    variant_settings,
+)
 
 # the GPU benchmark's documents, sender, sampler (bench/gpu_user_path.py's pieces)
 from bench.gpu_bench_settings import SETTINGS, resolved, use_gpu
@@ -397,7 +402,10 @@ def _server_and_start(args: argparse.Namespace, started: float) -> dict[str, Any
     and variant ran between them) and when it began (UTC)."""
     return {"server": f"owner-{args.owner_pid}" if args.owner_pid else None,
             "started_at": datetime.fromtimestamp(started, UTC).isoformat(
-                timespec="seconds")}
+                timespec="seconds"),
+            # the CPUs this step's processes may run on (the device script's SERVER_CPUS
+            # for a served step, FOLIO_CPUS for a pipeline step), of the host's
+            "cpus": f"{cpu_list(os.sched_getaffinity(0))} of {os.cpu_count()}"}
 
 
 def _save(args: argparse.Namespace, name: str, result: dict[str, Any]) -> None:

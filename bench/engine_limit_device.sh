@@ -59,12 +59,20 @@ wait_pid() {  # wait_pid PIDFILE SECONDS LOG: until the background job ends, or 
   grep -h '^{\|^==' "$3"; tail -3 "$3"
 }
 wait_offline() { wait_pid /tmp/elim-offline.pid "$1" $W/offline.log; }
+# where the host's processes run, a variant of its own (tag it: `pin`): SERVER_CPUS (a
+# taskset list) for the vLLM server a step starts and the raw client beside it,
+# FOLIO_CPUS for folio's pipeline (flow, page workers, validation, Ghostscript); unset:
+# anywhere, as a user's host has it. A plan line may begin with them (VAR=VALUE words).
+# Why: under the pipeline the engine's steps run slower (olmocr2: GPU 88% busy against
+# 94% under the raw client, the engine core 1.8 cores against 1.6) with 11 of 16 cores idle
+on_cpus() { local cpus=$1; shift; if [ -n "$cpus" ]; then taskset -c "$cpus" "$@"; else "$@"; fi; }
 
 case "${1:-}" in
   setup)
     if [ ! -f /tmp/site/env.sh ]; then bash .device-stage/bin/install.sh || exit 1; . /tmp/site/env.sh; fi
     export PYTHONPATH=$PWD:$PYTHONPATH
     gs --version || exit 1
+    lscpu -e=CPU,CORE,SOCKET,NODE 2>/dev/null | head -40  # which CPUs share a core (SERVER_CPUS)
     # whether the scheduler shares CPU by session (folio's children share the flow's: see
     # folio/pdf/zygote.py)
     echo "sched_autogroup_enabled=$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || echo absent)"
@@ -111,7 +119,7 @@ case "${1:-}" in
     owner=$(cat /tmp/elim-owner-$p-$tag.pid) n=$(( $(cat /tmp/elim-served-$owner 2>/dev/null || echo 0) + 1 ))
     echo $n > /tmp/elim-served-$owner; r=$p-$tag-s$owner-r$n
     python3 bench/host_cpu.py --out "$OUT/host-cpu-served-$r.json" --seconds 590 & hc=$!
-    $E served --preset "$p" --tag "$tag" --server-args "$extra" --folio-set "$sets" \
+    on_cpus "${SERVER_CPUS:-}" $E served --preset "$p" --tag "$tag" --server-args "$extra" --folio-set "$sets" \
       --owner-pid "$owner" > "$OUT/served-$r.log" 2>&1
     kill $hc; wait $hc
     tail -2 "$OUT/served-$r.log"
@@ -131,7 +139,7 @@ case "${1:-}" in
       wait_offline 600  # no server from `served`: start it, unmeasured (start-up is not the run's)
       setsid sleep 5400 & echo $! > /tmp/elim-owner-$p-$tag.pid
       owner=$(cat /tmp/elim-owner-$p-$tag.pid)
-      $E warm --preset "$p" --tag "$tag" --server-args "$extra" \
+      on_cpus "${SERVER_CPUS:-}" $E warm --preset "$p" --tag "$tag" --server-args "$extra" \
         --owner-pid "$owner" > "$OUT/warm-$p-$tag-s$owner.log" 2>&1
     fi
     # beside it: the host's CPU per kind of process (bench/host_cpu.py: cores a GPU's pages
@@ -143,7 +151,7 @@ case "${1:-}" in
     owner=$(cat /tmp/elim-owner-$p-$tag.pid) n=$(( $(cat /tmp/elim-runs-$owner 2>/dev/null || echo 0) + 1 ))
     echo $n > /tmp/elim-runs-$owner; r=$p-$tag-s$owner-r$n
     python3 bench/host_cpu.py --out "$OUT/host-cpu-$r.json" --seconds 590 & hc=$!
-    $E pipeline --preset "$p" --tag "$tag" --server-args "$extra" --folio-set "$sets" \
+    on_cpus "${FOLIO_CPUS:-}" $E pipeline --preset "$p" --tag "$tag" --server-args "$extra" --folio-set "$sets" \
       --owner-pid "$owner" --run-on-server $n > "$OUT/pipeline-$r.log" 2>&1 & run=$!
     spy_on_cli $run "$OUT/gil-$r.txt" "$OUT/pyspy-$r.log" --gil  # bench/device_tools.sh
     wait $run
@@ -166,7 +174,9 @@ case "${1:-}" in
       [ -n "$line" ] || continue
       echo "== $line (start $(date +%T))"
       eval "set -- $line"
-      bash bench/engine_limit_device.sh "$@"
+      # leading VAR=VALUE words: that step's environment only (SERVER_CPUS, FOLIO_CPUS)
+      ( while [ $# -gt 0 ] && [[ "$1" == [A-Z_]*=* ]]; do export "$1"; shift; done
+        bash bench/engine_limit_device.sh "$@" )
     done < $W/plan.txt
     echo "== plan done ($(date +%T))"
     ;;

@@ -43,6 +43,9 @@ VARIANT_WHY: dict[str, str] = {
     "seqs384": "384 sequences a step and 384 requests in flight (`--max-num-seqs 384`, "
                "`ocr.in_flight=384`) for the GPU-busy target: the plain server ran 216-218 of "
                "its 256 with none waiting and the GPU 88-89% busy",
+    "pin": "the vLLM server on CPUs of its own and folio on the others (the device "
+           "script's SERVER_CPUS and FOLIO_CPUS, each phase's `cpus`): whether the engine's "
+           "slower steps beside the pipeline come from sharing cores",
     "mnbt16k": "16384 tokens a step (`--max-num-batched-tokens 16384`) against the h200 "
                "profile's 32768 (the h100-80gb profile sets 16384 itself: on an H100 the "
                "variant is the default, and bench/engine_limit.py refuses it) for the "

@@ -35,3 +35,16 @@ def variant_settings(args: argparse.Namespace) -> list[str]:
     if not isinstance(sets, list) or not all(isinstance(a, str) and "=" in a for a in sets):
         raise SystemExit(f"--folio-set: a JSON list of key=value strings, not {sets!r}")
     return sets
+
+
+def cpu_list(cpus: set[int]) -> str:
+    """``0-5,8`` for {0, 1, 2, 3, 4, 5, 8}: a CPU set as taskset writes it."""
+    out: list[str] = []
+    for cpu in sorted(cpus):
+        if out and "-" in out[-1] and int(out[-1].split("-")[1]) == cpu - 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{cpu}"
+        elif out and "-" not in out[-1] and int(out[-1]) == cpu - 1:
+            out[-1] = f"{out[-1]}-{cpu}"
+        else:
+            out.append(str(cpu))
+    return ",".join(out)

@@ -117,3 +117,11 @@ def test_a_server_variant_that_the_profile_already_gives_is_refused(tmp_path: Pa
     other = argparse.Namespace(**{**vars(same),
                                   "server_args": '["--max-num-batched-tokens","32768"]'})
     refuse_a_variant_that_changes_nothing(other)  # a real variant: no refusal
+
+
+def test_a_cpu_set_is_written_as_taskset_reads_it() -> None:
+    from bench.engine_limit_variants import cpu_list
+
+    assert cpu_list({0, 1, 2, 3, 4, 5, 8}) == "0-5,8"
+    assert cpu_list({0, 2, 3}) == "0,2-3"
+    assert cpu_list({7}) == "7"
