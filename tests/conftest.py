@@ -67,14 +67,18 @@ LONG_FILES = ("test_corpus", "test_hosts", "test_faults", "test_trigger", "test_
 #: 48, ocr_quality 45, vllm_runner 32, page_worker 28, rapidocr_engine 26,
 #: reference_pipelines 25, cli_errors 20; no other file over 20. test_validation (28 s at
 #: 9575337, its validation-child tests 4-5 s each) came in collection order, last but a
-#: few: its worker ran alone for the suite's last 16 s
+#: few: its worker ran alone for the suite's last 16 s. At 925c11c (JUnit times of a full
+#: run): index_sync 70, warm_deployment 32 (a stack of its own), office_native 24,
+#: office 21, office_limits 18, engine_dispatch 17 joined the list in their place; they had
+#: come in collection order, test_warm_deployment among the last files
 HANDED_OUT_FIRST = ("test_corpus", "test_hosts", "test_faults", "test_trigger", "test_ui",
                     "test_gpu_deployments", "test_sweep", "test_scheduler", "test_flow",
-                    "test_index_sync", "test_index_sync_flow",
+                    "test_index_sync", "test_warm_deployment", "test_index_sync_flow",
                     "test_local_server", "test_conformance", "test_ocr_quality",
                     "test_vllm_runner", "test_page_worker", "test_rapidocr_engine",
-                    "test_validation", "test_reference_pipelines", "test_cli_errors",
-                    "test_inputs_e2e")
+                    "test_validation", "test_reference_pipelines", "test_office_native",
+                    "test_cli_errors", "test_inputs_e2e", "test_office", "test_office_limits",
+                    "test_engine_dispatch")
 
 
 #: fixtures that start a server or read the whole corpus: a test that uses one is marked
