@@ -107,11 +107,11 @@ def variant_rows(result: dict[str, Any], session: str) -> list[dict[str, Any]]:
     for preset in sorted({p["preset"] for p in own}):
         default = [p["pages_per_s"] for p in own
                    if p["preset"] == preset and (p.get("variant") or "default") == "default"]
+        if not default:  # nothing to compare a variant with in this session
+            continue
         for variant in sorted({p.get("variant") or "default" for p in own
                                if p["preset"] == preset} - {"default"}):
             mine = [p for p in own if p["preset"] == preset and p.get("variant") == variant]
-            if not default:
-                continue
             rate = statistics.median(p["pages_per_s"] for p in mine)
             rows.append({"preset": preset, "variant": variant, "device_session": session,
                          "server_args": mine[0].get("server_args", []),
