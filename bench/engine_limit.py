@@ -63,7 +63,7 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 from bench.engine_limit_report import EXTRA_SETTINGS, report, save_phase, seed
 from bench.engine_limit_variants import (
     cpu_list,
-    server_options,
+    refuse_a_variant_that_changes_nothing,
     variant_args,
     variant_settings,
 )
@@ -146,23 +146,11 @@ def config_for(args: argparse.Namespace, preset: str) -> Any:
     return resolved(_args_for(args, preset), user_options(args, preset))
 
 
-def refuse_a_variant_that_changes_nothing(args: argparse.Namespace) -> None:
-    """A server variant whose options this GPU's profile already sets measures the default
-    twice under two names (on an H100, whose profile sets 16384 tokens a step, the
-    ``mnbt16k`` variant was run that way once): refused before its server starts."""
-    if not variant_args(args) or args.fake:  # the fake server takes no vLLM options
-        return
+def server_command(args: argparse.Namespace) -> list[str]:
+    """The ``vllm serve`` command folio would start for this step's configuration."""
     from folio_prefect.flows.vllm_runner import VLLMTaskRunner
 
-    def command(a: argparse.Namespace) -> dict[str, str]:
-        return server_options(VLLMTaskRunner.from_config(config_for(a, args.preset))
-                              .spec().command)
-
-    plain = argparse.Namespace(**{**vars(args), "server_args": "[]"})
-    if command(plain) == command(args):
-        raise SystemExit(f"variant {args.tag}: {' '.join(variant_args(args))} is what this "
-                         f"GPU's profile already gives vllm serve; the variant would measure "
-                         f"the default")
+    return VLLMTaskRunner.from_config(config_for(args, args.preset)).spec().command
 
 
 def user_options(args: argparse.Namespace, preset: str) -> list[str]:
@@ -467,7 +455,7 @@ def main() -> None:
     if args.step == "offline":
         step_offline(args)
         return
-    refuse_a_variant_that_changes_nothing(args)
+    refuse_a_variant_that_changes_nothing(args, server_command)
     result = {"served": step_served, "warm": step_served, "pipeline": step_pipeline}[args.step](args)
     if args.step == "warm":
         print(json.dumps(result))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 
 
 def variant_args(args: argparse.Namespace) -> list[str]:
@@ -25,6 +26,22 @@ def server_options(command: list[str]) -> dict[str, str]:
             nxt = command[i + 1] if i + 1 < len(command) else ""
             out[word] = "" if nxt.startswith("--") else nxt
     return out
+
+
+def refuse_a_variant_that_changes_nothing(
+        args: argparse.Namespace, server_command: Callable[[argparse.Namespace], list[str]],
+) -> None:
+    """A server variant whose options this GPU's profile already sets measures the default
+    twice under two names (on an H100, whose profile sets 16384 tokens a step, the
+    ``mnbt16k`` variant was run that way once): refused before its server starts.
+    ``server_command``: the ``vllm serve`` command folio starts for a step's arguments."""
+    if not variant_args(args) or args.fake:  # the fake server takes no vLLM options
+        return
+    plain = argparse.Namespace(**{**vars(args), "server_args": "[]"})
+    if server_options(server_command(plain)) == server_options(server_command(args)):
+        raise SystemExit(f"variant {args.tag}: {' '.join(variant_args(args))} is what this "
+                         f"GPU's profile already gives vllm serve; the variant would measure "
+                         f"the default")
 
 
 def variant_settings(args: argparse.Namespace) -> list[str]:

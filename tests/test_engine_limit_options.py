@@ -103,7 +103,8 @@ def test_a_server_variant_that_the_profile_already_gives_is_refused(tmp_path: Pa
     """On an H100 the profile sets 16384 tokens a step, so ``mnbt16k`` there is the
     default under another name (a device session measured it so once): refused before
     its server starts; a value the profile does not set is a variant."""
-    from bench.engine_limit import refuse_a_variant_that_changes_nothing, server_options
+    from bench.engine_limit import server_command
+    from bench.engine_limit_variants import refuse_a_variant_that_changes_nothing, server_options
 
     assert server_options(["vllm", "serve", "m", "--a", "1", "--flag", "--a", "2"]) == {
         "--a": "2", "--flag": ""}
@@ -113,10 +114,10 @@ def test_a_server_variant_that_the_profile_already_gives_is_refused(tmp_path: Pa
                                                  '["--max-num-batched-tokens","16384"]')),
                                  "fake": False, "tag": "mnbt16k"})
     with pytest.raises(SystemExit, match="would measure the default"):
-        refuse_a_variant_that_changes_nothing(same)
+        refuse_a_variant_that_changes_nothing(same, server_command)
     other = argparse.Namespace(**{**vars(same),
                                   "server_args": '["--max-num-batched-tokens","32768"]'})
-    refuse_a_variant_that_changes_nothing(other)  # a real variant: no refusal
+    refuse_a_variant_that_changes_nothing(other, server_command)  # a real variant: no refusal
 
 
 def test_a_cpu_set_is_written_as_taskset_reads_it() -> None:
