@@ -105,6 +105,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=rank)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _warm_servers_end_with_the_suite() -> Iterator[None]:
+    """The suite's own runtime folder for warm servers, stopped when the session ends
+    (by the reaper if the session dies). The suite runs with ``FOLIO_WARM=0`` (above),
+    but a test that runs the user's defaults drops every ``FOLIO_*`` variable, so its
+    ``folio`` command started a warm server under /tmp/folio-warm-UID that idled for an
+    hour after ``make test`` (three of them after one run)."""
+    from tests.process_guard import guard_warm_dir, release_warm_dir
+    from tests.process_reaper import stop_warm_servers
+
+    runtime = Path(tempfile.mkdtemp(prefix="fws-", dir="/tmp"))  # a socket's 107 bytes
+    before = os.environ.get("XDG_RUNTIME_DIR")
+    os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+    guard_warm_dir(runtime)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("XDG_RUNTIME_DIR", None)
+        else:
+            os.environ["XDG_RUNTIME_DIR"] = before
+        stop_warm_servers(runtime)
+        release_warm_dir(runtime)
+
+
 @pytest.fixture(autouse=True)
 def _prefect_events_sent_while_their_server_is_up() -> Iterator[None]:
     """After each test, Prefect's event and log workers send what they hold and stop.

@@ -37,7 +37,8 @@ from typing import Any
 import pytest
 
 __all__ = ["die_with_parent", "guard_folio_home", "guard_group", "guard_pid",
-           "guard_postgres", "release_group", "release_pid", "release_postgres"]
+           "guard_postgres", "guard_warm_dir", "release_group", "release_pid",
+           "release_postgres", "release_warm_dir"]
 
 REPO = Path(__file__).resolve().parent.parent
 #: linux/prctl.h
@@ -95,6 +96,15 @@ def release_postgres(data: Path) -> None:
 def guard_folio_home(home: Path) -> None:
     """Stop the folio local Prefect server of ``home`` and remove the home."""
     _send({"op": "folio_home", "path": str(home)})
+
+
+def guard_warm_dir(runtime: Path) -> None:
+    """Stop the warm servers whose sockets are in ``runtime`` and remove it."""
+    _send({"op": "warm_dir", "path": str(runtime)})
+
+
+def release_warm_dir(runtime: Path) -> None:
+    _send({"op": "unwarm_dir", "path": str(runtime)})
 
 
 def _close_reaper() -> None:

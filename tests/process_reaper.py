@@ -17,7 +17,9 @@ has done its work. Registrations (``op``):
   (``postmaster.pid``) gets SIGQUIT, PostgreSQL's immediate shutdown, which stops its
   backends too;
 * ``folio_home``: a folio local Prefect server's home (``path``): that server is stopped
-  (tests/folio_server.py's ``stop_server``) and the home removed.
+  (tests/folio_server.py's ``stop_server``) and the home removed;
+* ``warm_dir``: a runtime folder (``path``, the test process's ``XDG_RUNTIME_DIR``) whose
+  warm servers (folio/warm) are stopped (:func:`stop_warm_servers`) and the folder removed.
 
 Run as ``python -m tests.process_reaper`` from the repository.
 """
@@ -53,7 +55,27 @@ def _postmaster(path: str) -> int | None:
     return None
 
 
-def reap(groups: set[int], pids: set[int], postgres: set[str], homes: set[str]) -> None:
+def stop_warm_servers(runtime: Path) -> list[int]:
+    """SIGTERM to every warm server of ``runtime`` (its pid from the ``ready on`` line of
+    the server's log beside its socket), then the folder removed: the pids signalled. A
+    server ends its running children's wait and exits on SIGTERM; unlike the suite's
+    other servers it runs in a session of its own that no fixture started, and would
+    idle for an hour (FOLIO_WARM_IDLE_S) after the suite."""
+    stopped = []
+    for log in (runtime / "folio-warm").glob("*.log"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            for line in log.read_text().splitlines():
+                if line.startswith("folio warm server ") and "ready on" in line:
+                    pid = int(line.split()[3].rstrip(":"))
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal.SIGTERM)
+                        stopped.append(pid)
+    shutil.rmtree(runtime, ignore_errors=True)
+    return stopped
+
+
+def reap(groups: set[int], pids: set[int], postgres: set[str], homes: set[str],
+         warm_dirs: set[str] | None = None) -> None:
     """Stop everything registered: SIGTERM to the groups and pids, SIGQUIT to the
     postmasters, the folio servers stopped; SIGKILL to what is left after the grace."""
     for pgid in groups:
@@ -73,6 +95,8 @@ def reap(groups: set[int], pids: set[int], postgres: set[str], homes: set[str]) 
 
             stop_server(Path(home))
         shutil.rmtree(home, ignore_errors=True)
+    for runtime in warm_dirs or ():
+        stop_warm_servers(Path(runtime))
     deadline = time.monotonic() + GRACE_S
     while time.monotonic() < deadline and any(_group_alive(g) for g in groups):
         time.sleep(0.1)
@@ -91,6 +115,7 @@ def main() -> None:
     pids: set[int] = set()
     postgres: set[str] = set()
     homes: set[str] = set()
+    warm_dirs: set[str] = set()
     for line in sys.stdin:
         try:
             message = json.loads(line)
@@ -111,7 +136,11 @@ def main() -> None:
             postgres.discard(str(message["path"]))
         elif op == "folio_home":
             homes.add(str(message["path"]))
-    reap(groups, pids, postgres, homes)
+        elif op == "warm_dir":
+            warm_dirs.add(str(message["path"]))
+        elif op == "unwarm_dir":
+            warm_dirs.discard(str(message["path"]))
+    reap(groups, pids, postgres, homes, warm_dirs)
 
 
 if __name__ == "__main__":

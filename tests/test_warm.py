@@ -344,3 +344,21 @@ def test_an_unsafe_socket_folder_means_a_new_interpreter_not_a_crash(tmp_path: P
         assert "warm server" in done.stderr and "other users could change" in done.stderr
     finally:
         shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_the_suites_warm_servers_are_its_own_and_end_with_it(tmp_path: Path) -> None:
+    """A test that drops ``FOLIO_WARM=0`` runs warm under the session's own runtime
+    folder (tests/conftest.py), whose servers the session's end stops
+    (tests/process_reaper.stop_warm_servers, the reaper's too if the session dies)."""
+    from tests.process_reaper import stop_warm_servers
+
+    assert Path(os.environ["XDG_RUNTIME_DIR"]).name.startswith("fws-")
+    runtime = Path(tempfile.mkdtemp(prefix="fw-", dir="/tmp"))
+    done = _launch(runtime, tmp_path, str(tmp_path / "facts.json"), "0")
+    assert done.returncode == 0, done.stderr
+    [sock] = _servers(runtime)
+    server = _server_pid(sock)
+    assert server is not None
+    assert stop_warm_servers(runtime) == [server]
+    _wait_gone(server)
+    assert not runtime.exists()
