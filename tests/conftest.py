@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -115,6 +117,12 @@ def _warm_servers_end_with_the_suite() -> Iterator[None]:
     from tests.process_guard import guard_warm_dir, release_warm_dir
     from tests.process_reaper import stop_warm_servers
 
+    # pgserver (tests/pg_server.py) fixes its lock and socket folder from XDG_RUNTIME_DIR
+    # when imported, and takes its lock again as its process exits: imported first, it
+    # keeps the user's folder and leaves nothing in this one after it is removed
+    with contextlib.suppress(ImportError), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
+        import pgserver  # noqa: F401
     runtime = Path(tempfile.mkdtemp(prefix="fws-", dir="/tmp"))  # a socket's 107 bytes
     before = os.environ.get("XDG_RUNTIME_DIR")
     os.environ["XDG_RUNTIME_DIR"] = str(runtime)
