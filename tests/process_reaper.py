@@ -55,21 +55,28 @@ def _postmaster(path: str) -> int | None:
     return None
 
 
+def warm_server_pid(sock: Path) -> int | None:
+    """The pid of the warm server listening on ``sock``, from the ``ready on`` line of its
+    log beside it (None before that line, or without a log)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in sock.with_suffix(".log").read_text().splitlines():
+            if line.startswith("folio warm server ") and "ready on" in line:
+                return int(line.split()[3].rstrip(":"))
+    return None
+
+
 def stop_warm_servers(runtime: Path) -> list[int]:
-    """SIGTERM to every warm server of ``runtime`` (its pid from the ``ready on`` line of
-    the server's log beside its socket), then the folder removed: the pids signalled. A
-    server ends its running children's wait and exits on SIGTERM; unlike the suite's
-    other servers it runs in a session of its own that no fixture started, and would
-    idle for an hour (FOLIO_WARM_IDLE_S) after the suite."""
+    """SIGTERM to every warm server of ``runtime`` (the servers whose logs are in its
+    ``folio-warm`` folder), then the folder removed: the pids signalled. A server exits
+    on SIGTERM; unlike the suite's other servers it runs in a session of its own that no
+    fixture started, and would idle for an hour (FOLIO_WARM_IDLE_S) after the suite."""
     stopped = []
     for log in (runtime / "folio-warm").glob("*.log"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            for line in log.read_text().splitlines():
-                if line.startswith("folio warm server ") and "ready on" in line:
-                    pid = int(line.split()[3].rstrip(":"))
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.kill(pid, signal.SIGTERM)
-                        stopped.append(pid)
+        pid = warm_server_pid(log.with_suffix(".sock"))
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGTERM)
+                stopped.append(pid)
     shutil.rmtree(runtime, ignore_errors=True)
     return stopped
 

@@ -22,6 +22,7 @@ import pytest
 
 from folio.warm import identity
 from folio.warm.wire import Request, recv_int
+from tests.process_reaper import stop_warm_servers, warm_server_pid
 
 REPO = Path(__file__).resolve().parent.parent
 LAUNCH = ("from folio.warm import client; import sys; "
@@ -37,11 +38,7 @@ def runtime() -> Iterator[Path]:
     socket's path holds at most 107 bytes)."""
     folder = Path(tempfile.mkdtemp(prefix="fw-", dir="/tmp"))
     yield folder
-    for sock in (folder / "folio-warm").glob("*.sock"):  # stop what the test started
-        pid = _server_pid(sock)
-        if pid:
-            os.kill(pid, signal.SIGTERM)
-    shutil.rmtree(folder, ignore_errors=True)
+    stop_warm_servers(folder)  # what the test started, and the folder
 
 
 def _env(runtime: Path, **extra: str) -> dict[str, str]:
@@ -55,14 +52,6 @@ def _launch(runtime: Path, cwd: Path, *args: str, stdin: str = "", **extra: str,
     return subprocess.run([sys.executable, "-c", LAUNCH, *args], cwd=cwd, text=True,
                           input=stdin, capture_output=True, env=_env(runtime, **extra),
                           timeout=240)
-
-
-def _server_pid(sock: Path) -> int | None:
-    log = sock.with_suffix(".log")
-    for line in log.read_text().splitlines() if log.exists() else []:
-        if line.startswith("folio warm server ") and "ready" in line:
-            return int(line.split()[3].rstrip(":"))
-    return None
 
 
 def _servers(runtime: Path) -> list[Path]:
@@ -79,7 +68,7 @@ def test_a_child_is_the_callers_process_and_its_exit_is_the_callers(runtime: Pat
     assert done.returncode == 3, done.stderr
     seen = json.loads(facts.read_text())
     [sock] = _servers(runtime)
-    server = _server_pid(sock)
+    server = warm_server_pid(sock)
     assert server is not None and seen["ppid"] == server and seen["pgid"] == seen["pid"]  # forked, own group
     assert seen["after_fork"] and seen["cwd"] == str(work)
     # its command line is the server's; its name says what it runs (top, ps, bench/host_cpu)
@@ -179,7 +168,7 @@ def test_the_server_ends_when_idle(runtime: Path, tmp_path: Path) -> None:
     done = _launch(runtime, tmp_path, str(tmp_path / "f.json"), "0", FOLIO_WARM_IDLE_S="1")
     assert done.returncode == 0
     [sock] = _servers(runtime)
-    pid = _server_pid(sock)
+    pid = warm_server_pid(sock)
     assert pid is not None
     _wait_gone(pid)
     assert not sock.exists()
@@ -219,11 +208,7 @@ def test_another_users_connection_is_not_served(tmp_path: Path) -> None:
         assert answer in ("0" * 16, "eof") or answer.startswith("refused"), other.stderr
         assert "request refused: a connection from uid" in sock.with_suffix(".log").read_text()
     finally:
-        for sock in _servers(runtime):
-            pid = _server_pid(sock)
-            if pid:
-                os.kill(pid, signal.SIGTERM)
-        shutil.rmtree(runtime, ignore_errors=True)
+        stop_warm_servers(runtime)
 
 
 def test_a_request_from_the_same_user_carries_its_streams(runtime: Path,
@@ -297,7 +282,7 @@ def test_a_server_of_older_code_is_retired_once_its_children_are_done(
     while not facts.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     [old] = _servers(runtime)
-    old_pid = _server_pid(old)
+    old_pid = warm_server_pid(old)
     assert old_pid is not None
     # the running server's stamp made another code's, as after an edit of the checkout
     stamp = old.with_suffix(".json")
@@ -324,7 +309,7 @@ def test_a_removed_socket_ends_the_server_after_its_runs_not_during_them(
     while not (long_facts.exists() and short_facts.exists()) and time.monotonic() < deadline:
         time.sleep(0.05)
     [sock] = _servers(runtime)
-    pid = _server_pid(sock)
+    pid = warm_server_pid(sock)
     assert pid is not None
     sock.unlink()
     assert short.wait(timeout=60) == 0
@@ -350,14 +335,12 @@ def test_the_suites_warm_servers_are_its_own_and_end_with_it(tmp_path: Path) -> 
     """A test that drops ``FOLIO_WARM=0`` runs warm under the session's own runtime
     folder (tests/conftest.py), whose servers the session's end stops
     (tests/process_reaper.stop_warm_servers, the reaper's too if the session dies)."""
-    from tests.process_reaper import stop_warm_servers
-
     assert Path(os.environ["XDG_RUNTIME_DIR"]).name.startswith("fws-")
     runtime = Path(tempfile.mkdtemp(prefix="fw-", dir="/tmp"))
     done = _launch(runtime, tmp_path, str(tmp_path / "facts.json"), "0")
     assert done.returncode == 0, done.stderr
     [sock] = _servers(runtime)
-    server = _server_pid(sock)
+    server = warm_server_pid(sock)
     assert server is not None
     assert stop_warm_servers(runtime) == [server]
     _wait_gone(server)

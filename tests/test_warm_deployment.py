@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import sys
 import tempfile
 import time
@@ -21,6 +20,7 @@ import pytest
 
 from folio.samples import report_pages, write_long_pdf, write_scanned_pdf, write_text_pdf
 from tests.prefect_stack import start_prefect_stack
+from tests.process_reaper import stop_warm_servers
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")]
@@ -80,11 +80,7 @@ def test_a_triggered_run_is_forked_warm_and_a_cancelled_one_stops(tmp_path: Path
         _wait_for(lambda: not _alive(child), 60)
     finally:
         stack.stop()
-        for sock in (runtime / "folio-warm").glob("*.sock"):
-            for line in sock.with_suffix(".log").read_text().splitlines():
-                if "ready on" in line:
-                    os.kill(int(line.split()[3].rstrip(":")), 15)
-        shutil.rmtree(runtime, ignore_errors=True)
+        stop_warm_servers(runtime)
 
 
 def _engine_child(runtime: Path, seen: set[int]) -> int | None:
