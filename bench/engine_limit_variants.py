@@ -56,12 +56,10 @@ def variant_settings(args: argparse.Namespace) -> list[str]:
 
 def cpu_list(cpus: set[int]) -> str:
     """``0-5,8`` for {0, 1, 2, 3, 4, 5, 8}: a CPU set as taskset writes it."""
-    out: list[str] = []
+    runs: list[list[int]] = []  # [first, last] of each run of consecutive CPUs
     for cpu in sorted(cpus):
-        if out and "-" in out[-1] and int(out[-1].split("-")[1]) == cpu - 1:
-            out[-1] = f"{out[-1].split('-')[0]}-{cpu}"
-        elif out and "-" not in out[-1] and int(out[-1]) == cpu - 1:
-            out[-1] = f"{out[-1]}-{cpu}"
+        if runs and runs[-1][1] == cpu - 1:
+            runs[-1][1] = cpu
         else:
-            out.append(str(cpu))
-    return ",".join(out)
+            runs.append([cpu, cpu])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
