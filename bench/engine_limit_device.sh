@@ -63,8 +63,9 @@ wait_offline() { wait_pid /tmp/elim-offline.pid "$1" $W/offline.log; }
 # taskset list) for the vLLM server a step starts and the raw client beside it,
 # FOLIO_CPUS for folio's pipeline (flow, page workers, validation, Ghostscript); unset:
 # anywhere, as a user's host has it. A plan line may begin with them (VAR=VALUE words).
-# Why: under the pipeline the engine's steps run slower (olmocr2: GPU 88% busy against
-# 94% under the raw client, the engine core 1.8 cores against 1.6) with 11 of 16 cores idle
+# Why: under the pipeline the engine's steps run slower (olmocr2 at cf5a850, the steady
+# middle: GPU 88-92% busy against 95% under the raw client, its engine core 1.84-1.90
+# cores against 1.73; bench/engine_limit_middle.py) with most of the host's cores idle
 on_cpus() { local cpus=$1; shift; if [ -n "$cpus" ]; then taskset -c "$cpus" "$@"; else "$@"; fi; }
 
 case "${1:-}" in
