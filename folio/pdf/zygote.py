@@ -55,10 +55,10 @@ import traceback
 from collections.abc import Callable
 from typing import IO, Any, NoReturn
 
+from folio.child_processes import exited_children
 from folio.cpu_priority import lower_this_process, lower_this_session
 from folio.security.redaction import child_env
 from folio.warm import client as warm
-from folio.warm.server import exited_children
 
 log = logging.getLogger(__name__)
 

@@ -38,10 +38,10 @@ import sys
 import time
 import traceback
 import warnings
-from collections.abc import Iterator
 from types import ModuleType
 from typing import NoReturn
 
+from folio.child_processes import exited_children
 from folio.warm.identity import code_stamp
 from folio.warm.wire import ENV_FD, MAX_FDS, MAX_REQUEST, SOCKET_ENV, Request, read_env, send_int
 
@@ -209,18 +209,6 @@ class Server:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
             conn.close()
-
-
-def exited_children() -> Iterator[tuple[int, int]]:
-    """(pid, wait status) of every child that has ended, without waiting for more."""
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        yield pid, status
 
 
 def _child(request: Request, fds: list[int], ready_w: int, private: list[int],
