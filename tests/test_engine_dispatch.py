@@ -117,7 +117,11 @@ def test_the_faster_server_takes_more_pages_when_callers_keep_both_full(
 
 
 def test_the_scheduler_keeps_every_servers_budget_full(corpus: list[Path], tmp_path: Path) -> None:
-    with FakeServer(delay_s=0.2) as a, FakeServer(delay_s=0.2) as b:
+    # answers slow enough (1 s) that the pages rendered meanwhile outnumber one server's
+    # budget also on a busy machine: at 0.2 s the first answers came back before a fifth
+    # page was rendered when the suite ran beside other work, and the ladder never held more
+    # than one server's four
+    with FakeServer(delay_s=1.0) as a, FakeServer(delay_s=1.0) as b:
         config = spread_config(tmp_path, [a.url, b.url])
         finished, scheduler = run_scheduler(config, tmp_path / "out", corpus)
         sent = (a.state.requests, b.state.requests)
