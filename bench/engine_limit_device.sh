@@ -65,7 +65,9 @@ wait_offline() { wait_pid /tmp/elim-offline.pid "$1" $W/offline.log; }
 # anywhere, as a user's host has it. A plan line may begin with them (VAR=VALUE words).
 # Why: under the pipeline the engine's steps run slower (olmocr2 at cf5a850, the steady
 # middle: GPU 88-92% busy against 95% under the raw client, its engine core 1.84-1.90
-# cores against 1.73; bench/engine_limit_middle.py) with most of the host's cores idle
+# cores against 1.73; bench/engine_limit_middle.py) with most of the host's cores idle.
+# Tried at dcdfd12 (2026-12-06d, docs/gpu.md): 1.042 of the default's pipeline, inside the
+# spread between servers; not a default
 on_cpus() { local cpus=$1; shift; if [ -n "$cpus" ]; then taskset -c "$cpus" "$@"; else "$@"; fi; }
 
 case "${1:-}" in
