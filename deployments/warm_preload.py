@@ -63,7 +63,8 @@ def after_fork() -> None:
     key, its folder's prefect.toml), and the child marked, so that its ``folio`` command
     does not ask the server again. A ``folio`` command's child reads the settings later,
     itself (:data:`SETTINGS_LATER_ENV`); the mark is removed here, so that the child's own
-    children (a flow run's helpers) read theirs."""
+    children (a flow run's helpers) read theirs. The caller's parent
+    (:func:`folio.warm.client.parent_pid`) is taken out of the environment likewise."""
     if os.environ.pop(SETTINGS_LATER_ENV, None) is None:
         reread_prefect_settings()
-    client.IN_CHILD = True
+    client.enter_child()

@@ -76,6 +76,7 @@ from folio.gpu.vllm_server import (
 )
 from folio.settings.config import PipelineConfig
 from folio.settings.presets import get_preset
+from folio.warm import client as warm
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,8 @@ def flow_run_owner() -> int:
     override = os.environ.get("FOLIO_SERVER_OWNER_PID")
     if override and override.isdigit():
         return int(override)
-    return os.getppid() if os.environ.get("PREFECT__FLOW_RUN_ID") else os.getpid()
+    # a run forked by the warm server: its launcher's parent, the worker, not the server
+    return warm.parent_pid() if os.environ.get("PREFECT__FLOW_RUN_ID") else os.getpid()
 
 
 class VLLMTaskRunner(ThreadPoolTaskRunner):  # type: ignore[type-arg]

@@ -71,6 +71,10 @@ def test_a_child_is_the_callers_process_and_its_exit_is_the_callers(runtime: Pat
     server = warm_server_pid(sock)
     assert server is not None and seen["ppid"] == server and seen["pgid"] == seen["pid"]  # forked, own group
     assert seen["after_fork"] and seen["cwd"] == str(work)
+    # the parent it would have had without the server is its caller's: this test's process
+    # (a worker's flow run: the worker, whose end ends the run's shared GPU server); the
+    # variable that told it is not left for the child's own children
+    assert seen["parent"] == os.getpid() and "FOLIO_WARM_PARENT_PID" not in seen["env"]
     # its command line is the server's; its name says what it runs (top, ps, bench/host_cpu)
     assert seen["comm"] == "folio:warm_prob"  # folio:<module>, 15 bytes
     assert "folio.warm.server" in Path(f"/proc/{server}/cmdline").read_text()
@@ -143,7 +147,9 @@ def test_a_helper_is_forked_by_the_same_server(runtime: Path, tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     seen = json.loads(facts.read_text())
     helper = seen["helper"]
-    assert helper["code"] == 7 and helper["answer"].split() == [str(seen["ppid"]), "ping"]
+    # its parent is the server; the parent it would have had without one is its caller
+    assert helper["code"] == 7
+    assert helper["answer"].split() == [str(seen["ppid"]), str(seen["pid"]), "ping"]
 
 
 def test_a_child_finds_what_the_server_imported_frozen(runtime: Path, tmp_path: Path) -> None:

@@ -19,13 +19,14 @@ AFTER_FORK: list[int] = []
 
 def after_fork() -> None:
     AFTER_FORK.append(os.getpid())
-    client.IN_CHILD = True
+    client.enter_child()
 
 
 def main() -> int:
     facts_file, code, *rest = sys.argv[1:]
     facts: dict[str, object] = {
-        "pid": os.getpid(), "ppid": os.getppid(), "pgid": os.getpgid(0), "cwd": os.getcwd(),
+        "pid": os.getpid(), "ppid": os.getppid(), "parent": client.parent_pid(),
+        "pgid": os.getpgid(0), "cwd": os.getcwd(),
         "argv": sys.argv, "umask": _umask(), "env": dict(os.environ),
         "after_fork": AFTER_FORK == [os.getpid()], "stdout_tty": sys.stdout.isatty(),
         "frozen": gc.get_freeze_count(), "gc_enabled": gc.isenabled(),
@@ -63,7 +64,7 @@ def _write(path: str, facts: dict[str, object]) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["echo"]:  # the helper: its parent and what it was sent
-        print(f"{os.getppid()} {sys.stdin.read().strip()}")
+    if sys.argv[1:] == ["echo"]:  # the helper: its parents (the server's, the caller's)
+        print(f"{os.getppid()} {client.parent_pid()} {sys.stdin.read().strip()}")
         raise SystemExit(7)
     raise SystemExit(main())

@@ -39,6 +39,22 @@ IDLE_ENV = "FOLIO_WARM_IDLE_S"
 #: True in a process forked by a warm server (set by the preload's ``after_fork``): its
 #: own commands run where they are, its helpers are forked by the same server
 IN_CHILD = False
+#: the caller's parent, for its child: a warm child's own parent is the server, but a
+#: flow run's shared GPU server must end with the worker that started the run's launcher
+#: (flows/vllm_runner.flow_run_owner); the request carries it in :data:`PARENT_ENV`, which
+#: :func:`enter_child` moves here (so the child's own children do not inherit it)
+CALLER_PARENT_PID = 0
+PARENT_ENV = "FOLIO_WARM_PARENT_PID"
+
+
+def enter_child() -> None:
+    """Mark this process as a warm child (a preload's ``after_fork`` calls it, once the
+    caller's environment is in place): its commands run where they are, its helpers are
+    forked by the same server, and :func:`parent_pid` answers its caller's parent."""
+    global IN_CHILD, CALLER_PARENT_PID
+    parent = os.environ.pop(PARENT_ENV, "")
+    CALLER_PARENT_PID = int(parent) if parent.isdigit() else 0
+    IN_CHILD = True
 DEFAULT_IDLE_S = 3600.0
 #: how long a first request waits for a new server's imports (minutes on a crowded host)
 START_TIMEOUT_S = 180.0
@@ -105,7 +121,9 @@ def run_command(kind: str, target: str, preload: Sequence[str],
     before = {sig: signal.signal(sig, relay) for sig in (*_RELAYED, *_TO_GROUP)}
     try:
         with sock:
-            send_request(sock, request, [0, 1, 2], dict(os.environ))
+            # the child takes this process's place: its parent is this process's parent
+            send_request(sock, request, [0, 1, 2],
+                         {**os.environ, PARENT_ENV: str(os.getppid())})
             pid = recv_int(sock) or 0
             if pid <= 0:
                 return None  # refused before anything ran: the caller runs it
@@ -120,6 +138,15 @@ def run_command(kind: str, target: str, preload: Sequence[str],
               file=sys.stderr)
         return 1
     return status
+
+
+def parent_pid() -> int:
+    """This process's parent as its caller sees it: ``os.getppid()``, but in a warm child
+    the parent the process would have had without the warm server (a launcher's parent, a
+    helper's caller)."""
+    if IN_CHILD and CALLER_PARENT_PID > 0:
+        return CALLER_PARENT_PID
+    return os.getppid()
 
 
 def exit_with(status: int) -> None:
@@ -302,7 +329,8 @@ def spawn_module(module: str, args: Sequence[str], *, pipe_stdin: bool = False,
             raise OSError(f"no warm server at {path}")
         try:
             send_request(sock, request, [*theirs, *extra_fds],
-                         env if env is not None else dict(os.environ))
+                         {**(env if env is not None else os.environ),
+                          PARENT_ENV: str(os.getpid())})  # a helper: this is its parent
             pid = recv_int(sock) or 0
         except OSError:
             sock.close()
