@@ -28,7 +28,8 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 # Every test's commands and workers start Python as before, not through a warm server
 # (folio.warm): a test's environment (its own Prefect home, settings, corpus) is a server
 # of its own, and hundreds of them would each hold a pre-imported process for an hour.
-# The warm path has tests of its own (tests/test_warm*.py), which turn it on.
+# The warm path has tests of its own (tests/test_warm*.py), which turn it on, and the
+# session's Prefect stack runs with it, as a team's host does (tests/prefect_stack.py).
 os.environ.setdefault("FOLIO_WARM", "0")
 os.environ.setdefault("FOLIO_S3__ACCESS_KEY_ID", "test")
 os.environ.setdefault("FOLIO_S3__SECRET_ACCESS_KEY", "test")

@@ -205,13 +205,21 @@ def prefect_stack_server(tmp_path_factory: pytest.TempPathFactory, pg_cluster: P
     The server's database is PostgreSQL where this machine has it (as production guidance
     says, docs/hosts.md): on SQLite, a loaded 2-core CI machine running two test processes
     had the server answer "database is locked" to a worker's heartbeat and a run started
-    from the UI never ran. SQLite stays the fallback, and the demo's default."""
+    from the UI never ran. SQLite stays the fallback, and the demo's default.
+
+    Its worker's flow runs and the commands run on it go through the warm server
+    (``FOLIO_WARM=1``, the default a team gets; the rest of the suite turns it off): the
+    deployments' tests then run what users run, and each run after the first skips its
+    imports (test_trigger.py beside test_sweep.py on one worker: 87 user CPU-s against 146).
+    It also caught a warm flow run that took the warm server for the worker whose end
+    stops the run's shared GPU server (flows/vllm_runner.flow_run_owner)."""
     if not shutil.which("gs"):
         pytest.skip("ghostscript absent: the document flow cannot run")
     server_env = ({"PREFECT_API_DATABASE_CONNECTION_URL": pg_cluster.database()}
                   if pg_cluster is not None else None)
     stack = start_prefect_stack(tmp_path_factory.mktemp("prefect-home"),
-                                deployments=("document", "sweep-example"), server_env=server_env)
+                                deployments=("document", "sweep-example"), server_env=server_env,
+                                env={"FOLIO_WARM": "1"})
     try:
         yield stack
     finally:

@@ -2,7 +2,8 @@
 the warm server on (as a team gets it): a triggered document runs in a child of the warm
 server and is indexed; a run cancelled from Prefect stops, and its process with it.
 
-The rest of the suite runs its stacks with FOLIO_WARM=0 (tests/conftest.py), which
+The session's stack (tests/prefect_stack.py) runs warm too; the stacks other tests start
+themselves (tests/test_hosts.py) run with FOLIO_WARM=0 (tests/conftest.py), which
 exercises the same deployment command's other branch: ``prefect.engine`` in the
 launcher's own process."""
 
