@@ -48,7 +48,8 @@ LAYERS: list[tuple[str, str, list[str]]] = [
     ("io", "io: sources, sinks, claims", ["io", "claims"]),
     ("gpu", "gpu: servers, profiles", ["gpu"]),
     ("shared", "shared data contract, process plumbing",
-     ["models", "errors", "cpu_priority", "process_files", "security", "warm"]),
+     ["models", "errors", "cpu_priority", "child_processes", "process_files", "security",
+      "warm"]),
 ]
 EDGE_FOLDERS = ("flows", "tasks", "deployments")
 #: imports into this layer are left out of the figure (the table keeps them)
