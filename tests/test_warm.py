@@ -274,7 +274,11 @@ def _wait_gone(pid: int, timeout: float = 30.0) -> None:
         if stat.exists() and stat.read_text().split(") ")[-1].startswith("Z"):
             return  # a zombie: ended, not yet reaped by a parent that is gone too
         time.sleep(0.1)
-    raise AssertionError(f"process {pid} still runs")
+    # what it is, for a failure seen once in a full run and not again (state, parent, name)
+    status = Path(f"/proc/{pid}/status")
+    seen = {k: v.strip() for k, _, v in (ln.partition(":") for ln in status.read_text().splitlines())
+            if k in ("Name", "State", "PPid", "SigBlk", "SigIgn")} if status.exists() else {}
+    raise AssertionError(f"process {pid} still runs: {seen}")
 
 
 def test_a_server_of_older_code_is_retired_once_its_children_are_done(
