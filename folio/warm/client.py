@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 ENABLE_ENV = "FOLIO_WARM"
 IDLE_ENV = "FOLIO_WARM_IDLE_S"
-#: True in a process forked by a warm server (set by the preload's ``after_fork``): its
+#: True in a process forked by a warm server (set by :func:`enter_child`): its
 #: own commands run where they are, its helpers are forked by the same server
 IN_CHILD = False
 #: the caller's parent, for its child: a warm child's own parent is the server, but a
@@ -45,6 +45,12 @@ IN_CHILD = False
 #: :func:`enter_child` moves here (so the child's own children do not inherit it)
 CALLER_PARENT_PID = 0
 PARENT_ENV = "FOLIO_WARM_PARENT_PID"
+DEFAULT_IDLE_S = 3600.0
+#: how long a first request waits for a new server's imports (minutes on a crowded host)
+START_TIMEOUT_S = 180.0
+#: signals passed on to the child; a terminal's go to its whole process group
+_RELAYED = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCONT)
+_TO_GROUP = (signal.SIGINT, signal.SIGQUIT, signal.SIGWINCH)
 
 
 def enter_child() -> None:
@@ -55,12 +61,6 @@ def enter_child() -> None:
     parent = os.environ.pop(PARENT_ENV, "")
     CALLER_PARENT_PID = int(parent) if parent.isdigit() else 0
     IN_CHILD = True
-DEFAULT_IDLE_S = 3600.0
-#: how long a first request waits for a new server's imports (minutes on a crowded host)
-START_TIMEOUT_S = 180.0
-#: signals passed on to the child; a terminal's go to its whole process group
-_RELAYED = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCONT)
-_TO_GROUP = (signal.SIGINT, signal.SIGQUIT, signal.SIGWINCH)
 
 
 def enabled() -> bool:
