@@ -45,6 +45,7 @@ from folio.engines.tesseract import (
     Word,
     _points_per_pixel,
     paragraphs_to_blocks,
+    visual_bullets,
     word_boxes,
 )
 from folio.errors import BadInputError, BadOutputError, ConfigError, FolioError
@@ -293,7 +294,8 @@ class RapidOcrEngine:
         if not paragraphs:  # no text is a reading (a drawing), not a failure
             return EngineOutput(attempt=self._attempt(started), no_text=True)
         scale = _points_per_pixel(page, page.image_path)
-        blocks = paragraphs_to_blocks(paragraphs, scale)
+        blocks = paragraphs_to_blocks(paragraphs, scale,
+                                      visual_bullets(page.image_path, paragraphs))
         return EngineOutput(blocks=blocks, markdown=blocks_to_markdown(blocks),
                             attempt=self._attempt(started),
                             words=word_boxes(paragraphs, scale))

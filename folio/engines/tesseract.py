@@ -21,6 +21,7 @@ import signal
 import statistics
 import subprocess
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from folio.engines.base import EngineOutput
@@ -36,6 +37,7 @@ from folio.errors import (
 from folio.models import Attempt, BBox, Block, Label, PagePrep, WordBox
 from folio.page.list_items import ItemLine, list_pieces
 from folio.page.quality import weighted_mean
+from folio.page.visual_bullets import LineBox, bullet_lines
 from folio.security.redaction import child_env
 
 #: a short paragraph whose lines are all this much taller than the page's median line is a
@@ -273,17 +275,22 @@ def _bbox(words: list[Word], scale: tuple[float, float] | None) -> BBox | None:
 
 
 def paragraphs_to_blocks(
-    paragraphs: list[Paragraph], scale: tuple[float, float] | None
+    paragraphs: list[Paragraph], scale: tuple[float, float] | None,
+    bullets: Collection[tuple[int, int]] = (),
 ) -> list[Block]:
     """Blocks with labels and confidences; ``scale`` is points per pixel (x, y), or None
     when the page size is unknown (then blocks carry no bbox rather than a wrong one).
     List items are cut out of the paragraphs (:mod:`folio.page.list_items`, with the
-    marks OCR makes of bullets), each a block with its marker and nesting level."""
+    marks OCR makes of bullets), each a block with its marker and nesting level;
+    ``bullets``: the (paragraph, line) pairs that a bullet the engine did not read opens
+    (:func:`visual_bullets`)."""
     median = _median_line_height(paragraphs)
     headers = [_is_header(para, median) for para in paragraphs]
     pieces = list_pieces(
-        [[ItemLine(_line_text(line), min(w.left for w in line.words), line.height)
-          for line in para.lines] for para in paragraphs], headers, ocr=True)
+        [[ItemLine(("• " if (p, i) in bullets else "") + _line_text(line),
+                   min(w.left for w in line.words), line.height)
+          for i, line in enumerate(para.lines)] for p, para in enumerate(paragraphs)],
+        headers, ocr=True)
     blocks: list[Block] = []
     for piece in pieces:
         para = paragraphs[piece.para]
@@ -307,6 +314,24 @@ def paragraphs_to_blocks(
                   confidence=confidence, type_size=size)
         )
     return blocks
+
+
+def visual_bullets(image_path: str, paragraphs: list[Paragraph]) -> set[tuple[int, int]]:
+    """The (paragraph, line) pairs whose bullet is in the image but not in the engine's
+    words (:mod:`folio.page.visual_bullets`); word boxes in the image's pixels."""
+    import numpy as np
+    from PIL import Image
+
+    where = [(p, i) for p, para in enumerate(paragraphs) for i, line in enumerate(para.lines)
+             if line.words]
+    if len(where) < 2:
+        return set()
+    lines = [LineBox(left=min(w.left for w in paragraphs[p].lines[i].words),
+                     top=min(w.top for w in paragraphs[p].lines[i].words),
+                     height=paragraphs[p].lines[i].height) for p, i in where]
+    with Image.open(image_path) as img:
+        gray = np.asarray(img.convert("L"))
+    return {where[k] for k in bullet_lines(gray, lines)}
 
 
 def _line_text(line: Line) -> str:
@@ -393,7 +418,10 @@ class TesseractEngine:
             raise
         assert page.image_path  # _paragraphs refused a page without one
         scale = _points_per_pixel(page, page.image_path)
-        blocks = paragraphs_to_blocks(paragraphs, scale)
+        # a turned page's words were mapped back onto the image: its bullets stand
+        # elsewhere than left of them
+        bullets = visual_bullets(page.image_path, paragraphs) if not rotated else set()
+        blocks = paragraphs_to_blocks(paragraphs, scale, bullets)
         # no words is a reading, not a failure: a drawing or a photo holds no text (the
         # pipeline decides whether the page's own layer says otherwise)
         return EngineOutput(blocks=blocks, markdown=blocks_to_markdown(blocks),

@@ -18,7 +18,8 @@ What opens an item:
   sentence that starts ``3. The``) is no list, and a year (four digits) never is;
 * on an OCR page, the marks Tesseract reads bullets as (``«``, ``¢``, ``©``, ``°``, ``»``,
   ``®``), and on any page a letter ``o`` and a space (Word's second-level bullet), only
-  where two or more bulleted items sit together.
+  where two or more bulleted items sit together (a bullet the engine did not read at
+  all is found in the image, :mod:`folio.page.visual_bullets`, and comes here as ``•``).
 
 Nesting comes from the items' left edges: an item right of the item above by more than
 :data:`INDENT_SHARE` of a line height is one level deeper, one back at an earlier edge
