@@ -78,6 +78,34 @@ def test_the_words_inside_a_figure_are_one_picture_block_not_scattered_blocks() 
     assert "Keyway" not in markdown
 
 
+def _item(box: tuple[float, float, float, float], text: str, order: int) -> Block:
+    return _block("List-Item", box, text, order).model_copy(update={"marker": "-", "level": 1})
+
+
+def test_a_list_on_a_page_taken_for_a_figure_stays_a_list_and_a_drawings_goes_in_it() -> None:
+    """A flyer the layout model takes for one picture (docling's redp5110 page 3): its
+    prose makes the region text again, and its bulleted lines stay list items. A real
+    drawing's bulleted labels go into its picture as its other labels do."""
+    from folio.page.layout_labels import label_blocks
+
+    page = _region(Label.FIGURE, BBox(x0=40, y0=60, x1=570, y1=740))
+    prose = _block("Text", (72, 80, 540, 160), " ".join(["sentence"] * 50) + ".", 0)
+    items = [_item((90, 200 + 20 * n, 400, 214 + 20 * n), f"point number {n}", 1 + n)
+             for n in range(3)]
+    labelled, _ = label_blocks([prose, *items], [page], 0.5)
+    found = cpu_pictures(labelled, [page], [], width=W, height=H, min_cover=0.5, min_side=48)
+    assert [(b.label, b.marker, b.content) for b in found[1:]] == [
+        ("List-Item", "-", f"point number {n}") for n in range(3)]
+    assert found[0].label == "Text"
+
+    labels = [_item((320, 430 + 30 * n, 450, 442 + 30 * n), f"part {n}", n) for n in range(3)]
+    labelled, _ = label_blocks(labels, [_region(Label.FIGURE, FIGURE)], 0.5)
+    found = cpu_pictures(labelled, [_region(Label.FIGURE, FIGURE)], [], width=W, height=H,
+                         min_cover=0.5, min_side=48)
+    assert [b.label for b in found] == ["Picture"]
+    assert found[0].content.split("\n") == ["part 0", "part 1", "part 2"]
+
+
 def test_a_figure_without_words_is_a_picture_in_its_place_in_the_reading_order() -> None:
     above = _block("Text", (72, 100, 540, 300), "Text above.", 0)
     below = _block("Text", (72, 720, 540, 760), "Text below.", 1)

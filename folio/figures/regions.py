@@ -49,6 +49,9 @@ MAX_WORDS_OVER_IMAGE = 40
 #: image objects this close (points) are one figure drawn in tiles
 TILE_GAP_PT = 2.0
 _FIGURE_LABELS = frozenset({Label.FIGURE.value, Label.IMAGE.value})
+#: the labels a figure region's blocks have where the labelling left them the figure's:
+#: its own, and a list item (its bulleted labels; folio.page.layout_labels keeps them)
+_IN_FIGURE = frozenset({Label.FIGURE.value, Label.LIST_ITEM.value})
 #: alt text may hold brackets of its own (markdownify leaves them unescaped)
 _IMAGE_LINK = re.compile(r"!\[([^\n]*?)\]\(([^)\s]*)(?:\s+\"[^\"]*\")?\)")
 
@@ -113,7 +116,7 @@ def cpu_pictures(blocks: Sequence[Block], regions: Sequence[Region] | None,
             continue  # the model saw a table there too: the table's blocks say which
         members = [b for b in blocks if b.bbox is not None and id(b) not in taken
                    and region_for(b.bbox, regions, min_cover) is region]
-        if any(m.label != Label.FIGURE.value for m in members):
+        if any(m.label not in _IN_FIGURE for m in members):
             continue  # a table or prose the labelling took out of the figure
         if _prose(members):  # a page of text the model took for a picture: text it stays
             rest = [r for r in regions if r is not region]
@@ -176,7 +179,9 @@ def _lettered(token: str) -> bool:
 
 def _as_text(block: Block, rest: Sequence[Region], min_cover: float) -> Block:
     """A block of a region that is no figure: the label the other regions give it
-    (a title, a caption), else Text."""
+    (a title, a caption), else Text; a list item stays one."""
+    if block.label == Label.LIST_ITEM.value:
+        return block
     again = region_for(block.bbox, rest, min_cover) if block.bbox is not None else None
     label = (again.label.value if again is not None
              and again.label not in (Label.FIGURE, Label.TABLE) else Label.TEXT.value)

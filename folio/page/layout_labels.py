@@ -35,7 +35,9 @@ region (the model's box is coarser than the engine's type sizes).
 
 Text regions never replace a label the engine gave: CDLA's "text" is the catch-all (it
 has no list class), so a List-Item or a heading the engine found from font sizes would
-only lose information. Blocks without a box or without a covering region keep their
+only lose information. Nor do figure regions replace a List-Item: a flyer, a cover or a
+slide the model takes for one picture keeps its lists where its text stays text
+(:mod:`folio.figures.regions`), and a real figure takes its bulleted labels in whole. Blocks without a box or without a covering region keep their
 label. Pure.
 """
 
@@ -138,6 +140,7 @@ def label_blocks(blocks: Sequence[Block], regions: Sequence[Region], min_cover: 
         if region is not None and not (
                 region.label is Label.TEXT and label != Label.TEXT.value
                 or (label in _STRUCTURED and region.label in _HEADINGS)
+                or (label == Label.LIST_ITEM.value and region.label is Label.FIGURE)
                 or keeps_heading(label, block.content, block.bbox, region, regions, cover,
                                  min_cover)
                 or refuses_heading(label, block.content, region, heads, cover, min_cover)):
