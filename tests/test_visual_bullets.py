@@ -59,6 +59,8 @@ def test_another_columns_words_or_a_big_mark_are_no_bullet() -> None:
     assert bullet_lines(gray, lines) == set()  # the band holds words, not one blob
     gray, lines, _ = _page([True, True, True, False], dot=34)  # as tall as the line
     assert bullet_lines(gray, lines) == set()
+    gray, lines, _ = _page([True, True, True, False], dot=26)  # a digit's or a capital's size
+    assert bullet_lines(gray, lines) == set()
 
 
 def test_bullets_of_different_sizes_do_not_vouch_for_each_other() -> None:
