@@ -247,3 +247,20 @@ def test_the_zygote_stays_single_threaded() -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["1", "True", "False"]
+
+
+def test_a_block_freed_from_a_table_or_figure_keeps_what_labelling_would_keep() -> None:
+    """A list item a figure or table region let go of (a page of prose taken for a
+    picture, a page number beyond a table) is labelled as label_blocks labels: a text
+    region does not make it Text (the item would keep its marker on a Text block), a
+    title region does not make it a heading; a plain line takes the title."""
+    from folio.page.layout_labels import _outside
+
+    item = block("point one", box(80, 200, 400, 214), label=Label.LIST_ITEM).model_copy(
+        update={"marker": "-", "level": 1})
+    text_region = [region(Label.TEXT, box(60, 180, 560, 400))]
+    title_region = [region(Label.TITLE, box(60, 180, 560, 400))]
+    assert _outside(item, text_region, 0.5) is item
+    assert _outside(item, title_region, 0.5) is item
+    line = block("A Title", box(80, 200, 400, 214))
+    assert _outside(line, title_region, 0.5).label == Label.TITLE.value

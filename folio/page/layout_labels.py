@@ -37,8 +37,8 @@ Text regions never replace a label the engine gave: CDLA's "text" is the catch-a
 has no list class), so a List-Item or a heading the engine found from font sizes would
 only lose information. Nor do figure regions replace a List-Item: a flyer, a cover or a
 slide the model takes for one picture keeps its lists where its text stays text
-(:mod:`folio.figures.regions`), and a real figure takes its bulleted labels in whole. Blocks without a box or without a covering region keep their
-label. Pure.
+(:mod:`folio.figures.regions`), and a real figure takes its bulleted labels in whole.
+Blocks without a box or without a covering region keep their label. Pure.
 """
 
 from __future__ import annotations
@@ -282,9 +282,13 @@ def _overlap_x(a: BBox, b: BBox) -> bool:
 
 def _outside(original: Block, rest: Sequence[Region], min_cover: float) -> Block:
     """A block left out of a table: the label the other regions (``rest``) give it, or
-    the engine's when none does or only a figure or a table would."""
+    the engine's when none does, or only a figure or a table would, or a region that
+    :func:`label_blocks` would not let replace it (a text region, a title over a list
+    item): a list item stays one, with its marker."""
     again = region_for(original.bbox, rest, min_cover) if original.bbox is not None else None
-    if again is None or again.label in (Label.FIGURE, Label.TABLE):
+    if (again is None or again.label in (Label.FIGURE, Label.TABLE)
+            or (again.label is Label.TEXT and original.label != Label.TEXT.value)
+            or (original.label in _STRUCTURED and again.label in _HEADINGS)):
         return original
     return original.model_copy(update={"label": again.label.value})
 
