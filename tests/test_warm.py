@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -228,6 +229,55 @@ def test_a_request_from_the_same_user_carries_its_streams(runtime: Path,
     socket.send_fds(s, [request.encode()], [0])
     assert recv_int(s) in (0, None)
     s.close()
+
+
+def test_a_caller_gone_before_the_server_answers_leaves_no_child(runtime: Path,
+                                                                tmp_path: Path) -> None:
+    """A caller killed between its request and the server's answer (the pid): the
+    server's answer fails, and its child must not run on unattended, nor the server end
+    (it did: the failed answer ended the server with its new child not yet counted among
+    its children, so nothing killed it; a full test run's SIGKILL case hit it once)."""
+    from folio.warm.wire import send_request
+
+    _launch(runtime, tmp_path, str(tmp_path / "first.json"), "0")
+    [sock] = _servers(runtime)
+    server = warm_server_pid(sock)
+    facts = tmp_path / "facts.json"
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(str(sock))
+    request = Request(kind="call", target="tests.warm_probe:main", cwd=str(tmp_path),
+                      argv=["probe", str(facts), "0", "sleep", "60"], path0=str(REPO))
+    with open(os.devnull, "rb") as null_in, open(os.devnull, "wb") as null_out:
+        send_request(s, request, [null_in.fileno(), null_out.fileno(), null_out.fileno()],
+                     _env(runtime))
+    s.close()  # gone before the answer
+    child = _forked_last(runtime, "tests.warm_probe:main", after=1)
+    _wait_gone(child)
+    assert server is not None and _alive(server), "the server ended with the failed answer"
+    assert _launch(runtime, tmp_path, str(tmp_path / "again.json"), "0").returncode == 0
+    assert json.loads((tmp_path / "again.json").read_text())["ppid"] == server
+
+
+def _forked_last(runtime: Path, target: str, after: int, timeout: float = 60.0) -> int:
+    """The pid of the server's child number ``after + 1`` for ``target``, from its log
+    (``folio warm server: PID runs TARGET in ...``), once it is there."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = "".join(log.read_text() for log in (runtime / "folio-warm").glob("*.log"))
+        pids = re.findall(rf"folio warm server: (\d+) runs {re.escape(target)} in ", text)
+        if len(pids) > after:
+            return int(pids[after])
+        time.sleep(0.1)
+    raise AssertionError(f"no child number {after + 1} for {target} in the server's log")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split(") ")[-1].startswith("Z"))
 
 
 def test_the_name_follows_configuration_not_shell_noise_or_secrets() -> None:

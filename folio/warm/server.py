@@ -139,9 +139,16 @@ class Server:
         # what the server ran, for whoever looks at its log (never the environment)
         print(f"folio warm server: {pid} runs {request.target} in {request.cwd}",
               file=sys.stderr, flush=True)
-        send_int(conn, pid)
-        conn.setblocking(False)
+        # counted among the children before the answer: a caller gone by now makes the
+        # answer fail, and its child must be killed, not left running when an error
+        # ends the server (it was: orphaned, nothing waiting for it)
         self.children[pid] = conn
+        try:
+            send_int(conn, pid)
+        except OSError:  # the caller is gone: as when its connection closes later
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+        conn.setblocking(False)
         self.selector.register(conn, selectors.EVENT_READ, pid)
 
     def _fork(self, request: Request, fds: list[int], conn: socket.socket) -> int:
