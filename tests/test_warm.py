@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from folio.process_files import pid_alive
 from folio.warm import identity
 from folio.warm.wire import Request, recv_int
 from tests.process_reaper import stop_warm_servers, warm_server_pid
@@ -253,7 +254,7 @@ def test_a_caller_gone_before_the_server_answers_leaves_no_child(runtime: Path,
     s.close()  # gone before the answer
     child = _forked_last(runtime, "tests.warm_probe:main", after=1)
     _wait_gone(child)
-    assert server is not None and _alive(server), "the server ended with the failed answer"
+    assert pid_alive(server), "the server ended with the failed answer"
     assert _launch(runtime, tmp_path, str(tmp_path / "again.json"), "0").returncode == 0
     assert json.loads((tmp_path / "again.json").read_text())["ppid"] == server
 
@@ -269,15 +270,6 @@ def _forked_last(runtime: Path, target: str, after: int, timeout: float = 60.0) 
             return int(pids[after])
         time.sleep(0.1)
     raise AssertionError(f"no child number {after + 1} for {target} in the server's log")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().split(") ")[-1].startswith("Z"))
 
 
 def test_the_name_follows_configuration_not_shell_noise_or_secrets() -> None:
