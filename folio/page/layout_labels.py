@@ -138,8 +138,7 @@ def label_blocks(blocks: Sequence[Block], regions: Sequence[Region], min_cover: 
         region = region_for(block.bbox, regions, min_cover) if block.bbox is not None else None
         label = block.label
         if region is not None and not (
-                region.label is Label.TEXT and label != Label.TEXT.value
-                or (label in _STRUCTURED and region.label in _HEADINGS)
+                _keeps_engine_label(label, region.label)
                 or (label == Label.LIST_ITEM.value and region.label is Label.FIGURE)
                 or keeps_heading(label, block.content, block.bbox, region, regions, cover,
                                  min_cover)
@@ -280,6 +279,13 @@ def _overlap_x(a: BBox, b: BBox) -> bool:
     return width >= 0.5 * min(a.x1 - a.x0, b.x1 - b.x0)
 
 
+def _keeps_engine_label(label: str, region: Label) -> bool:
+    """Whether a region of kind ``region`` leaves the engine's ``label`` as it is: a text
+    region any label but Text (CDLA's catch-all), a heading region a list item or code."""
+    return ((region is Label.TEXT and label != Label.TEXT.value)
+            or (label in _STRUCTURED and region in _HEADINGS))
+
+
 def _outside(original: Block, rest: Sequence[Region], min_cover: float) -> Block:
     """A block left out of a table: the label the other regions (``rest``) give it, or
     the engine's when none does, or only a figure or a table would, or a region that
@@ -287,8 +293,7 @@ def _outside(original: Block, rest: Sequence[Region], min_cover: float) -> Block
     item): a list item stays one, with its marker."""
     again = region_for(original.bbox, rest, min_cover) if original.bbox is not None else None
     if (again is None or again.label in (Label.FIGURE, Label.TABLE)
-            or (again.label is Label.TEXT and original.label != Label.TEXT.value)
-            or (original.label in _STRUCTURED and again.label in _HEADINGS)):
+            or _keeps_engine_label(original.label, again.label)):
         return original
     return original.model_copy(update={"label": again.label.value})
 
