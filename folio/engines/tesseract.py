@@ -322,13 +322,16 @@ def visual_bullets(image_path: str, paragraphs: list[Paragraph]) -> set[tuple[in
     import numpy as np
     from PIL import Image
 
-    where = [(p, i) for p, para in enumerate(paragraphs) for i, line in enumerate(para.lines)
-             if line.words]
-    if len(where) < 2:
+    where: list[tuple[int, int]] = []
+    lines: list[LineBox] = []
+    for p, para in enumerate(paragraphs):
+        for i, line in enumerate(para.lines):
+            if line.words:
+                where.append((p, i))
+                lines.append(LineBox(left=min(w.left for w in line.words),
+                                     top=min(w.top for w in line.words), height=line.height))
+    if len(lines) < 2:
         return set()
-    lines = [LineBox(left=min(w.left for w in paragraphs[p].lines[i].words),
-                     top=min(w.top for w in paragraphs[p].lines[i].words),
-                     height=paragraphs[p].lines[i].height) for p, i in where]
     with Image.open(image_path) as img:
         gray = np.asarray(img.convert("L"))
     return {where[k] for k in bullet_lines(gray, lines)}
