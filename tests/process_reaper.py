@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -63,6 +64,14 @@ def warm_server_pid(sock: Path) -> int | None:
             if line.startswith("folio warm server ") and "ready on" in line:
                 return int(line.split()[3].rstrip(":"))
     return None
+
+
+def warm_runs(runtime: Path) -> list[tuple[int, str]]:
+    """What the warm servers of ``runtime`` forked, in order: (pid, target) from their
+    logs' ``folio warm server: PID runs TARGET in ...`` lines."""
+    text = "".join(log.read_text() for log in sorted((runtime / "folio-warm").glob("*.log")))
+    return [(int(pid), target) for pid, target in
+            re.findall(r"folio warm server: (\d+) runs (\S+) in ", text)]
 
 
 def stop_warm_servers(runtime: Path) -> list[int]:

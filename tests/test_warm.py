@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -24,7 +23,7 @@ import pytest
 from folio.process_files import pid_alive
 from folio.warm import identity
 from folio.warm.wire import Request, recv_int
-from tests.process_reaper import stop_warm_servers, warm_server_pid
+from tests.process_reaper import stop_warm_servers, warm_runs, warm_server_pid
 
 REPO = Path(__file__).resolve().parent.parent
 LAUNCH = ("from folio.warm import client; import sys; "
@@ -260,14 +259,13 @@ def test_a_caller_gone_before_the_server_answers_leaves_no_child(runtime: Path,
 
 
 def _forked_last(runtime: Path, target: str, after: int, timeout: float = 60.0) -> int:
-    """The pid of the server's child number ``after + 1`` for ``target``, from its log
-    (``folio warm server: PID runs TARGET in ...``), once it is there."""
+    """The pid of the server's child number ``after + 1`` for ``target``, once its log
+    says it was forked."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        text = "".join(log.read_text() for log in (runtime / "folio-warm").glob("*.log"))
-        pids = re.findall(rf"folio warm server: (\d+) runs {re.escape(target)} in ", text)
+        pids = [pid for pid, forked in warm_runs(runtime) if forked == target]
         if len(pids) > after:
-            return int(pids[after])
+            return pids[after]
         time.sleep(0.1)
     raise AssertionError(f"no child number {after + 1} for {target} in the server's log")
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import tempfile
 import time
@@ -21,18 +20,10 @@ import pytest
 
 from folio.samples import report_pages, write_long_pdf, write_scanned_pdf, write_text_pdf
 from tests.prefect_stack import start_prefect_stack
-from tests.process_reaper import stop_warm_servers
+from tests.process_reaper import stop_warm_servers, warm_runs
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")]
-
-
-def _runs(runtime: Path) -> list[tuple[int, str]]:
-    """What the warm servers ran (a server for each configuration: the trigger command's
-    and the worker's flow runs' environments differ), in order."""
-    text = "".join(log.read_text() for log in sorted((runtime / "folio-warm").glob("*.log")))
-    return [(int(pid), target) for pid, target in
-            re.findall(r"folio warm server: (\d+) runs (\S+) in ", text)]
 
 
 def test_a_triggered_run_is_forked_warm_and_a_cancelled_one_stops(tmp_path: Path) -> None:
@@ -54,7 +45,7 @@ def test_a_triggered_run_is_forked_warm_and_a_cancelled_one_stops(tmp_path: Path
         assert result["state"] == "COMPLETED"
         [doc] = result["documents"]
         assert doc["outcome"] == "ok" and doc["chunks"] > 0
-        runs = _runs(runtime)
+        runs = warm_runs(runtime)
         targets = [t for _, t in runs]
         # the trigger command and the flow run (and its page workers' zygote) were forked
         assert "folio_prefect.flows.cli:run" in targets and "prefect.engine" in targets
@@ -86,7 +77,7 @@ def test_a_triggered_run_is_forked_warm_and_a_cancelled_one_stops(tmp_path: Path
 
 def _engine_child(runtime: Path, seen: set[int]) -> int | None:
     """The flow run's process the warm server forked after those ``seen``."""
-    return next((pid for pid, target in _runs(runtime)
+    return next((pid for pid, target in warm_runs(runtime)
                  if target == "prefect.engine" and pid not in seen), None)
 
 
