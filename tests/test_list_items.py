@@ -8,6 +8,7 @@ from pathlib import Path
 import pypdfium2 as pdfium
 import pytest
 
+from folio import samples
 from folio.engines.markdown import blocks_to_markdown
 from folio.engines.tesseract import Line, Paragraph, Word, paragraphs_to_blocks
 from folio.models import Block, Label
@@ -101,6 +102,33 @@ def test_text_layer_lists_nesting_and_code_from_a_libreoffice_pdf(tmp_path: Path
     assert "ship:\n\n- a reader" in md and "\n  - local folders\n" in md
     assert "```\ndef main(argv):\n    for name" in md
     assert any(b.content.startswith("Run the function") for b in blocks)  # "2019." no item
+
+
+@pytest.mark.parametrize("apart", [False, True], ids=["one-run", "tab-apart"])
+def test_a_bullet_set_larger_than_its_words_keeps_the_item_whole(
+        tmp_path: Path, apart: bool) -> None:
+    """A bullet in a dingbat font at 13 pt before 9 pt words (a questionnaire's check
+    boxes): the item's second line is part of it, not a paragraph of its own. The bullet
+    either opens the words' run or stands a tab's width apart (two runs joined)."""
+    x = 96 if apart else 84
+    show = []
+    for item in range(3):
+        y = 700 - 30 * item
+        show += [f"/ZapfDingbats findfont 13 scalefont setfont 72 {y} moveto (l) show",
+                 f"/Times-Roman findfont 9 scalefont setfont {x} {y} moveto "
+                 f"(item {item} opens here and its words run on to) show",
+                 f"{x} {y - 11} moveto (a second line under the first) show"]
+    pdf = samples.write_postscript_pdf(tmp_path / "boxes.pdf", "\n".join([*show, "showpage"]))
+    doc = pdfium.PdfDocument(pdf)
+    try:
+        w, h = doc[0].get_size()
+        blocks = extract(doc[0], width_pt=w, height_pt=h, settings=RouteSettings()).blocks
+    finally:
+        doc.close()
+    assert [(b.label, b.marker, b.content) for b in blocks] == [
+        (Label.LIST_ITEM.value, "-",
+         f"item {n} opens here and its words run on to a second line under the first")
+        for n in range(3)]
 
 
 def _ocr_line(x: int, y: int, *words: str) -> Line:

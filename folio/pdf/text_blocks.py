@@ -93,11 +93,14 @@ def _merge_runs(lines: list[_Line]) -> list[_Line]:
     for line in sorted(lines, key=lambda ln: (round(ln.bbox.y0), ln.bbox.x0)):
         last = merged[-1] if merged else None
         code = last is not None and _code_beside(last, line)
-        if last is not None and (_same_line(last, line) or _marker_beside(last, line) or code):
+        marker = last is not None and _marker_beside(last, line)
+        if last is not None and (_same_line(last, line) or marker or code):
             left, right = sorted((last, line), key=lambda ln: ln.bbox.x0 + ln.bbox.x1)
             first, second = (right, left) if _right_to_left(left.text + right.text) \
                 else (left, right)
-            sizes = [s for s in (last.size, line.size) if s is not None]
+            # a marker's own size (a dingbat bullet set larger) is not its line's
+            sizes = [s for s in ((line.size,) if marker and line.size else
+                                 (last.size, line.size)) if s is not None]
             space = " " * (_spaces(left, right) if code else 1)
             merged[-1] = _Line(
                 last.bbox.union(line.bbox), f"{first.text}{space}{second.text}",

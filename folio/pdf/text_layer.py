@@ -22,6 +22,7 @@ import pypdfium2.raw as pdfium_c
 
 from folio.models import TextLayer, WordBox
 from folio.page import headings
+from folio.page.list_items import BULLET_GLYPHS
 from folio.pdf.pdfium_doc import PageGeometry, hidden_text_share, page_geometry
 from folio.pdf.text_blocks import (
     _BREAK_HYPHENS,
@@ -209,12 +210,22 @@ class _Run:
     right: float = -math.inf
     top: float = -math.inf
     size: float = 0.0
+    #: the size of a list marker that opens the run (:func:`_opens_item`)
+    lead_size: float = 0.0
     vertical: bool = False  # its glyphs run up or down the page
     style: headings.Style = field(default_factory=headings.Style)
 
     def add(self, char: str, box: pdfium_c.FS_RECTF, size: float | None,
             vertical: bool = False, face: tuple[str, bool, bool, bool] | None = None
             ) -> None:
+        if not self.chars and _opens_item(char):
+            # a bullet is often set in a dingbat font at another size than its words
+            # (Wingdings at 13 pt before 9 pt text): the line's size and face are its
+            # words', or the item's first line would not join its second (a paragraph
+            # is one size) and would count as a heading set larger than the body
+            self.lead_size = size or 0.0
+            face = None
+            size = None
         if face is not None:  # (name, bold, italic, monospaced) of the glyph's font
             self.style.glyphs += 1
             self.style.bold += face[1]
@@ -243,7 +254,7 @@ class _Run:
             return False
         if vertical != self.vertical:
             return True
-        gap = _SPLIT_EM * max(self.size, size or 0.0, 1.0)
+        gap = _SPLIT_EM * max(self.size, self.lead_size, size or 0.0, 1.0)
         if vertical:
             off_band = box.right < self.left or box.left > self.right
             return off_band or box.bottom - self.top > gap or self.bottom - box.top > gap
@@ -255,8 +266,15 @@ class _Run:
         if not text or self.right == -math.inf:
             return None
         box = geometry.to_top_left(self.left, self.bottom, self.right, self.top)
-        self.style.size = self.size or None
-        return _Line(box, text, self.size or None, style=self.style)
+        size = self.size or self.lead_size or None  # a marker alone: its own size
+        self.style.size = size
+        return _Line(box, text, size, style=self.style)
+
+
+def _opens_item(char: str) -> bool:
+    """Whether ``char`` is a bullet (a bullet glyph, or a dingbat font's glyph read as a
+    control character) when it opens a line."""
+    return char in BULLET_GLYPHS or unicodedata.category(char) == "Cc"
 
 
 @dataclass
