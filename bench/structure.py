@@ -8,7 +8,8 @@ stage does, and scores two sets:
   items are labelled ``list_item`` and ``code``: the share of ground-truth list items that
   folio wrote as a List-Item block (``list_item_recall``; the ground truth's own leading
   glyph tokens, such as ``r`` or ``SM590000`` from a bullet font without Unicode, left
-  out), the share of folio's List-Items that are a ground-truth list item
+  out), the share found with all their words, none cut off at a line
+  (``list_items_whole``), the share of folio's List-Items that are a ground-truth list item
   (``list_item_precision``), the share of ground-truth code items inside one of folio's
   Code-Blocks (``code_recall``: fenced in document.md);
 * PDFs made here by LibreOffice from HTML with known lists (bulleted, numbered,
@@ -177,6 +178,8 @@ def score_docling(gt: dict[str, Any], doc: DocumentResult | None) -> dict[str, A
     return {
         "truth_list_items": len(truth_items),
         "list_items_found": sum(any(_matches(t, f) for f in items) for t in truth_items),
+        # found with all their words: a wrapped item cut at its line is found above
+        "list_items_whole": sum(t in items for t in truth_items),
         "folio_list_items": len(items),
         "folio_list_items_true": sum(any(_matches(t, f) for t in truth_items) for f in items),
         "truth_code": len(truth_code),
@@ -256,6 +259,7 @@ def main(argv: list[str] | None = None) -> None:
     summary = {
         "docling": {
             "list_item_recall": _share(dt_["list_items_found"], dt_["truth_list_items"]),
+            "list_items_whole": _share(dt_["list_items_whole"], dt_["truth_list_items"]),
             "list_item_precision": _share(dt_["folio_list_items_true"], dt_["folio_list_items"]),
             "code_recall": _share(dt_["code_found"], dt_["truth_code"]),
             "heading_order_errors": dt_["heading_order_errors"], "counts": dt_},
