@@ -136,6 +136,14 @@ class Block(BaseModel):
     #: tesseract: line heights); None where not measured
     type_size: float | None = None
 
+    def relabelled(self, label: str) -> Block:
+        """This block under another label. A list item that is no longer one keeps its
+        marker in its words (``2. Look at ...``): only a List-Item carries a marker."""
+        if self.marker is None or label == "List-Item":
+            return self.model_copy(update={"label": label})
+        return self.model_copy(update={"label": label, "marker": None, "level": None,
+                                       "content": f"{self.marker} {self.content}"})
+
 
 def joined_box(blocks: Sequence[Block]) -> BBox | None:
     """The box of several blocks joined into one in the first one's place: the first

@@ -106,6 +106,23 @@ def test_a_list_on_a_page_taken_for_a_figure_stays_a_list_and_a_drawings_goes_in
     assert found[0].content.split("\n") == ["part 0", "part 1", "part 2"]
 
 
+def test_an_item_in_a_figure_too_small_to_be_one_stays_an_item() -> None:
+    """A layout region over one numbered step, too thin for a picture: the step stays a
+    list item; a block that leaves the list keeps its marker in its words."""
+    from folio.page.layout_labels import label_blocks
+
+    thin = _region(Label.FIGURE, BBox(x0=130, y0=380, x1=545, y1=395))
+    step = _item((136, 381, 540, 394), "Look at the definition of the table.", 0)
+    step = step.model_copy(update={"marker": "2."})
+    labelled, _ = label_blocks([step], [thin], 0.5)
+    found = cpu_pictures(labelled, [thin], [], width=W, height=H, min_cover=0.5, min_side=48)
+    assert [(b.label, b.marker, b.level, b.content) for b in found] == [
+        ("List-Item", "2.", 1, "Look at the definition of the table.")]
+    text = step.relabelled("Text")
+    assert (text.label, text.marker, text.level, text.content) == (
+        "Text", None, None, "2. Look at the definition of the table.")
+
+
 def test_a_figure_without_words_is_a_picture_in_its_place_in_the_reading_order() -> None:
     above = _block("Text", (72, 100, 540, 300), "Text above.", 0)
     below = _block("Text", (72, 720, 540, 760), "Text below.", 1)

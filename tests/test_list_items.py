@@ -55,6 +55,32 @@ def test_numbers_that_do_not_count_on_are_no_list() -> None:
     assert [m for m, _, _ in got] == ["1.", "2.", None]
 
 
+def test_numbered_questions_with_their_answers_between_them_are_items() -> None:
+    """A questionnaire's questions or a procedure's steps with other text between them:
+    each counts on from a paragraph at its left edge elsewhere on the page."""
+    got = pieces(["1. Does your country have a legal aid provider?"], ["  - Yes", "  - No"],
+                 ["2. Run the statements that are shown in the example."],
+                 ["  A note on what the statements change."],
+                 ["3. Look at the definition of the table, as shown in the figure,",
+                  "to see the masks"])
+    assert [m for m, _, _ in got] == ["1.", "-", "-", "2.", None, "3."]
+    assert got[5][2] == "Look at the definition of the table, as shown in the figure,\nto see the masks"
+
+
+@pytest.mark.parametrize("paras", [
+    # numbered headings set like the body, text between them
+    [["1. Introduction"], ["Why we wrote this."], ["2. Methods"]],
+    # the same count at another left edge
+    [["1. Run the statements that are shown."], ["A note."],
+     ["      2. Look at the definition of the table."]],
+    # a numbered line inside a paragraph, beside a numbered paragraph
+    [["2. Run the statements that are shown."], ["see Section", "3. The results hold.",
+                                                  "for every page"]],
+])
+def test_numbers_apart_count_on_only_as_sentences_at_one_edge(paras: list[list[str]]) -> None:
+    assert all(marker is None for marker, _, _ in pieces(*paras))
+
+
 def test_markers_normalised() -> None:
     assert split_marker("(iv) text").marker == "(iv)"  # type: ignore[union-attr]
     assert split_marker("- text").marker == "-"  # type: ignore[union-attr]

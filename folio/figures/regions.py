@@ -127,8 +127,8 @@ def cpu_pictures(blocks: Sequence[Block], regions: Sequence[Region] | None,
             assert m.bbox is not None
             box = box.union(m.bbox)
         if _small(box, min_side):
-            relabel.update({id(m): m.model_copy(update={"label": Label.TEXT.value})
-                            for m in members})
+            relabel.update({id(m): m if m.label == Label.LIST_ITEM.value
+                            else m.relabelled(Label.TEXT.value) for m in members})
             continue
         order = min((m.order for m in members), default=None)
         pic = _picture(box, members, _slot(box, blocks) if order is None else order - 0.5,
@@ -185,7 +185,7 @@ def _as_text(block: Block, rest: Sequence[Region], min_cover: float) -> Block:
     again = region_for(block.bbox, rest, min_cover) if block.bbox is not None else None
     label = (again.label.value if again is not None
              and again.label not in (Label.FIGURE, Label.TABLE) else Label.TEXT.value)
-    return block.model_copy(update={"label": label})
+    return block.relabelled(label)
 
 
 def _page_share(box: BBox, width: float, height: float) -> float:

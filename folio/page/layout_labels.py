@@ -146,12 +146,7 @@ def label_blocks(blocks: Sequence[Block], regions: Sequence[Region], min_cover: 
             label = region.label.value
         if label != block.label:
             changed += 1
-            # an item that is no longer one keeps its marker in its words
-            update: dict[str, object] = {"label": label}
-            if block.marker is not None:
-                update.update(marker=None, level=None,
-                              content=f"{block.marker} {block.content}")
-            block = block.model_copy(update=update)
+            block = block.relabelled(label)
         if region is not None and region.label in MERGED and label == region.label.value:
             groups.setdefault(id(region), []).append(block)
             frames[id(region)] = region.bbox
@@ -222,7 +217,7 @@ def _figure_table(region: Region, pairs: Sequence[tuple[Block, Block]],
     tables: list[Block] = []
     for original, block in pairs:
         if any(block is c for c in cells):
-            tables.append(block.model_copy(update={"label": Label.TABLE.value}))
+            tables.append(block.relabelled(Label.TABLE.value))
             swap[id(block)] = tables[-1]
             continue
         swap[id(block)] = _outside(original, rest, min_cover)
@@ -251,7 +246,7 @@ def _prose_figure(region: Region, pairs: Sequence[tuple[Block, Block]],
     for original, block in pairs:
         freed = _outside(original, rest, min_cover)
         if freed.label in HEADING_LABELS and not _heads_prose(freed, others, prose, words):
-            freed = freed.model_copy(update={"label": Label.TEXT.value})
+            freed = freed.relabelled(Label.TEXT.value)
         swap[id(block)] = freed
     return swap
 
@@ -295,7 +290,7 @@ def _outside(original: Block, rest: Sequence[Region], min_cover: float) -> Block
     if (again is None or again.label in (Label.FIGURE, Label.TABLE)
             or _keeps_engine_label(original.label, again.label)):
         return original
-    return original.model_copy(update={"label": again.label.value})
+    return original.relabelled(again.label.value)
 
 
 def _beyond_table(members: Sequence[Block], page_height: float) -> list[Block]:

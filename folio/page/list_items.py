@@ -14,7 +14,9 @@ What opens an item:
   and ``-``, ``*``, ``+`` followed by a space;
 * a number or letter: ``1.``, ``1)``, ``a.``, ``iv.``, ``(a)``, ``(2)``, only where the
   list around it counts on by it (``1.`` next to ``2.``, ``a)`` next to ``b)``, no other
-  text between them): a single numbered-looking line (``2. Methods``, a wrapped
+  text between them), or, for paragraphs that read as sentences, where a paragraph at the
+  same left edge elsewhere on the page does (a questionnaire's questions with their
+  answers between them): a single numbered-looking line (``2. Methods``, a wrapped
   sentence that starts ``3. The``) is no list, and a year (four digits) never is;
 * on an OCR page, the marks Tesseract reads bullets as (``«``, ``¢``, ``©``, ``°``, ``»``,
   ``®``), and on any page a letter ``o`` and a space (Word's second-level bullet), only
@@ -239,6 +241,37 @@ def _counts_on(piece: Piece, run: list[Piece]) -> bool:
     return False
 
 
+def _counts_on_apart(piece: Piece, pieces: list[Piece]) -> bool:
+    """Whether a numbered paragraph that reads as a sentence has a neighbour in count
+    (one less or one more) elsewhere on the page that opens a paragraph at the same left
+    edge and reads as one too: a questionnaire's questions with their answers between
+    them, a procedure's steps with a screenshot or a note between them. A heading set like
+    the body (``2. Methods``: one line, no closing stop) never counts on this way, nor does
+    a numbered line inside a paragraph (``3. The`` wrapped from the line above)."""
+    assert piece.marker is not None
+    if not _sentence_opening(piece):
+        return False
+    tolerance = INDENT_SHARE * max(piece.height, 1.0)
+    for kind, value in piece.marker.readings:
+        for other in pieces:
+            if (other is not piece and _sentence_opening(other)
+                    and _value(other, kind) in (value - 1, value + 1)
+                    and abs(other.x0 - piece.x0) <= tolerance):
+                return True
+    return False
+
+
+def _sentence_opening(piece: Piece) -> bool:
+    """A numbered piece that opens its paragraph and runs over more than one line or
+    ends as a sentence or a question does."""
+    return (piece.marker is not None and piece.marker.numbered and not piece.fixed
+            and piece.lines[0] == 0
+            and (len(piece.lines) > 1 or piece.content.rstrip().endswith(_SENTENCE_ENDS)))
+
+
+_SENTENCE_ENDS = (".", "?", "!", ":", ";")
+
+
 def _value(piece: Piece, kind: str) -> int | None:
     if piece.marker is None:
         return None
@@ -296,7 +329,8 @@ def list_pieces(paras: Sequence[Sequence[ItemLine]], fixed: Sequence[bool] | Non
             bullets = sum(1 for p in run if p.marker is not None and not p.marker.numbered)
             for piece in run:
                 assert piece.marker is not None
-                if piece.marker.numbered and not trust_numbers and not _counts_on(piece, run):
+                if (piece.marker.numbered and not trust_numbers and not _counts_on(piece, run)
+                        and not _counts_on_apart(piece, pieces)):
                     doubtful.add(position[id(piece)])
                 elif piece.marker.ocr_guess and bullets < 2:
                     doubtful.add(position[id(piece)])
