@@ -227,6 +227,30 @@ def test_code_in_a_face_measured_monospaced_and_dingbat_bullets(corpus: Path) ->
     assert "Database performance and scalability" in items
 
 
+def test_a_questionnaire_spread_reads_page_by_page_with_its_questions_as_items(
+        corpus: Path) -> None:
+    """Two printed pages on one PDF page (docling's table_mislabeled_as_picture): numbered
+    questions with their answer boxes between them, answer boxes in Wingdings set larger
+    than their words, page numbers in the margins and a column of stars in a table. The
+    left page reads before the right one, each question is an item, and no answer is cut
+    at its line."""
+    pdf = corpus / "docling" / "table_mislabeled_as_picture.pdf"
+    if not pdf.is_file():
+        pytest.skip(f"{pdf} absent")
+    doc = pdfium.PdfDocument(pdf)
+    try:
+        w, h = doc[0].get_size()
+        blocks = extract(doc[0], width_pt=w, height_pt=h, settings=RouteSettings()).blocks
+    finally:
+        doc.close()
+    questions = [b.marker for b in blocks if b.label == Label.LIST_ITEM.value
+                 and b.marker and b.marker[:-1].isdigit()]
+    assert questions == ["23.", "24.", "25.", "26.", "27.", "28."]
+    items = [b.content for b in blocks if b.label == Label.LIST_ITEM.value]
+    assert ("They work in parallel to State funded private practitioners who take "
+            "assignments to represent people eligible for legal aid") in items
+
+
 def test_a_long_code_block_with_a_language_is_cut_into_pieces_each_closed_bare() -> None:
     """A model's fenced block (```python) longer than a chunk: every piece opens with the
     block's fence and closes with a bare one (```python as a closing fence is no fence:

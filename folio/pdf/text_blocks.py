@@ -44,6 +44,9 @@ _TYPEWRITTEN_SHARE = 0.85
 #: monospaced runs on one line this many type sizes apart are one line of code
 _CODE_GAP_EM = 20.0
 _MAX_CUT_DEPTH = 64
+#: columns without a paragraph of two lines, holding together under this share of a
+#: page's characters, are scraps beside columns of text (:func:`_text_columns`)
+_SCRAPS_SHARE = 0.02
 
 
 @dataclass
@@ -370,8 +373,9 @@ def _xy_order(paras: list[_Para], depth: int = 0) -> list[_Para]:
         return sorted(paras, key=lambda p: (p.bbox.y0, p.bbox.x0))
     columns = _cut(paras, vertical=True)
     bands = _cut(paras, vertical=False)
-    if len(columns) > 1 and all(any(len(p.lines) > 1 for p in col) for col in columns):
-        groups = columns
+    text_columns = _text_columns(columns) if len(columns) > 1 else None
+    if text_columns is not None:
+        groups = text_columns
     elif len(bands) > 1:
         sections = _sections(bands)
         groups = sections if len(sections) > 1 else bands  # one section: rows of a table
@@ -380,6 +384,28 @@ def _xy_order(paras: list[_Para], depth: int = 0) -> list[_Para]:
     else:
         return sorted(paras, key=lambda p: (p.bbox.y0, p.bbox.x0))
     return [para for group in groups for para in _xy_order(group, depth + 1)]
+
+
+def _text_columns(columns: list[list[_Para]]) -> list[list[_Para]] | None:
+    """The columns, left to right, when a page cut into them is columns of text, else
+    None. Columns of text each hold a paragraph of more than one line; columns of scraps
+    beside them that hold under :data:`_SCRAPS_SHARE` of the page's characters (a page
+    number in the margin, a form's line numbers, a table's column of stars) must not
+    make two pages of a spread read row by row; they keep their place, beside the text
+    they number. Columns of one-line cells only are a table's, read row by row (None)."""
+    real = [col for col in columns if any(len(p.lines) > 1 for p in col)]
+    if len(real) == len(columns):
+        return columns
+    if len(real) < 2:
+        return None
+
+    def chars(col: list[_Para]) -> int:
+        return sum(len(line.text) for p in col for line in p.lines)
+
+    scraps = [col for col in columns if not any(col is r for r in real)]
+    if sum(chars(col) for col in scraps) >= _SCRAPS_SHARE * sum(chars(c) for c in columns):
+        return None
+    return columns
 
 
 def _sections(bands: list[list[_Para]]) -> list[list[_Para]]:
