@@ -130,6 +130,16 @@ def test_text_layer_lists_nesting_and_code_from_a_libreoffice_pdf(tmp_path: Path
     assert any(b.content.startswith("Run the function") for b in blocks)  # "2019." no item
 
 
+def _page_blocks(pdf: Path, index: int = 0) -> list[Block]:
+    """A PDF page's text-layer blocks."""
+    doc = pdfium.PdfDocument(pdf)
+    try:
+        w, h = doc[index].get_size()
+        return extract(doc[index], width_pt=w, height_pt=h, settings=RouteSettings()).blocks
+    finally:
+        doc.close()
+
+
 @pytest.mark.parametrize("apart", [False, True], ids=["one-run", "tab-apart"])
 def test_a_bullet_set_larger_than_its_words_keeps_the_item_whole(
         tmp_path: Path, apart: bool) -> None:
@@ -145,12 +155,7 @@ def test_a_bullet_set_larger_than_its_words_keeps_the_item_whole(
                  f"(item {item} opens here and its words run on to) show",
                  f"{x} {y - 11} moveto (a second line under the first) show"]
     pdf = samples.write_postscript_pdf(tmp_path / "boxes.pdf", "\n".join([*show, "showpage"]))
-    doc = pdfium.PdfDocument(pdf)
-    try:
-        w, h = doc[0].get_size()
-        blocks = extract(doc[0], width_pt=w, height_pt=h, settings=RouteSettings()).blocks
-    finally:
-        doc.close()
+    blocks = _page_blocks(pdf)
     assert [(b.label, b.marker, b.content) for b in blocks] == [
         (Label.LIST_ITEM.value, "-",
          f"item {n} opens here and its words run on to a second line under the first")
@@ -237,12 +242,7 @@ def test_a_questionnaire_spread_reads_page_by_page_with_its_questions_as_items(
     pdf = corpus / "docling" / "table_mislabeled_as_picture.pdf"
     if not pdf.is_file():
         pytest.skip(f"{pdf} absent")
-    doc = pdfium.PdfDocument(pdf)
-    try:
-        w, h = doc[0].get_size()
-        blocks = extract(doc[0], width_pt=w, height_pt=h, settings=RouteSettings()).blocks
-    finally:
-        doc.close()
+    blocks = _page_blocks(pdf)
     questions = [b.marker for b in blocks if b.label == Label.LIST_ITEM.value
                  and b.marker and b.marker[:-1].isdigit()]
     assert questions == ["23.", "24.", "25.", "26.", "27.", "28."]
