@@ -139,7 +139,7 @@ class Block(BaseModel):
     def relabelled(self, label: str) -> Block:
         """This block under another label. A list item that is no longer one keeps its
         marker in its words (``2. Look at ...``): only a List-Item carries a marker."""
-        if self.marker is None or label == "List-Item":
+        if self.marker is None or label == Label.LIST_ITEM.value:
             return self.model_copy(update={"label": label})
         return self.model_copy(update={"label": label, "marker": None, "level": None,
                                        "content": f"{self.marker} {self.content}"})
