@@ -13,8 +13,9 @@ from PIL import Image
 
 from folio import samples
 from folio.models import Label, TextLayer
+from folio.pdf.glyphs import utf16_char
 from folio.pdf.pdfium_doc import hidden_text_share, open_pdf, page_geometry
-from folio.pdf.text_layer import extract, score_text, utf16_char
+from folio.pdf.text_layer import extract, score_text
 from folio.settings.config import RouteSettings
 
 LETTER_AREA = 612.0 * 792.0

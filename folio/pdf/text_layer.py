@@ -22,7 +22,7 @@ import pypdfium2.raw as pdfium_c
 
 from folio.models import TextLayer, WordBox
 from folio.page import headings
-from folio.page.list_items import BULLET_GLYPHS
+from folio.pdf.glyphs import ALEFS, LAM, opens_item, same_box, swap_last_two, utf16_char
 from folio.pdf.pdfium_doc import PageGeometry, hidden_text_share, page_geometry
 from folio.pdf.text_blocks import (
     _BREAK_HYPHENS,
@@ -210,7 +210,7 @@ class _Run:
     right: float = -math.inf
     top: float = -math.inf
     size: float = 0.0
-    #: the size of a list marker that opens the run (:func:`_opens_item`)
+    #: the size of a list marker that opens the run (:func:`folio.pdf.glyphs.opens_item`)
     lead_size: float = 0.0
     vertical: bool = False  # its glyphs run up or down the page
     style: headings.Style = field(default_factory=headings.Style)
@@ -218,7 +218,7 @@ class _Run:
     def add(self, char: str, box: pdfium_c.FS_RECTF, size: float | None,
             vertical: bool = False, face: tuple[str, bool, bool, bool] | None = None
             ) -> None:
-        if not self.chars and _opens_item(char):
+        if not self.chars and opens_item(char):
             # a bullet is often set in a dingbat font at another size than its words
             # (Wingdings at 13 pt before 9 pt text): the line's size and face are its
             # words', or the item's first line would not join its second (a paragraph
@@ -269,12 +269,6 @@ class _Run:
         size = self.size or self.lead_size or None  # a marker alone: its own size
         self.style.size = size
         return _Line(box, text, size, style=self.style)
-
-
-def _opens_item(char: str) -> bool:
-    """Whether ``char`` is a bullet (a bullet glyph, or a dingbat font's glyph read as a
-    control character) when it opens a line."""
-    return char in BULLET_GLYPHS or unicodedata.category(char) == "Cc"
 
 
 @dataclass
@@ -386,9 +380,9 @@ def _scan_chars(textpage: pdfium.PdfTextPage, geometry: PageGeometry) -> _Scan:
                 fonts.measure(face, char, box.right - box.left, size)
             if char not in _BREAK_HYPHENS:
                 scan.word.add(char, box, size, sideways)
-            if char == _LAM and previous[0] in _ALEFS and _same_box(previous[1], here):
-                _swap_last_two(run.chars)
-                _swap_last_two(scan.word.chars)
+            if char == LAM and previous[0] in ALEFS and same_box(previous[1], here):
+                swap_last_two(run.chars)
+                swap_last_two(scan.word.chars)
             previous = (char, here)
         if pdfium_c.FPDFText_IsGenerated(textpage, index) == 1:
             continue
@@ -403,37 +397,6 @@ def _scan_chars(textpage: pdfium.PdfTextPage, geometry: PageGeometry) -> _Scan:
     for line in scan.lines if measured else ():
         line.style.mono += sum(n for name, n in line.style.faces.items() if name in measured)
     return scan
-
-
-def utf16_char(code: int, low: int = 0) -> tuple[str, bool]:
-    """The character of pdfium's UTF-16 unit ``code`` (with the next unit ``low``), and
-    whether it took both: a character outside the BMP (math italic letters, CJK
-    extensions, emoji) is a surrogate pair, one character; a lone surrogate (a broken
-    font) cannot be encoded and counts as a bad glyph (U+FFFD)."""
-    if 0xD800 <= code <= 0xDBFF and 0xDC00 <= low <= 0xDFFF:
-        return chr(0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)), True
-    if 0 < code < 0x110000 and not 0xD800 <= code <= 0xDFFF:
-        return chr(code), False
-    return "\ufffd", False
-
-
-#: Arabic lam and the alefs it forms a ligature with (lam-alef, one glyph, two letters)
-_LAM = "\u0644"
-_ALEFS = frozenset("\u0627\u0623\u0625\u0622")
-
-
-def _same_box(a: tuple[float, float, float, float], b: tuple[float, float, float, float]
-              ) -> bool:
-    return all(abs(x - y) < 0.01 for x, y in zip(a, b, strict=True))
-
-
-def _swap_last_two(chars: list[str]) -> None:
-    """Put a lam-alef ligature's letters in reading order. pdfium reverses a right-to-
-    left run glyph by glyph, and a ligature's two letters (one glyph, one box) come out
-    alef first ("اإلنتاجية" for "الإنتاجية"); two letters sharing one box are that glyph,
-    while a real alef-lam (the article) has two boxes."""
-    if len(chars) >= 2:
-        chars[-2], chars[-1] = chars[-1], chars[-2]
 
 
 def _flush(run: _Run, scan: _Scan, geometry: PageGeometry) -> _Run:
