@@ -127,8 +127,7 @@ def cpu_pictures(blocks: Sequence[Block], regions: Sequence[Region] | None,
             assert m.bbox is not None
             box = box.union(m.bbox)
         if _small(box, min_side):
-            relabel.update({id(m): m if m.label == Label.LIST_ITEM.value
-                            else m.relabelled(Label.TEXT.value) for m in members})
+            relabel.update({id(m): _as_text(m, (), min_cover) for m in members})
             continue
         order = min((m.order for m in members), default=None)
         pic = _picture(box, members, _slot(box, blocks) if order is None else order - 0.5,

@@ -106,6 +106,12 @@ def _control(char: str) -> bool:
     return char not in "\t\n\r" and unicodedata.category(char) == "Cc"
 
 
+def is_bullet_glyph(char: str) -> bool:
+    """Whether ``char`` is a bullet wherever it opens a line: a bullet glyph, or a
+    dingbat font's glyph read without Unicode as a control character."""
+    return char in BULLET_GLYPHS or _control(char)
+
+
 def is_bare_marker(text: str) -> bool:
     """Whether ``text`` is a list marker alone (a bullet glyph, ``1.``, ``(a)``): a run
     the text layer keeps apart from its item's words by a tab's width."""
@@ -241,24 +247,35 @@ def _counts_on(piece: Piece, run: list[Piece]) -> bool:
     return False
 
 
-def _counts_on_apart(piece: Piece, pieces: list[Piece]) -> bool:
+def _openings(pieces: list[Piece]) -> dict[tuple[str, int], list[float]]:
+    """The left edges of the page's numbered paragraphs that read as sentences, by each
+    reading of their number (for :func:`_counts_on_apart`: one pass over the page, not
+    one for each doubtful item)."""
+    edges: dict[tuple[str, int], list[float]] = {}
+    for piece in pieces:
+        if _sentence_opening(piece):
+            assert piece.marker is not None
+            for reading in piece.marker.readings:
+                edges.setdefault(reading, []).append(piece.x0)
+    return edges
+
+
+def _counts_on_apart(piece: Piece, openings: dict[tuple[str, int], list[float]]) -> bool:
     """Whether a numbered paragraph that reads as a sentence has a neighbour in count
     (one less or one more) elsewhere on the page that opens a paragraph at the same left
-    edge and reads as one too: a questionnaire's questions with their answers between
-    them, a procedure's steps with a screenshot or a note between them. A heading set like
-    the body (``2. Methods``: one line, no closing stop) never counts on this way, nor does
-    a numbered line inside a paragraph (``3. The`` wrapped from the line above)."""
+    edge and reads as one too (``openings``): a questionnaire's questions with their
+    answers between them, a procedure's steps with a screenshot or a note between them.
+    A heading set like the body (``2. Methods``: one line, no closing stop) never counts
+    on this way, nor does a numbered line inside a paragraph (``3. The`` wrapped from the
+    line above)."""
     assert piece.marker is not None
     if not _sentence_opening(piece):
         return False
     tolerance = INDENT_SHARE * max(piece.height, 1.0)
-    for kind, value in piece.marker.readings:
-        for other in pieces:
-            if (other is not piece and _sentence_opening(other)
-                    and _value(other, kind) in (value - 1, value + 1)
-                    and abs(other.x0 - piece.x0) <= tolerance):
-                return True
-    return False
+    return any(abs(x0 - piece.x0) <= tolerance
+               for kind, value in piece.marker.readings
+               for near in (value - 1, value + 1)
+               for x0 in openings.get((kind, near), ()))
 
 
 def _sentence_opening(piece: Piece) -> bool:
@@ -325,12 +342,13 @@ def list_pieces(paras: Sequence[Sequence[ItemLine]], fixed: Sequence[bool] | Non
     for _ in range(3):  # a doubtful item turned text splits its run: judge again
         doubtful: set[int] = set()
         position = {id(piece): i for i, piece in enumerate(pieces)}
+        openings = _openings(pieces)
         for run in _runs(pieces):
             bullets = sum(1 for p in run if p.marker is not None and not p.marker.numbered)
             for piece in run:
                 assert piece.marker is not None
                 if (piece.marker.numbered and not trust_numbers and not _counts_on(piece, run)
-                        and not _counts_on_apart(piece, pieces)):
+                        and not _counts_on_apart(piece, openings)):
                     doubtful.add(position[id(piece)])
                 elif piece.marker.ocr_guess and bullets < 2:
                     doubtful.add(position[id(piece)])

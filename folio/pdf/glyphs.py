@@ -1,12 +1,7 @@
 """Characters from pdfium's glyph stream (for :mod:`folio.pdf.text_layer`): UTF-16 units
-to characters, a lam-alef ligature's letters put in reading order, and the bullet that
-opens a line. Pure."""
+to characters and a lam-alef ligature's letters put in reading order. Pure."""
 
 from __future__ import annotations
-
-import unicodedata
-
-from folio.page.list_items import BULLET_GLYPHS
 
 
 def utf16_char(code: int, low: int = 0) -> tuple[str, bool]:
@@ -38,9 +33,3 @@ def swap_last_two(chars: list[str]) -> None:
     while a real alef-lam (the article) has two boxes."""
     if len(chars) >= 2:
         chars[-2], chars[-1] = chars[-1], chars[-2]
-
-
-def opens_item(char: str) -> bool:
-    """Whether ``char`` is a bullet (a bullet glyph, or a dingbat font's glyph read as a
-    control character) when it opens a line."""
-    return char in BULLET_GLYPHS or unicodedata.category(char) == "Cc"

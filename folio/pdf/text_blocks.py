@@ -101,9 +101,9 @@ def _merge_runs(lines: list[_Line]) -> list[_Line]:
             left, right = sorted((last, line), key=lambda ln: ln.bbox.x0 + ln.bbox.x1)
             first, second = (right, left) if _right_to_left(left.text + right.text) \
                 else (left, right)
-            # a marker's own size (a dingbat bullet set larger) is not its line's
-            sizes = [s for s in ((line.size,) if marker and line.size else
-                                 (last.size, line.size)) if s is not None]
+            sizes = [s for s in (last.size, line.size) if s is not None]
+            if marker and line.size:  # a marker's own size (a dingbat set larger) is not its line's
+                sizes = [line.size]
             space = " " * (_spaces(left, right) if code else 1)
             merged[-1] = _Line(
                 last.bbox.union(line.bbox), f"{first.text}{space}{second.text}",
@@ -373,9 +373,8 @@ def _xy_order(paras: list[_Para], depth: int = 0) -> list[_Para]:
         return sorted(paras, key=lambda p: (p.bbox.y0, p.bbox.x0))
     columns = _cut(paras, vertical=True)
     bands = _cut(paras, vertical=False)
-    text_columns = _text_columns(columns) if len(columns) > 1 else None
-    if text_columns is not None:
-        groups = text_columns
+    if len(columns) > 1 and _text_columns(columns):
+        groups = columns
     elif len(bands) > 1:
         sections = _sections(bands)
         groups = sections if len(sections) > 1 else bands  # one section: rows of a table
@@ -386,26 +385,19 @@ def _xy_order(paras: list[_Para], depth: int = 0) -> list[_Para]:
     return [para for group in groups for para in _xy_order(group, depth + 1)]
 
 
-def _text_columns(columns: list[list[_Para]]) -> list[list[_Para]] | None:
-    """The columns, left to right, when a page cut into them is columns of text, else
-    None. Columns of text each hold a paragraph of more than one line; columns of scraps
-    beside them that hold under :data:`_SCRAPS_SHARE` of the page's characters (a page
-    number in the margin, a form's line numbers, a table's column of stars) must not
-    make two pages of a spread read row by row; they keep their place, beside the text
-    they number. Columns of one-line cells only are a table's, read row by row (None)."""
-    real = [col for col in columns if any(len(p.lines) > 1 for p in col)]
-    if len(real) == len(columns):
-        return columns
-    if len(real) < 2:
-        return None
-
-    def chars(col: list[_Para]) -> int:
-        return sum(len(line.text) for p in col for line in p.lines)
-
-    scraps = [col for col in columns if not any(col is r for r in real)]
-    if sum(chars(col) for col in scraps) >= _SCRAPS_SHARE * sum(chars(c) for c in columns):
-        return None
-    return columns
+def _text_columns(columns: list[list[_Para]]) -> bool:
+    """Whether a page cut into these columns is columns of text, read left to right:
+    each column holds a paragraph of more than one line, but for columns of scraps beside
+    them that hold under :data:`_SCRAPS_SHARE` of the page's characters (a page number in
+    the margin, a form's line numbers, a table's column of stars), which must not make two
+    pages of a spread read row by row; they keep their place, beside the text they
+    number. Columns of one-line cells only are a table's, read row by row."""
+    real = [any(len(p.lines) > 1 for p in col) for col in columns]
+    if all(real):
+        return True
+    chars = [sum(len(line.text) for p in col for line in p.lines) for col in columns]
+    scraps = sum(n for n, is_real in zip(chars, real, strict=True) if not is_real)
+    return sum(real) >= 2 and scraps < _SCRAPS_SHARE * sum(chars)
 
 
 def _sections(bands: list[list[_Para]]) -> list[list[_Para]]:

@@ -22,7 +22,8 @@ import pypdfium2.raw as pdfium_c
 
 from folio.models import TextLayer, WordBox
 from folio.page import headings
-from folio.pdf.glyphs import ALEFS, LAM, opens_item, same_box, swap_last_two, utf16_char
+from folio.page.list_items import is_bullet_glyph
+from folio.pdf.glyphs import ALEFS, LAM, same_box, swap_last_two, utf16_char
 from folio.pdf.pdfium_doc import PageGeometry, hidden_text_share, page_geometry
 from folio.pdf.text_blocks import (
     _BREAK_HYPHENS,
@@ -210,7 +211,7 @@ class _Run:
     right: float = -math.inf
     top: float = -math.inf
     size: float = 0.0
-    #: the size of a list marker that opens the run (:func:`folio.pdf.glyphs.opens_item`)
+    #: the size of a bullet that opens the run (:func:`folio.page.list_items.is_bullet_glyph`)
     lead_size: float = 0.0
     vertical: bool = False  # its glyphs run up or down the page
     style: headings.Style = field(default_factory=headings.Style)
@@ -218,7 +219,7 @@ class _Run:
     def add(self, char: str, box: pdfium_c.FS_RECTF, size: float | None,
             vertical: bool = False, face: tuple[str, bool, bool, bool] | None = None
             ) -> None:
-        if not self.chars and opens_item(char):
+        if not self.chars and is_bullet_glyph(char):
             # a bullet is often set in a dingbat font at another size than its words
             # (Wingdings at 13 pt before 9 pt text): the line's size and face are its
             # words', or the item's first line would not join its second (a paragraph
